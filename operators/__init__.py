@@ -1,0 +1,23 @@
+"""petrov.operators: attention mixers, spectral layers, blocks and operator models."""
+from .attention import Attention
+from .io import load_model, save_model
+from .layout import grid_coordinates
+from .mixers import MIXERS, list_mixers
+from .models import MODELS, build_model, list_models, register_model
+from .registry import Registry
+from .spectral import SpectralConv
+
+__all__ = [
+    "Attention",
+    "MIXERS",
+    "MODELS",
+    "Registry",
+    "SpectralConv",
+    "build_model",
+    "grid_coordinates",
+    "list_mixers",
+    "list_models",
+    "load_model",
+    "register_model",
+    "save_model",
+]

@@ -1,0 +1,108 @@
+"""Strict dataclass configs: an unknown or mistyped key is an error, never silently ignored.
+
+``from_dict(Cls, mapping)`` builds a dataclass from a plain dict (e.g. parsed TOML or a saved
+checkpoint), naming every unknown key and the closest valid one, and checking value types for the
+simple annotations used in configs (bool, int, float, str, tuples/lists of those, Optional).
+``asdict`` gives the plain dict back (tuples become lists so it round-trips through TOML/JSON).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any, Mapping, TypeVar
+
+C = TypeVar("C")
+
+
+def _check_type(value: Any, annotation: Any, where: str) -> Any:
+    """Return ``value`` coerced to ``annotation`` where lossless (int -> float, list -> tuple)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_type(value, arg, where)
+            except TypeError as err:
+                errors.append(str(err))
+        raise TypeError(errors[0] if errors else f"{where}: invalid value {value!r}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise TypeError(f"{where}: {value!r} is not one of {list(args)}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where}: expected a list, got {type(value).__name__} {value!r}")
+        item_type = args[0] if args else Any
+        items = [_check_type(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict or annotation is dict:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected a table/dict, got {type(value).__name__}")
+        return dict(value)
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{where}: expected a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{where}: expected an integer, got {type(value).__name__} {value!r}")
+        return value
+    if annotation in (bool, str):
+        if not isinstance(value, annotation):
+            raise TypeError(
+                f"{where}: expected {annotation.__name__}, got {type(value).__name__} {value!r}"
+            )
+        return value
+    return value
+
+
+def from_dict(cls: type[C], mapping: Mapping[str, Any], context: str | None = None) -> C:
+    """Build dataclass ``cls`` from ``mapping``; unknown keys and wrong types raise ``ValueError``.
+
+    Nested dataclass fields accept nested mappings.
+    """
+    context = context or cls.__name__
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k for k in mapping if k not in fields]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ValueError(
+            f"{context}: unknown key(s) {', '.join(hints)}; valid keys: {', '.join(fields)}"
+        )
+    hints_map = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in mapping.items():
+        annotation = hints_map.get(key, Any)
+        if dataclasses.is_dataclass(annotation) and isinstance(value, Mapping):
+            kwargs[key] = from_dict(annotation, value, f"{context}.{key}")
+            continue
+        try:
+            kwargs[key] = _check_type(value, annotation, f"{context}.{key}")
+        except TypeError as err:
+            raise ValueError(str(err)) from None
+    return cls(**kwargs)
+
+
+def asdict(config: Any) -> dict[str, Any]:
+    """Plain-dict form of a dataclass config (tuples -> lists), safe for JSON/TOML/torch.save."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    return {k: plain(v) for k, v in dataclasses.asdict(config).items()}

@@ -1,0 +1,52 @@
+"""The one place where tensor layouts are converted.
+
+Models take and return channels-last grid tensors ``(b, *grid, c)`` (what datasets store).
+Attention works on point clouds ``(b, n, c)``; spectral layers on channels-first grids
+``(b, c, *grid)``.  Coordinates of a uniform grid on the unit cube come from
+:func:`grid_coordinates`, so data, models and plots agree on where the points are.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def grid_to_points(x: torch.Tensor) -> torch.Tensor:
+    """``(b, *grid, c) -> (b, n, c)`` with ``n = prod(grid)`` (row-major flattening)."""
+    return x.reshape(x.shape[0], -1, x.shape[-1])
+
+
+def points_to_grid(x: torch.Tensor, grid: tuple[int, ...] | torch.Size) -> torch.Tensor:
+    """``(b, n, c) -> (b, *grid, c)``; inverse of :func:`grid_to_points`."""
+    return x.reshape(x.shape[0], *grid, x.shape[-1])
+
+
+def channels_first(x: torch.Tensor) -> torch.Tensor:
+    """``(b, *grid, c) -> (b, c, *grid)``."""
+    return x.movedim(-1, 1)
+
+
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    """``(b, c, *grid) -> (b, *grid, c)``."""
+    return x.movedim(1, -1)
+
+
+def grid_coordinates(
+    grid: tuple[int, ...] | torch.Size,
+    periodic: bool = False,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Coordinates ``(*grid, d)`` of a uniform grid on ``[0, 1]^d``.
+
+    ``periodic=True``: ``x_i = i / n`` (the point 1 is the point 0, as for Burgers on the torus);
+    ``periodic=False``: ``x_i = i / (n - 1)`` (node grid including both boundaries, as for Darcy).
+    Strided sub-grids of either kind keep the same coordinates at shared points.
+    """
+    axes = []
+    for n in grid:
+        if periodic:
+            axes.append(torch.arange(n, dtype=dtype, device=device) / n)
+        else:
+            axes.append(torch.linspace(0.0, 1.0, n, dtype=dtype, device=device))
+    mesh = torch.meshgrid(*axes, indexing="ij")
+    return torch.stack(mesh, dim=-1)
