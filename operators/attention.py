@@ -1,26 +1,168 @@
-"""PLACEHOLDER (minimal Galerkin attention) until the real layer lands; same signature."""
+"""Multi-head attention as a learned Petrov-Galerkin projection (Cao 2021), any mixer by name.
+
+For ``x: (b, n, d_model)`` sampled at points ``pos: (b, n, p)`` with quadrature weights
+``w: (b, n)``:
+
+1. per head ``Q, K, V = x W^Q, x W^K, x W^V``                          ``(b, h, n, head_dim)``
+2. the matrices the mixer names in ``normalized`` are normalized (``norm``: "column", "layer" or
+   None; see :mod:`petrov.operators.normalization`), using the weights;
+3. the coordinates are appended to Q, K and V of every head             ``(b, h, n, head_dim + p)``
+4. the mixer combines them, ``z = mixer(Q, K, V, pos, w)``              ``(b, h, n, head_dim + p)``
+5. heads are concatenated, dropout, output projection
+   ``Linear(h (head_dim + p), d_model)``                               ``(b, n, d_model)``
+
+Weights: nonnegative, normalized here to sum 1 per batch (so any positive multiple, e.g. cell
+areas, works); ``None`` means uniform ``1/n`` and takes the cheaper uniform code paths.
+
+Dropout is one ``nn.Dropout`` on the concatenated mixer output (step 5), the same place for every
+mixer (so mixers stay interchangeable; linear kernels have no attention matrix to drop); it is off
+in ``eval()``.
+
+Initialization: ``W^Q, W^K, W^V`` are Xavier-uniform with gain ``init_gain`` plus ``init_diagonal``
+on the main diagonal, biases zero.  The reference (scaomath/galerkin-transformer, SimpleAttention)
+defaults to gain 1e-2 and diagonal 1e-2 (its Burgers config used gain 1e-3).  The output
+projection keeps PyTorch's default ``nn.Linear`` initialization.
+"""
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
 
+from .mixers import MIXERS, build_mixer
+from .normalization import build_norm
+
+
+def _positive_int(name: str, value: object, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
 
 class Attention(nn.Module):
-    def __init__(self, d_model, n_heads, head_dim=None, mixer="galerkin", norm="column",
-                 pos_dim=0, dropout=0.0, **mixer_options):
-        super().__init__()
-        self.h, self.dh = n_heads, head_dim or d_model // n_heads
-        self.qkv = nn.Linear(d_model, 3 * self.h * self.dh)
-        self.out = nn.Linear(self.h * (self.dh + pos_dim), d_model)
-        self.pos_dim = pos_dim
+    """``Attention(d_model, n_heads, head_dim=None, mixer="galerkin", norm="column", pos_dim=0,
+    dropout=0.0, *, init_gain=1e-2, init_diagonal=1e-2, norm_eps=1e-5, **mixer_options)``.
 
-    def forward(self, x, pos=None, weights=None):
+    ``forward(x, pos=None, weights=None) -> (b, n, d_model)`` with ``x: (b, n, d_model)``,
+    ``pos: (b, n, pos_dim)`` (required iff ``pos_dim > 0``; batch size 1 broadcasts) and
+    ``weights: (b, n)`` nonnegative quadrature weights (batch size 1 broadcasts).
+
+    ``head_dim`` defaults to ``d_model // n_heads`` but is independent of it.  ``mixer_options``
+    go to the mixer's constructor (unknown options raise ``ValueError``).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int | None = None,
+        mixer: str = "galerkin",
+        norm: str | None = "column",
+        pos_dim: int = 0,
+        dropout: float = 0.0,
+        *,
+        init_gain: float = 1e-2,
+        init_diagonal: float = 1e-2,
+        norm_eps: float = 1e-5,
+        **mixer_options,
+    ):
+        super().__init__()
+        self.d_model = _positive_int("d_model", d_model)
+        self.n_heads = _positive_int("n_heads", n_heads)
+        if head_dim is None:
+            if d_model < n_heads:
+                raise ValueError(f"d_model // n_heads = 0 ({d_model} // {n_heads}); pass head_dim")
+            head_dim = d_model // n_heads
+        self.head_dim = _positive_int("head_dim", head_dim)
+        self.pos_dim = _positive_int("pos_dim", pos_dim, low=0)
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        for name, value in (("init_gain", init_gain), ("init_diagonal", init_diagonal)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+        mixer_cls = MIXERS.get(mixer) if isinstance(mixer, str) else None
+        self.mixer = build_mixer(mixer, self.head_dim + self.pos_dim, self.n_heads, **mixer_options)
+        if getattr(mixer_cls, "requires_pos", False) and self.pos_dim == 0:
+            raise ValueError(f"mixer {mixer!r} needs point coordinates: build Attention with pos_dim > 0")
+        self.mixer_name, self.norm_name = mixer, norm
+        normalized = tuple(getattr(self.mixer, "normalized", ()))
+        norms = {name: build_norm(norm, self.n_heads, self.head_dim, eps=norm_eps) for name in normalized}
+        self.norms = nn.ModuleDict(norms if norm is not None else {})
+
+        inner = self.n_heads * self.head_dim
+        self.q_proj = nn.Linear(d_model, inner)
+        self.k_proj = nn.Linear(d_model, inner)
+        self.v_proj = nn.Linear(d_model, inner)
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(self.n_heads * (self.head_dim + self.pos_dim), d_model)
+        self.init_gain, self.init_diagonal = float(init_gain), float(init_diagonal)
+        self.reset_projections()
+
+    @torch.no_grad()
+    def reset_projections(self) -> None:
+        """Xavier-uniform (gain ``init_gain``) + ``init_diagonal`` * identity on Q, K, V; zero biases."""
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.xavier_uniform_(proj.weight, gain=self.init_gain)
+            proj.weight += self.init_diagonal * torch.eye(
+                *proj.weight.shape, dtype=proj.weight.dtype, device=proj.weight.device)
+            nn.init.zeros_(proj.bias)
+
+    def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        b, n, _ = t.shape
+        return t.view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
+        pos, weights = self._check_inputs(x, pos, weights)
         b, n, _ = x.shape
-        q, k, v = self.qkv(x).view(b, n, 3, self.h, self.dh).permute(2, 0, 3, 1, 4)
-        k = torch.nn.functional.layer_norm(k, (self.dh,))
-        v = torch.nn.functional.layer_norm(v, (self.dh,))
+        q, k, v = (self._split_heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (self.norms[name](t, weights) if name in self.norms else t
+                   for name, t in zip("qkv", (q, k, v)))
         if self.pos_dim:
-            p = pos.unsqueeze(1).expand(b, self.h, n, self.pos_dim)
-            q, k, v = (torch.cat([t, p], -1) for t in (q, k, v))
-        z = q @ (k.transpose(-2, -1) @ v) / n
-        return self.out(z.transpose(1, 2).reshape(b, n, -1))
+            coords = pos.unsqueeze(1).expand(b, self.n_heads, n, self.pos_dim)
+            # cat promotes (under autocast bf16 q + float32 coords -> float32): coordinates keep
+            # their precision, bf16 cannot resolve a 1/8192 grid spacing
+            q, k, v = (torch.cat([t, coords], dim=-1) for t in (q, k, v))
+        z = self.mixer(q, k, v, pos=pos, weights=weights)  # (b, h, n, head_dim + p)
+        z = z.transpose(1, 2).reshape(b, n, -1)
+        return self.out_proj(self.dropout(z))
+
+    def _check_inputs(self, x, pos, weights):
+        """Validate shapes; return pos expanded to ``(b, n, p)`` and weights normalized to sum 1."""
+        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"Attention expects x of shape (b, n, {self.d_model}), got {shape}")
+        b, n, _ = x.shape
+        if n == 0:
+            raise ValueError("Attention got an empty point set (n = 0)")
+        if self.pos_dim == 0:
+            if pos is not None:
+                raise ValueError("pos given but the layer was built with pos_dim=0; "
+                                 "build it with pos_dim=p to use coordinates")
+        else:
+            if pos is None:
+                raise ValueError(f"the layer was built with pos_dim={self.pos_dim}: "
+                                 f"pass pos of shape (b, n, {self.pos_dim})")
+            if pos.ndim != 3 or pos.shape[0] not in (1, b) or pos.shape[1:] != (n, self.pos_dim):
+                raise ValueError(f"pos must have shape ({b}, {n}, {self.pos_dim}) "
+                                 f"(or batch 1), got {tuple(pos.shape)}")
+            pos = pos.to(x.dtype).expand(b, n, self.pos_dim)
+        if weights is not None:
+            if weights.ndim != 2 or weights.shape[0] not in (1, b) or weights.shape[1] != n:
+                raise ValueError(f"weights must have shape ({b}, {n}) (or batch 1), "
+                                 f"got {tuple(weights.shape)}")
+            if not bool(torch.isfinite(weights).all()):
+                raise ValueError("weights contain NaN or inf")
+            if bool((weights < 0).any()):
+                raise ValueError("weights must be nonnegative (quadrature weights)")
+            total = weights.sum(dim=-1, keepdim=True)
+            if bool((total <= 0).any()):
+                raise ValueError("weights sum to 0 for some batch entry; at least one must be positive")
+            weights = (weights / total).to(x.dtype).expand(b, n)
+        return pos, weights
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, "
+                f"mixer={self.mixer_name!r}, norm={self.norm_name!r}, pos_dim={self.pos_dim}")

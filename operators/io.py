@@ -1,7 +1,127 @@
-"""Placeholder: being written."""
-def save_model(model, path):  # noqa: D103
-    raise NotImplementedError
+"""Save and load models as plain-data checkpoints (no pickled code).
+
+A checkpoint is the dict written by ``torch.save``::
+
+    {"format": "petrov-model", "model_name": str, "config": dict, "state_dict": dict,
+     "petrov_version": str, "extra": dict}
+
+``extra`` holds anything else the caller wants kept with the weights (the trainer stores its
+normalizers there) and must itself be plain data: tensors, numbers, strings, bools, None,
+and lists/tuples/dicts of those.  Loading uses ``torch.load(weights_only=True)``, which
+refuses anything else, and rebuilds the model from ``model_name`` and ``config`` alone.
+
+- ``save_model(model, path, extra=None)``: writes to a temporary file in the same directory
+  and renames it, so ``path`` is never half-written.
+- ``load_model(path, map_location="cpu")`` -> model (in eval mode);
+  ``load_model(path, return_extra=True)`` -> ``(model, extra)``.
+- ``load_checkpoint(path, map_location="cpu")`` -> the validated checkpoint dict.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .models import MODELS, build_model
+
+FORMAT = "petrov-model"
+_REQUIRED = ("model_name", "config", "state_dict")
 
 
-def load_model(path):  # noqa: D103
-    raise NotImplementedError
+def _version() -> str:
+    try:
+        return metadata.version("petrov")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
+    """Write ``model`` (built by ``build_model``) and ``extra`` to ``path`` atomically; returns the path."""
+    name = getattr(model, "model_name", None)
+    config = getattr(model, "config", None)
+    if name is None or not isinstance(config, dict):
+        raise ValueError(
+            "save_model needs a model made by petrov.operators.build_model (with .model_name and "
+            f"a dict .config); got {type(model).__name__}"
+        )
+    if extra is not None and not isinstance(extra, dict):
+        raise ValueError(f"extra must be a dict of plain data, got {type(extra).__name__}")
+    path = Path(path)
+    if not path.parent.exists():
+        raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist")
+    checkpoint = {
+        "format": FORMAT,
+        "model_name": name,
+        "config": dict(config),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "petrov_version": _version(),
+        "extra": extra or {},
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """Read and validate a checkpoint written by :func:`save_model` (plain data only)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "Unsupported global" in str(err):  # a class or function, i.e. pickled code
+            raise ValueError(
+                f"{str(path)!r} holds objects other than tensors and plain data, which are not "
+                "loaded (weights_only=True); re-save it with petrov.operators.save_model"
+            ) from None
+        raise ValueError(f"{str(path)!r} is not a readable checkpoint (corrupt?): {err}") from None
+    except Exception as err:  # torch raises RuntimeError/EOFError/KeyError/... on damaged files
+        raise ValueError(
+            f"{str(path)!r} is not a readable checkpoint (corrupt or truncated?): "
+            f"{type(err).__name__}: {str(err)[:200]}"
+        ) from None
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
+        raise ValueError(f"{str(path)!r} is not a petrov model checkpoint")
+    missing = [k for k in _REQUIRED if k not in checkpoint]
+    if missing:
+        raise ValueError(f"{str(path)!r} is missing {', '.join(missing)}")
+    checkpoint.setdefault("extra", {})
+    return checkpoint
+
+
+def load_model(path: str | os.PathLike, map_location: Any = "cpu", return_extra: bool = False):
+    """Rebuild the model saved at ``path`` (eval mode); with ``return_extra`` also return ``extra``."""
+    checkpoint = load_checkpoint(path, map_location)
+    name = checkpoint["model_name"]
+    if name not in MODELS:
+        raise KeyError(f"checkpoint {str(path)!r}: {MODELS.unknown_message(name)}")
+    try:
+        model = build_model(name, **checkpoint["config"])
+    except ValueError as err:
+        raise ValueError(f"checkpoint {str(path)!r}: config does not match model {name!r}: {err}") from None
+    try:
+        model.load_state_dict(checkpoint["state_dict"], strict=True)
+    except RuntimeError as err:
+        raise ValueError(
+            f"checkpoint {str(path)!r}: weights do not match model {name!r} built from its config: {err}"
+        ) from None
+    if isinstance(map_location, (str, torch.device)):
+        model.to(map_location)
+    model.eval()
+    return (model, checkpoint["extra"]) if return_extra else model

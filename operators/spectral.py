@@ -1,3 +1,136 @@
-"""Placeholder: being written."""
-class SpectralConv:  # noqa: D101
-    pass
+"""Spectral convolution (Li et al. 2021, FNO) on channels-first grids ``(b, c, *grid)``.
+
+The layer multiplies the lowest Fourier modes of each input channel by learned complex matrices
+and transforms back:
+
+    y = irfftn( P_K^T [ W(k) · P_K rfftn(x)(k) ], s=grid )
+
+where ``rfftn`` runs over the d grid axes (unnormalized forward, ``1/N`` inverse: the torch
+default, so a frequency means the same thing at every resolution), ``P_K`` keeps the modes in
+``K`` and ``W(k)`` is a ``(c_in, c_out)`` complex matrix per kept mode.
+
+What ``modes = (m_1, ..., m_d)`` counts (the FNO convention, also the reference's):
+
+- on the last grid axis (the half spectrum of ``rfftn``) the ``m_d`` frequencies
+  ``0, 1, ..., m_d - 1`` are kept; this needs ``m_d <= n_d // 2 + 1``;
+- on every other axis ``i`` the ``2 m_i`` frequencies ``0, ..., m_i - 1`` and ``-m_i, ..., -1``
+  are kept (``rfftn`` index ``p`` for ``p < m_i``, ``n_i - 2 m_i + p`` for ``p >= m_i``); this
+  needs ``2 m_i <= n_i`` so the two blocks do not overlap.
+
+In 1-D this is just ``0..m-1``.  The weight is stored as a real tensor
+``(c_in, c_out, 2 m_1, ..., 2 m_{d-1}, m_d, 2)`` (real and imaginary parts last, viewed as
+complex in ``forward``), so parameter counts, optimizers and checkpoints see real numbers.
+Indexing is by explicit index lists, never by ``fftshift``, so odd sizes (85, 141, 211, 421)
+are handled like even ones.  The pointwise linear skip of an FNO layer lives in
+:class:`petrov.operators.blocks.SpectralBlock`, not here.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:
+    if isinstance(modes, int) and not isinstance(modes, bool):
+        modes = (modes,) * (ndim or 1)
+    else:
+        modes = tuple(modes)
+        if ndim is not None and len(modes) != ndim:
+            raise ValueError(f"modes {modes} has {len(modes)} entries but ndim={ndim}")
+    if not modes or any(not isinstance(m, int) or isinstance(m, bool) or m < 1 for m in modes):
+        raise ValueError(f"modes must be positive integers, got {modes!r}")
+    return modes
+
+
+def kept_indices(n: int, m: int, device: torch.device | None = None) -> torch.Tensor:
+    """FFT indices kept on a non-last axis of size ``n``: frequencies ``0..m-1`` then ``-m..-1``."""
+    return torch.cat(
+        [torch.arange(m, device=device), torch.arange(n - m, n, device=device)]
+    )
+
+
+class SpectralConv(nn.Module):
+    """``(b, c_in, *grid) -> (b, c_out, *grid)``: learned multiplier on the lowest Fourier modes.
+
+    Args:
+        in_channels, out_channels: channel counts.
+        modes: ``m`` (same on every axis) or ``(m_1, ..., m_d)``; see the module docstring for
+            exactly which frequencies are kept.
+        ndim: number of grid axes when ``modes`` is an int (default 1).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        modes: int | tuple[int, ...],
+        ndim: int | None = None,
+    ):
+        super().__init__()
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(f"channels must be >= 1, got {in_channels}, {out_channels}")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.modes = _as_modes(modes, ndim)
+        self.ndim = len(self.modes)
+        shape = [2 * m for m in self.modes[:-1]] + [self.modes[-1]]
+        self.weight = nn.Parameter(torch.empty(in_channels, out_channels, *shape, 2))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # FNO initialization: real and imaginary parts uniform on [0, 1/(c_in c_out)).
+        with torch.no_grad():
+            self.weight.uniform_(0.0, 1.0 / (self.in_channels * self.out_channels))
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, modes={self.modes}"
+
+    def check_grid(self, grid: tuple[int, ...]) -> None:
+        """Raise ``ValueError`` if the kept modes do not fit the grid ``grid``."""
+        for axis, (n, m) in enumerate(zip(grid[:-1], self.modes[:-1])):
+            if 2 * m > n:
+                raise ValueError(
+                    f"SpectralConv: {m} modes on grid axis {axis} keep frequencies -{m}..{m - 1} "
+                    f"and need a grid of at least {2 * m} points, got {n}; use modes <= {n // 2} "
+                    "or a finer grid"
+                )
+        n, m = grid[-1], self.modes[-1]
+        if m > n // 2 + 1:
+            raise ValueError(
+                f"SpectralConv: {m} modes on the last grid axis keep frequencies 0..{m - 1} and "
+                f"need at least {2 * (m - 1)} points, got {n}; use modes <= {n // 2 + 1} "
+                "or a finer grid"
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != self.ndim + 2:
+            raise ValueError(
+                f"SpectralConv expects (batch, channels, *grid) with {self.ndim} grid axes, "
+                f"got shape {tuple(x.shape)}"
+            )
+        if x.shape[1] != self.in_channels:
+            raise ValueError(
+                f"SpectralConv expects {self.in_channels} channels in dim 1, got {x.shape[1]}"
+            )
+        grid = tuple(x.shape[2:])
+        self.check_grid(grid)
+        dims = tuple(range(2, 2 + self.ndim))
+        dtype = x.dtype
+        if dtype in (torch.float16, torch.bfloat16):  # FFTs of arbitrary sizes need >= float32
+            x = x.float()
+        last, others = dims[-1], list(zip(dims[:-1], grid[:-1], self.modes[:-1]))
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            # Axis by axis = rfftn / irfftn, but each c2c transform only runs on the kept
+            # columns of the axes already reduced.
+            x_ft = torch.fft.rfft(x, dim=last).narrow(last, 0, self.modes[-1])
+            for axis, n, m in others:  # gather frequencies 0..m-1, -m..-1
+                x_ft = torch.fft.fft(x_ft, dim=axis).index_select(axis, kept_indices(n, m, x.device))
+            weight = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
+            out = torch.einsum("bi...,io...->bo...", x_ft, torch.view_as_complex(weight))
+            for axis, n, m in reversed(others):  # scatter back into the full axis, inverse c2c
+                full = list(out.shape)
+                full[axis] = n
+                out = out.new_zeros(full).index_copy(axis, kept_indices(n, m, x.device), out)
+                out = torch.fft.ifft(out, dim=axis)
+            y = torch.fft.irfft(out, n=grid[-1], dim=last)  # zero-pads the half spectrum
+        return y.to(dtype)

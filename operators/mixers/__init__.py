@@ -7,12 +7,18 @@ A mixer is an ``nn.Module`` built as ``Mixer(head_dim, n_heads, **options)`` who
 with ``q, k, v: (b, h, n, d)`` (already projected, normalized and with coordinates appended),
 ``pos: (b, n, p)`` the point coordinates or None, ``weights: (b, n)`` quadrature weights summing
 to 1 or None for uniform ``1/n``; ``z: (b, h, n, d_v)``.  Its class attribute ``normalized``
-names which of "q", "k", "v" the attention layer normalizes before calling it.
+names which of "q", "k", "v" the attention layer normalizes before calling it; an optional class
+attribute ``requires_pos = True`` makes the layer insist on coordinates (``pos_dim > 0``).
+``head_dim`` is the width of q, k, v as the mixer sees them (the layer's head_dim + pos_dim).
 
 Adding a mixer: write a module here with ``@MIXERS.register("name")`` on the class and import it
 below.
 """
 from __future__ import annotations
+
+import inspect
+
+from torch import nn
 
 from ..registry import Registry
 
@@ -22,6 +28,29 @@ MIXERS: Registry = Registry("mixer")
 def list_mixers() -> list[str]:
     """Names of the registered mixers."""
     return MIXERS.names()
+
+
+def mixer_options(name: str) -> list[str] | None:
+    """The keyword options the mixer ``name`` accepts besides head_dim, n_heads (None: any)."""
+    factory = MIXERS.get(name)
+    is_class = isinstance(factory, type)
+    params = list(inspect.signature(factory.__init__ if is_class else factory).parameters.values())
+    params = params[3 if is_class else 2:]  # (self,) head_dim, n_heads
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def build_mixer(name: str, head_dim: int, n_heads: int, **options) -> nn.Module:
+    """``MIXERS.get(name)(head_dim, n_heads, **options)``; unknown names/options raise clearly."""
+    if not isinstance(name, str):
+        raise TypeError(f"mixer must be a name, got {type(name).__name__} {name!r}")
+    valid = mixer_options(name)
+    unknown = [] if valid is None else sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"mixer {name!r} has no option(s) {unknown}; "
+                         f"its options are {valid or 'none'}")
+    return MIXERS.get(name)(head_dim, n_heads, **options)
 
 
 # Importing the modules registers the mixers.

@@ -1,1 +1,88 @@
-"""Placeholder: being written."""
+"""cosFormer (Qin et al. 2022) on physical coordinates.
+
+    z_i = Σ_j w_j c(x_i, x_j) relu(q_i)·relu(k_j) v_j / (Σ_j w_j c(x_i, x_j) relu(q_i)·relu(k_j) + eps)
+    c(x, y) = Π_a cos(π/2 · (x_a − y_a))         (a runs over the p coordinate axes)
+
+The original re-weights by the token distance ``(i − j)/M``; on a grid that index is a coordinate,
+so the point coordinates (mapped from ``domain`` to [0, 1], hence ``c >= 0``) are used and the
+kernel does not change with the resolution.  Each factor splits as
+``cos a cos b + sin a sin b``, so ``c(x, y) = Σ_t f_t(x) f_t(y)`` over the ``2^p`` products
+``f_t`` of one cos or sin per axis; with features ``f_t(x_i) relu(q_i)`` the attention is a
+linear-cost kernel attention of width ``2^p d``: O(n 2^p d²).  Needs ``pos``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from . import MIXERS
+from ._kernels import check_eps, full_precision, normalized_kernel_attention, upcast
+
+
+def cos_sin_terms(x: torch.Tensor) -> torch.Tensor:
+    """``(b, n, p)`` coordinates in [0, 1] -> ``(b, n, 2^p)`` products of one cos/sin per axis.
+
+    ``Σ_t out[..., i, t] out[..., j, t] = Π_a cos(π/2 (x_ia − x_ja))``.
+    """
+    angle = (math.pi / 2) * x
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    terms = torch.ones_like(x[..., :1])
+    for axis in range(x.shape[-1]):
+        terms = torch.cat([terms * cos[..., axis:axis + 1], terms * sin[..., axis:axis + 1]], dim=-1)
+    return terms
+
+
+def expand_features(features: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
+    """``(b, h, n, d), (b, n, T) -> (b, h, n, T d)``: every term times every feature."""
+    out = terms[:, None, :, :, None] * features[:, :, :, None, :]
+    return out.flatten(-2)
+
+
+@MIXERS.register("cosformer")
+class CosformerMixer(nn.Module):
+    """``forward(q, k, v, pos, weights=None)``: ``(b,h,n,d)`` x3, ``pos: (b,n,p)`` -> ``(b,h,n,d)``.
+
+    ``domain = (low, high)``: the box the coordinates live in (every axis); points outside raise.
+    """
+
+    normalized: tuple[str, ...] = ()
+    requires_pos = True
+
+    def __init__(self, head_dim: int, n_heads: int, eps: float = 1e-6,
+                 domain: tuple[float, float] = (0.0, 1.0)):
+        super().__init__()
+        self.eps = check_eps(eps)
+        try:
+            low, high = (float(v) for v in domain)
+        except (TypeError, ValueError):
+            raise ValueError(f"domain must be a pair (low, high), got {domain!r}") from None
+        if not (math.isfinite(low) and math.isfinite(high) and high > low):
+            raise ValueError(f"domain must satisfy low < high (finite), got {domain!r}")
+        self.domain = (low, high)
+
+    def unit_coordinates(self, pos: torch.Tensor) -> torch.Tensor:
+        """Map ``pos`` from ``domain`` to [0, 1]; raise if a point lies outside."""
+        low, high = self.domain
+        x = (pos - low) / (high - low)
+        tol = 1e-6
+        if bool((x < -tol).any() or (x > 1 + tol).any()):
+            raise ValueError(
+                f"cosformer: coordinates outside the domain {self.domain} (range "
+                f"[{float(pos.min()):.4g}, {float(pos.max()):.4g}]); pass domain=(low, high)")
+        return x.clamp(0.0, 1.0)
+
+    def forward(self, q, k, v, pos=None, weights=None):
+        if pos is None:
+            raise ValueError("cosformer needs the point coordinates pos: (b, n, p); "
+                             "build the attention layer with pos_dim > 0")
+        dtype = v.dtype
+        with full_precision(q):
+            terms = cos_sin_terms(upcast(self.unit_coordinates(pos)))
+            phi_q = expand_features(torch.relu(upcast(q)), terms.to(upcast(q).dtype))
+            phi_k = expand_features(torch.relu(upcast(k)), terms.to(upcast(k).dtype))
+            return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, self.eps).to(dtype)
+
+    def extra_repr(self) -> str:
+        return f"eps={self.eps}, domain={self.domain}"

@@ -1,1 +1,152 @@
-"""Placeholder: being written."""
+"""FAVOR+ (Choromanski et al. 2021): softmax attention estimated with positive random features.
+
+The softmax kernel ``exp(q·k/√d)`` equals ``E_ω[φ(x)·φ(y)]`` with ``x = q/d^{1/4}``, ``y = k/d^{1/4}``,
+``ω ~ N(0, I_d)`` and
+
+    φ(x) = m^{-1/2} [exp(ω_r·x − |x|²/2)]_{r=1..m}      (positive, so the normalizer is > 0).
+
+Attention is then ``z_i = φ(q_i)ᵀ Σ_j w_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j w_j φ(k_j) + eps)``, O(n m d).
+
+- Orthogonal features (``ortho=True``): the rows of ω come in blocks of d mutually orthogonal
+  directions (QR of a Gaussian d x d matrix), each row rescaled to a chi_d-distributed norm so its
+  marginal law stays N(0, I_d); this lowers the estimator's variance.  ``ortho=False``: i.i.d. rows.
+- Stabilizer: before the exponential, each query row subtracts its own max over the features and
+  the keys subtract one max per (batch, head); both factors cancel between numerator and
+  denominator, so they only prevent overflow.  ``eps`` is added to the stabilized denominator,
+  where the largest query feature of a row and the largest key feature of a head are ``m^{-1/2}``.
+- Randomness: the features are a buffer (saved with the model, so a loaded model reproduces its
+  outputs).  Draw number t is made by a ``torch.Generator`` seeded from ``(seed, t)``, so two
+  layers built with the same seed agree.  In training mode the features are redrawn every
+  ``redraw_interval`` forward calls (0 = never); in eval they are frozen.  ``seed=None`` takes a
+  seed from torch's global generator (reproducible under ``torch.manual_seed``).
+- Under autocast the projections, exponentials, sums and normalizer are computed in float32.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import MIXERS
+from ._kernels import check_eps, full_precision, normalized_kernel_attention, upcast
+
+
+def seeded_generator(seed: int, draw: int) -> torch.Generator:
+    """A CPU generator for draw number ``draw`` of ``seed`` (independent streams via SeedSequence)."""
+    state = np.random.SeedSequence([int(seed), int(draw)]).generate_state(2, dtype=np.uint32)
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(int(state[0]) << 32 | int(state[1]))
+    return generator
+
+
+def draw_omega(n_features: int, dim: int, generator: torch.Generator, ortho: bool = True) -> torch.Tensor:
+    """Random projection rows ``ω: (n_features, dim)`` in float64 on the CPU.
+
+    ``ortho``: blocks of ``dim`` orthonormal rows (Haar-distributed via QR with the sign fix),
+    each row rescaled to the norm of an independent ``N(0, I_dim)`` vector (chi_dim law).
+    """
+    if not ortho:
+        return torch.randn(n_features, dim, generator=generator, dtype=torch.float64)
+    blocks = []
+    for _ in range(math.ceil(n_features / dim)):
+        gaussian = torch.randn(dim, dim, generator=generator, dtype=torch.float64)
+        q, r = torch.linalg.qr(gaussian)
+        # sign fix: makes Q Haar-distributed (QR alone is biased by LAPACK's sign convention)
+        q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)
+        blocks.append(q.T)
+    rows = torch.cat(blocks)[:n_features]
+    norms = torch.randn(n_features, dim, generator=generator, dtype=torch.float64).norm(dim=1)
+    return rows * norms.unsqueeze(1)
+
+
+def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | None = None) -> torch.Tensor:
+    """``φ(x) = m^{-1/2} exp(ωx − |x|²/2)``: ``(b, h, n, d) -> (b, h, n, m)``.
+
+    ``x`` is already scaled by ``d^{-1/4}``.  ``stabilize``: ``"row"`` subtracts the max over the
+    features of each point (queries), ``"head"`` one max per (b, h) (keys), ``None`` nothing (exact
+    unstabilized features, for tests).  The subtracted maxima are constants for autograd.
+    """
+    logits = x @ omega.transpose(0, 1).to(x.dtype) - x.square().sum(dim=-1, keepdim=True) / 2
+    if stabilize == "row":
+        logits = logits - logits.detach().amax(dim=-1, keepdim=True)
+    elif stabilize == "head":
+        logits = logits - logits.detach().amax(dim=(-2, -1), keepdim=True)
+    elif stabilize is not None:
+        raise ValueError(f"stabilize must be 'row', 'head' or None, got {stabilize!r}")
+    return torch.exp(logits) / math.sqrt(omega.shape[0])
+
+
+@MIXERS.register("performer")
+class PerformerMixer(nn.Module):
+    """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``.
+
+    ``head_dim`` is the width d of q and k as the mixer sees them (with coordinates appended).
+    ``n_features`` m defaults to ``ceil(d ln d)`` (at least d).
+    """
+
+    normalized: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        head_dim: int,
+        n_heads: int,
+        n_features: int | None = None,
+        redraw_interval: int = 1000,
+        seed: int | None = None,
+        ortho: bool = True,
+        eps: float = 1e-6,
+    ):
+        super().__init__()
+        if n_features is None:
+            n_features = max(head_dim, math.ceil(head_dim * math.log(max(head_dim, 1))))
+        for name, value, low in (("n_features", n_features, 1), ("redraw_interval", redraw_interval, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if seed is None:
+            seed = int(torch.randint(0, 2**31 - 1, ()))
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a nonnegative integer or None, got {seed!r}")
+        if not isinstance(ortho, bool):
+            raise ValueError(f"ortho must be True or False, got {ortho!r}")
+        self.head_dim, self.n_features = head_dim, n_features
+        self.redraw_interval, self.ortho, self.eps = redraw_interval, ortho, check_eps(eps)
+        self.register_buffer("seed", torch.tensor(seed, dtype=torch.int64))
+        self.register_buffer("draw", torch.tensor(0, dtype=torch.int64))
+        self.register_buffer("calls", torch.tensor(0, dtype=torch.int64))  # training-mode forwards
+        self.register_buffer("omega", torch.empty(n_features, head_dim))
+        self.redraw(0)
+
+    @torch.no_grad()
+    def redraw(self, draw: int) -> None:
+        """Set the features to draw number ``draw`` of this layer's seed."""
+        generator = seeded_generator(int(self.seed), draw)
+        omega = draw_omega(self.n_features, self.head_dim, generator, self.ortho)
+        self.omega.copy_(omega.to(self.omega))
+        self.draw.fill_(draw)
+
+    def _count_training_call(self) -> None:
+        if self.redraw_interval:
+            calls = int(self.calls)
+            if calls > 0 and calls % self.redraw_interval == 0:
+                self.redraw(calls // self.redraw_interval)
+        self.calls += 1
+
+    def forward(self, q, k, v, pos=None, weights=None):
+        d = q.shape[-1]
+        if d != self.head_dim:
+            raise ValueError(f"performer built for q/k width {self.head_dim}, got {d}")
+        if self.training:
+            self._count_training_call()
+        dtype = v.dtype
+        with full_precision(q):
+            scale = d ** -0.25
+            omega = upcast(self.omega)
+            phi_q = favor_features(upcast(q) * scale, omega, "row")
+            phi_k = favor_features(upcast(k) * scale, omega, "head")
+            return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, self.eps).to(dtype)
+
+    def extra_repr(self) -> str:
+        return (f"head_dim={self.head_dim}, n_features={self.n_features}, "
+                f"redraw_interval={self.redraw_interval}, ortho={self.ortho}, eps={self.eps}")

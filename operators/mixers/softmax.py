@@ -1,1 +1,48 @@
-"""Placeholder: being written."""
+"""Softmax attention through ``torch.nn.functional.scaled_dot_product_attention``.
+
+    z_i = Σ_j w_j exp(s q_i·k_j) v_j / Σ_j w_j exp(s q_i·k_j),      s = 1/sqrt(d) by default
+
+i.e. the softmax of the logits ``s q_i·k_j + log w_j``.  This is the quadrature reading: the
+softmax is a ratio of two integrals over ξ, and the weights enter both.  With uniform weights
+``log w_j = -log n`` is a constant that cancels, so no mask is passed (and SDPA can use its fused
+kernels); points with weight 0 are excluded.  Cost O(n² d).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import MIXERS
+
+
+@MIXERS.register("softmax")
+class SoftmaxMixer(nn.Module):
+    """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``.
+
+    ``scale``: logit scale ``s`` (default ``1/sqrt(d)`` with d the width of q).
+    """
+
+    normalized: tuple[str, ...] = ()
+
+    def __init__(self, head_dim: int, n_heads: int, scale: float | None = None):
+        super().__init__()
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                                  or not math.isfinite(scale) or scale <= 0):
+            raise ValueError(f"scale must be a positive number or None, got {scale!r}")
+        self.scale = None if scale is None else float(scale)
+
+    def forward(self, q, k, v, pos=None, weights=None):
+        mask = None
+        if weights is not None:
+            # log(n w_j) differs from log w_j by a constant the softmax ignores, but stays O(1),
+            # so it keeps its digits when SDPA wants the mask in bfloat16 under autocast.
+            # log 0 = -inf removes zero-weight points; (b, 1, 1, n) broadcasts over heads, queries
+            log_w = torch.log(weights * weights.shape[-1])
+            mask = log_w.to(q.dtype)[:, None, None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}"

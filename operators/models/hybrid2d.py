@@ -1,1 +1,212 @@
-"""Placeholder: being written."""
+"""Darcy hybrids on 2-D node grids: ``galerkin2d`` (forward) and ``galerkin2d_inverse``.
+
+Both share the reference's "FourierTransformer2D" encoder (scaomath/galerkin-transformer,
+``libs/model.py`` and ``libs/layers.py``; configs ``ex2_darcy`` / ``ex3_darcy_inv``):
+
+    x (b, n_f, n_f, c_in) --DownSampler2d--> (b, n_c, n_c, d_model)      any fine size n_f
+      --> n_layers x EncoderLayer(attention(pos_dim=2) + FFN) on the n_c^2 coarse points
+
+then
+
+- ``galerkin2d``: UpSampler2d back to n_f -> SpectralDecoder (lift of ``[h, pos]`` to width,
+  spectral blocks, MLP width -> 4 width -> c_out) -> zero Dirichlet boundary (the first and
+  last rows and columns of the output are exactly 0).
+- ``galerkin2d_inverse``: UpSampler2d at the coarse size (a conv on the n_c grid) ->
+  PointwiseDecoder of ``[h, pos_c]``; the output lives on the coarse grid ``(b, n_c, n_c, c_out)``
+  and has no boundary condition.
+
+The intermediate interpolation size is ``round(sqrt(n_f * n_c))`` (the reference's geometric
+middle), computed from the input, so the model accepts any fine resolution.  Coordinates
+``pos`` (default: the node grid ``i/(n-1)``) are given on the fine grid; the coarse ones are
+their bilinear interpolation, which for a uniform grid is the uniform coarse grid.
+
+``REFERENCE_CONFIG`` / ``INVERSE_REFERENCE_CONFIG`` reproduce the reference architectures:
+2,220,829 and 2,383,873 parameters (the reference's counts).  Defaults are small versions for
+a 2-core CPU (d_model 64, 2 layers, coarse grid 22, decoder width 16, 8 modes).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..blocks import DownSampler2d, EncoderLayer, PointwiseDecoder, SpectralDecoder, UpSampler2d, resize2d
+from ..checks import check_grid_input, grid_pos
+from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
+from . import register_model
+
+
+@dataclass
+class Galerkin2dConfig:
+    in_channels: int = 1
+    out_channels: int = 1
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    head_dim: Optional[int] = None
+    mixer: str = "galerkin"
+    norm: Optional[str] = "column"
+    mixer_options: dict = field(default_factory=dict)
+    dim_feedforward: Optional[int] = None  # default 2 * d_model
+    ffn_activation: str = "relu"
+    layer_norm: bool = False
+    dropout: float = 0.0
+    coarse_size: int = 22
+    downsampler_activation: str = "relu"
+    upsampler_activation: str = "silu"
+    decoder_width: int = 16
+    decoder_layers: int = 2
+    decoder_hidden: Optional[int] = None  # default 4 * decoder_width
+    modes: int = 8
+    decoder_activation: str = "silu"
+    dirichlet: bool = True
+    periodic: bool = False
+
+
+@dataclass
+class Galerkin2dInverseConfig:
+    in_channels: int = 1
+    out_channels: int = 1
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    head_dim: Optional[int] = None
+    mixer: str = "galerkin"
+    norm: Optional[str] = "column"
+    mixer_options: dict = field(default_factory=dict)
+    dim_feedforward: Optional[int] = None  # default 2 * d_model
+    ffn_activation: str = "relu"
+    layer_norm: bool = False
+    dropout: float = 0.0
+    coarse_size: int = 22
+    downsampler_activation: str = "relu"
+    upsampler_activation: str = "silu"
+    decoder_hidden: Optional[int] = None  # default d_model
+    decoder_layers: int = 1
+    decoder_activation: str = "silu"
+    periodic: bool = False
+
+
+REFERENCE_CONFIG = {
+    "d_model": 128,
+    "n_layers": 6,
+    "n_heads": 4,
+    "mixer": "galerkin",
+    "norm": "layer",
+    "dim_feedforward": 256,
+    "layer_norm": False,
+    "dropout": 0.05,
+    "coarse_size": 61,
+    "decoder_width": 32,
+    "decoder_layers": 2,
+    "decoder_hidden": 128,
+    "modes": 12,
+}
+REFERENCE_PARAMETERS = 2_220_829
+
+INVERSE_REFERENCE_CONFIG = {
+    "d_model": 192,
+    "n_layers": 6,
+    "n_heads": 4,
+    "mixer": "galerkin",
+    "norm": None,
+    "dim_feedforward": 384,
+    "layer_norm": True,
+    "dropout": 0.05,
+    "coarse_size": 36,
+    "decoder_hidden": 192,
+    "decoder_layers": 1,
+}
+INVERSE_REFERENCE_PARAMETERS = 2_383_873
+
+
+class CoarseEncoder2d(nn.Module):
+    """Down-sampler + attention layers on the coarse grid.
+
+    ``(b, n_f, n_f, c_in)``, ``pos (b, n_f, n_f, 2)`` -> ``(b, n_c, n_c, d)``, ``pos_c (b, n_c, n_c, 2)``.
+    """
+
+    def __init__(self, c):
+        super().__init__()
+        if c.coarse_size < 2:
+            raise ValueError(f"coarse_size must be >= 2, got {c.coarse_size}")
+        self.coarse = (c.coarse_size, c.coarse_size)
+        self.down = DownSampler2d(c.in_channels, c.d_model, c.downsampler_activation, c.dropout)
+        self.layers = nn.ModuleList(
+            EncoderLayer(
+                c.d_model, c.n_heads, head_dim=c.head_dim, mixer=c.mixer, norm=c.norm, pos_dim=2,
+                dim_feedforward=c.dim_feedforward, dropout=c.dropout,
+                ffn_activation=c.ffn_activation, layer_norm=c.layer_norm,
+                mixer_options=c.mixer_options,
+            )
+            for _ in range(c.n_layers)
+        )
+
+    def middle(self, fine: tuple[int, int]) -> tuple[int, int]:
+        """Intermediate interpolation size between ``fine`` and the coarse grid."""
+        return tuple(max(2, round(math.sqrt(n * c))) for n, c in zip(fine, self.coarse))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor):
+        fine = tuple(x.shape[1:3])
+        h = self.down(channels_first(x), self.middle(fine), self.coarse)
+        pos_c = channels_last(resize2d(channels_first(pos), self.coarse))
+        h, p = grid_to_points(channels_last(h)), grid_to_points(pos_c)
+        for layer in self.layers:
+            h = layer(h, p)
+        return points_to_grid(h, self.coarse), pos_c
+
+
+@register_model("galerkin2d", Galerkin2dConfig)
+class Galerkin2d(nn.Module):
+    """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n, n, c_out)`` with zero boundary values."""
+
+    def __init__(self, config: Galerkin2dConfig):
+        super().__init__()
+        c = config
+        self.cfg = c
+        self.encoder = CoarseEncoder2d(c)
+        self.up = UpSampler2d(c.d_model, c.d_model, c.upsampler_activation, c.dropout)
+        self.decoder = SpectralDecoder(
+            c.d_model, c.out_channels, c.decoder_width, c.modes, ndim=2, n_layers=c.decoder_layers,
+            hidden=c.decoder_hidden or 4 * c.decoder_width, coord_dim=2, act=c.decoder_activation,
+        )
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        check_grid_input(x, 2, self.cfg.in_channels, self.model_name)
+        pos = grid_pos(pos, x, self.cfg.periodic, self.model_name)
+        h, _ = self.encoder(x, pos)
+        fine = tuple(x.shape[1:3])
+        h = channels_last(self.up(channels_first(h), self.encoder.middle(fine), fine))
+        out = self.decoder(h, pos)
+        if self.cfg.dirichlet:  # keep the interior, put exact zeros on the boundary
+            out = F.pad(out[:, 1:-1, 1:-1], (0, 0, 1, 1, 1, 1))
+        return out
+
+
+@register_model("galerkin2d_inverse", Galerkin2dInverseConfig)
+class Galerkin2dInverse(nn.Module):
+    """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n_c, n_c, c_out)`` on the coarse grid."""
+
+    def __init__(self, config: Galerkin2dInverseConfig):
+        super().__init__()
+        c = config
+        self.cfg = c
+        self.encoder = CoarseEncoder2d(c)
+        self.up = UpSampler2d(c.d_model, c.d_model, c.upsampler_activation, c.dropout)
+        hidden = c.decoder_hidden or c.d_model
+        self.decoder = PointwiseDecoder(
+            c.d_model, c.out_channels, hidden, coord_dim=2, n_layers=c.decoder_layers,
+            act=c.decoder_activation, dropout=c.dropout,
+        )
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        check_grid_input(x, 2, self.cfg.in_channels, self.model_name)
+        pos = grid_pos(pos, x, self.cfg.periodic, self.model_name)
+        h, pos_c = self.encoder(x, pos)
+        coarse = self.encoder.coarse
+        h = channels_last(self.up(channels_first(h), coarse, coarse))
+        return self.decoder(h, pos_c)

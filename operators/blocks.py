@@ -1,0 +1,232 @@
+"""Building blocks of the operator models.
+
+Layouts: spectral blocks and the 2-D samplers take channels-first grids ``(b, c, *grid)``;
+the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last grids
+``(b, *grid, c)`` and return channels-last.  Conversions go through :mod:`.layout`.
+
+- :class:`SpectralBlock`: one FNO layer ``y = σ(K x + W x + b)``, ``K`` a
+  :class:`~petrov.operators.spectral.SpectralConv`, ``W`` a pointwise (1x1) linear skip.
+- :class:`EncoderLayer`: attention + feed-forward, each in a residual branch, with the
+  reference's *post*-norm arrangement (checked in scaomath/galerkin-transformer,
+  ``SimpleTransformerEncoderLayer``): ``x = LN1(x + Attn(x))``, ``x = LN2(x + FFN(x))``; the two
+  LayerNorms exist only with ``layer_norm=True``.  With ``layer_norm=False`` (the reference's
+  Burgers and Darcy set-up) the only normalization is the one inside the attention (K, V for
+  Galerkin; Q, K for Fourier).
+- :class:`SpectralDecoder`: [pointwise lift of ``(x, coordinates)``] -> spectral blocks -> MLP.
+- :class:`PointwiseDecoder`: lift of ``(x, coordinates)`` -> hidden layers -> output.
+- :class:`DownSampler2d` / :class:`UpSampler2d`: convolutions and bilinear interpolation
+  between a fine grid and the coarse attention grid (sizes given at call time, so the model
+  accepts any fine resolution).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .attention import Attention
+from .layout import channels_first, channels_last
+from .registry import Registry
+from .spectral import SpectralConv
+
+ACTIVATIONS: Registry = Registry("activation")
+for _name, _cls in {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}.items():
+    ACTIVATIONS.register(_name)(_cls)
+
+
+def activation(name: str | None) -> nn.Module:
+    """``nn.Module`` for an activation name (``None`` -> identity); unknown names raise ``KeyError``."""
+    return nn.Identity() if name is None else ACTIVATIONS.get(name)()
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of real trainable parameters (a complex entry counts as two)."""
+    return sum(p.numel() * (2 if p.is_complex() else 1) for p in module.parameters() if p.requires_grad)
+
+
+def mlp(in_features: int, hidden: int, out_features: int, act: str = "gelu") -> nn.Sequential:
+    """Pointwise two-layer perceptron ``Linear -> σ -> Linear`` on the last dim."""
+    return nn.Sequential(nn.Linear(in_features, hidden), activation(act), nn.Linear(hidden, out_features))
+
+
+def resize2d(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Bilinear resampling of ``(b, c, h, w)`` to ``size`` on node grids (corners aligned)."""
+    if tuple(x.shape[-2:]) == tuple(size):
+        return x
+    return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=True)
+
+
+class SpectralBlock(nn.Module):
+    """``(b, c_in, *grid) -> (b, c_out, *grid)``: ``σ(SpectralConv(x) + W x + b)``."""
+
+    def __init__(self, in_channels: int, out_channels: int, modes, ndim: int, act: str | None = "gelu"):
+        super().__init__()
+        self.spectral = SpectralConv(in_channels, out_channels, modes, ndim=ndim)
+        self.skip = nn.Linear(in_channels, out_channels)
+        self.act = activation(act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = channels_first(self.skip(channels_last(x)))
+        return self.act(self.spectral(x) + skip)
+
+
+class FeedForward(nn.Module):
+    """``(…, d) -> (…, d)``: ``Linear(d, f) -> σ -> Dropout -> Linear(f, d)``."""
+
+    def __init__(self, d_model: int, dim_feedforward: int, act: str = "relu", dropout: float = 0.0):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(d_model, dim_feedforward),
+            activation(act),
+            nn.Dropout(dropout),
+            nn.Linear(dim_feedforward, d_model),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class EncoderLayer(nn.Module):
+    """``(b, n, d) -> (b, n, d)``: ``x + Attn(x, pos)`` then ``x + FFN(x)`` (post-norm if ``layer_norm``).
+
+    ``mixer``, ``norm`` and ``mixer_options`` go to :class:`~petrov.operators.attention.Attention`
+    unchanged, so any registered mixer plugs in by name.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int | None = None,
+        mixer: str = "galerkin",
+        norm: str | None = "column",
+        pos_dim: int = 0,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.0,
+        ffn_activation: str = "relu",
+        layer_norm: bool = False,
+        mixer_options: dict | None = None,
+    ):
+        super().__init__()
+        self.attention = Attention(
+            d_model, n_heads, head_dim=head_dim, mixer=mixer, norm=norm, pos_dim=pos_dim,
+            dropout=dropout, **(mixer_options or {}),
+        )
+        self.ffn = FeedForward(d_model, dim_feedforward or 2 * d_model, ffn_activation, dropout)
+        self.drop1 = nn.Dropout(dropout)
+        self.drop2 = nn.Dropout(dropout)
+        self.norm1 = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+        self.norm2 = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
+        x = self.norm1(x + self.drop1(self.attention(x, pos, weights)))
+        return self.norm2(x + self.drop2(self.ffn(x)))
+
+
+class SpectralDecoder(nn.Module):
+    """``(b, *grid, c_in)`` [+ ``pos (b, *grid, p)``] ``-> (b, *grid, c_out)``.
+
+    With ``coord_dim > 0``: ``Linear(c_in + p, width)`` on ``[x, pos]``, then ``n_layers``
+    spectral blocks ``width -> width``; otherwise the first block maps ``c_in -> width``.
+    Every block has the activation (the reference keeps it on the last one too); then the MLP
+    ``width -> hidden -> c_out``.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        width: int,
+        modes,
+        ndim: int,
+        n_layers: int = 2,
+        hidden: int | None = None,
+        coord_dim: int = 0,
+        act: str = "silu",
+    ):
+        super().__init__()
+        if n_layers < 1:
+            raise ValueError(f"decoder needs at least one spectral layer, got {n_layers}")
+        self.coord_dim = coord_dim
+        self.lift = nn.Linear(in_channels + coord_dim, width) if coord_dim else None
+        first = width if coord_dim else in_channels
+        self.blocks = nn.ModuleList(
+            [SpectralBlock(first if i == 0 else width, width, modes, ndim, act) for i in range(n_layers)]
+        )
+        self.head = mlp(width, hidden or width, out_channels, act)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        if self.lift is not None:
+            x = self.lift(torch.cat([x, pos], dim=-1))
+        x = channels_first(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(channels_last(x))
+
+
+class PointwiseDecoder(nn.Module):
+    """``(…, c_in)``, ``pos (…, p)`` ``-> (…, c_out)``.
+
+    ``Linear(c_in + p, h)`` on ``[x, pos]``, ``n_layers`` x ``[Linear(h, h), σ]``, ``Linear(h, c_out)``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int, coord_dim: int,
+                 n_layers: int = 1, act: str = "silu", dropout: float = 0.0):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Linear(in_channels + coord_dim, hidden)]
+        for _ in range(n_layers):
+            layers += [nn.Linear(hidden, hidden), activation(act), nn.Dropout(dropout)]
+        layers.append(nn.Linear(hidden, out_channels))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([x, pos], dim=-1))
+
+
+def _conv3(in_channels: int, out_channels: int) -> nn.Conv2d:
+    return nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, bias=False)
+
+
+class DownSampler2d(nn.Module):
+    """``(b, c_in, n_f, n_f) -> (b, c_out, *size)``: CNN with bilinear interpolation.
+
+    ``conv3x3(c_in -> c_out), σ`` on the fine grid, interpolate to ``mid``, three chained
+    ``conv3x3, σ`` whose outputs (``c_out//3, c_out//3, rest`` channels) are concatenated,
+    interpolate to ``size`` (the reference's interpolation encoder, without its repeated
+    activation after interpolation, which is a no-op for its ReLU).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, act: str = "relu", dropout: float = 0.0):
+        super().__init__()
+        c0 = c1 = out_channels // 3
+        c2 = out_channels - c0 - c1
+        if min(c0, c1, c2) < 1:
+            raise ValueError(f"DownSampler2d needs out_channels >= 3, got {out_channels}")
+        self.conv0 = _conv3(in_channels, out_channels)
+        self.convs = nn.ModuleList([_conv3(out_channels, c0), _conv3(c0, c1), _conv3(c1, c2)])
+        self.act = activation(act)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
+        x = resize2d(self.act(self.drop(self.conv0(x))), mid)
+        outs = []
+        for conv in self.convs:
+            x = self.act(self.drop(conv(x)))
+            outs.append(x)
+        return resize2d(torch.cat(outs, dim=1), size)
+
+
+class UpSampler2d(nn.Module):
+    """``(b, c_in, n_c, n_c) -> (b, c_out, *size)``.
+
+    Interpolate to ``mid``, ``conv3x3, σ``, interpolate to ``size``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, act: str = "silu", dropout: float = 0.0):
+        super().__init__()
+        self.conv = _conv3(in_channels, out_channels)
+        self.act = activation(act)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
+        return resize2d(self.act(self.drop(self.conv(resize2d(x, mid)))), size)

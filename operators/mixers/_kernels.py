@@ -1,0 +1,71 @@
+"""Shared pieces of the kernels that are linear in the number of points n.
+
+Quadrature weights ``w: (b, n)`` sum to 1 per batch; ``None`` means uniform ``1/n``.  All sums
+over points are quadratures, so the eps of a normalizer means the same thing at every resolution.
+
+Under ``torch.autocast`` these sums, the feature maps and the normalizers are computed in float32
+(:func:`full_precision`): a bfloat16 sum over thousands of points and a bfloat16 division by a
+small normalizer lose most of their digits.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def upcast(x: torch.Tensor) -> torch.Tensor:
+    """float16/bfloat16 -> float32; float32/float64 unchanged."""
+    return x.float() if x.dtype in _LOW_PRECISION else x
+
+
+@contextlib.contextmanager
+def full_precision(x: torch.Tensor) -> Iterator[None]:
+    """Disable autocast on ``x``'s device inside the block (inputs must be upcast explicitly)."""
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        yield
+
+
+def weighted_mean(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``sum_j w_j a_j``: ``(b, h, n, f) -> (b, h, f)``."""
+    if weights is None:
+        return a.mean(dim=-2)
+    return torch.einsum("bhnf,bn->bhf", a, weights.to(a.dtype))
+
+
+def weighted_outer(a: torch.Tensor, c: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``sum_j w_j a_j c_jᵀ``: ``(b, h, n, f), (b, h, n, e) -> (b, h, f, e)``."""
+    if weights is None:
+        return a.transpose(-2, -1) @ c / a.shape[-2]
+    return (a * weights[:, None, :, None].to(a.dtype)).transpose(-2, -1) @ c
+
+
+def normalized_kernel_attention(
+    phi_q: torch.Tensor,
+    phi_k: torch.Tensor,
+    v: torch.Tensor,
+    weights: torch.Tensor | None,
+    eps: float,
+) -> torch.Tensor:
+    """Linear-cost kernel attention with a normalizer.
+
+    ``z_i = phi_qᵢᵀ (Σ_j w_j phi_kⱼ vⱼᵀ) / (phi_qᵢᵀ Σ_j w_j phi_kⱼ + eps)``
+
+    ``phi_q, phi_k: (b, h, n, f)`` nonnegative features, ``v: (b, h, n, e)`` -> ``(b, h, n, e)``.
+    Cost O(n f e).  Call inside :func:`full_precision` with upcast inputs.
+    """
+    kv = weighted_outer(phi_k, v, weights)  # (b, h, f, e)
+    k_sum = weighted_mean(phi_k, weights)  # (b, h, f)
+    numerator = phi_q @ kv  # (b, h, n, e)
+    denominator = (phi_q @ k_sum.unsqueeze(-1)) + eps  # (b, h, n, 1)
+    return numerator / denominator
+
+
+def check_eps(eps: float) -> float:
+    """eps must be a finite number >= 0."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0 or eps == float("inf"):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)

@@ -1,0 +1,106 @@
+"""Per-head normalizations of the projected Q, K, V ("the tilde" of Cao 2021), registered by name.
+
+Both act on one projected matrix ``x: (b, h, n, d)`` with quadrature ``weights: (b, n)`` summing
+to 1 per batch (``None`` means uniform ``1/n``) and carry a learnable affine map per head and
+channel, ``gamma, beta: (h, d)`` (initialized to 1 and 0):
+
+- ``"column"`` (:class:`ColumnNorm`): every channel ``c`` of every head is treated as a function
+  sampled at the n points and normalized with the quadrature weights,
+
+      mu_c    = sum_j w_j x_jc
+      s_c     = sqrt(sum_j w_j (x_jc - mu_c)^2 + eps)
+      out_ic  = gamma_c (x_ic - mu_c) / s_c + beta_c,
+
+  i.e. zero mean and unit discrete L2(Omega) norm (|Omega| = 1).  Means and norms are quadratures,
+  so the result does not depend on how finely the functions are sampled.
+- ``"layer"`` (:class:`HeadLayerNorm`): LayerNorm over the d channels at each point, separately per
+  head (what the reference code ran); the weights are not used.
+
+Column statistics are computed in float32 when the input is float16/bfloat16 (a 16-bit sum over
+thousands of points, then a subtraction of the mean, keeps few digits).
+``build_norm(None, ...)`` gives an identity.  Adding a norm: one class with ``@NORMS.register``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .registry import Registry
+
+NORMS: Registry = Registry("norm")
+
+
+class _HeadAffine(nn.Module):
+    """Learnable per-head, per-channel scale and shift ``(h, d)``."""
+
+    def __init__(self, n_heads: int, head_dim: int, eps: float):
+        super().__init__()
+        if eps < 0:
+            raise ValueError(f"eps must be >= 0, got {eps}")
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.ones(n_heads, head_dim))
+        self.bias = nn.Parameter(torch.zeros(n_heads, head_dim))
+
+    def affine(self, x: torch.Tensor) -> torch.Tensor:
+        # (h, d) -> (h, 1, d) broadcasts over (b, h, n, d)
+        return x * self.weight.unsqueeze(-2) + self.bias.unsqueeze(-2)
+
+    def extra_repr(self) -> str:
+        h, d = self.weight.shape
+        return f"n_heads={h}, head_dim={d}, eps={self.eps}"
+
+
+@NORMS.register("column")
+class ColumnNorm(_HeadAffine):
+    """Normalize each channel over the points with quadrature weights; ``(b,h,n,d) -> (b,h,n,d)``."""
+
+    def __init__(self, n_heads: int, head_dim: int, eps: float = 1e-5):
+        super().__init__(n_heads, head_dim, eps)
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        dtype = x.dtype
+        if dtype in (torch.float16, torch.bfloat16):
+            x = x.float()  # sums over many points and the centring lose all digits in 16 bits
+        if weights is None:
+            mean = x.mean(dim=-2, keepdim=True)
+            centered = x - mean
+            var = centered.square().mean(dim=-2, keepdim=True)
+        else:
+            w = weights[:, None, :, None].to(x.dtype)  # (b, 1, n, 1)
+            mean = (w * x).sum(dim=-2, keepdim=True)
+            centered = x - mean
+            var = (w * centered.square()).sum(dim=-2, keepdim=True)
+        return self.affine(centered * torch.rsqrt(var + self.eps)).to(dtype)
+
+
+@NORMS.register("layer")
+class HeadLayerNorm(_HeadAffine):
+    """LayerNorm over the ``d`` channels at each point, per head; ``(b,h,n,d) -> (b,h,n,d)``."""
+
+    def __init__(self, n_heads: int, head_dim: int, eps: float = 1e-5):
+        super().__init__(n_heads, head_dim, eps)
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        return self.affine(F.layer_norm(x, x.shape[-1:], eps=self.eps))
+
+
+class NoNorm(nn.Module):
+    """Identity with the norm call signature (``norm=None``)."""
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        return x
+
+
+def list_norms() -> list[str]:
+    """Names accepted by ``build_norm`` (besides ``None``)."""
+    return NORMS.names()
+
+
+def build_norm(name: str | None, n_heads: int, head_dim: int, eps: float = 1e-5) -> nn.Module:
+    """The norm registered as ``name`` (``None`` -> identity); unknown names raise ``KeyError``."""
+    if name is None:
+        return NoNorm()
+    if not isinstance(name, str) or name not in NORMS:
+        raise KeyError(NORMS.unknown_message(name) + ", or None for no normalization")
+    return NORMS.get(name)(n_heads, head_dim, eps=eps)

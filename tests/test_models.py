@@ -1,0 +1,201 @@
+"""Operator models: shapes across resolutions, every mixer and norm, boundary, presets, errors."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from petrov.operators import build_model, grid_coordinates, list_mixers, list_models
+from petrov.operators.blocks import EncoderLayer, count_parameters
+from petrov.operators.models import fno, hybrid1d, hybrid2d
+
+ATTN_1D = dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3)
+ATTN_2D = dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5)
+# name -> (tiny config, input shape builder from a resolution, two resolutions)
+TINY = {
+    "fno1d": (dict(width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
+    "fno2d": (dict(width=4, modes=2, n_layers=2, proj_hidden=8), lambda n: (2, n, n, 1), (8, 11)),
+    "galerkin1d": (ATTN_1D, lambda n: (2, n, 1), (16, 23)),
+    "galerkin2d": (dict(ATTN_2D, decoder_width=4, modes=2), lambda n: (2, n, n, 1), (9, 13)),
+    "galerkin2d_inverse": (dict(ATTN_2D, decoder_hidden=6), lambda n: (2, n, n, 1), (9, 13)),
+}
+ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse"]
+
+
+def expected_grid(name, config, n):
+    if name == "galerkin2d_inverse":
+        return (config["coarse_size"],) * 2
+    return (n,) * (2 if "2d" in name else 1)
+
+
+def test_every_registered_model_has_a_tiny_case():
+    assert set(list_models()) == set(TINY)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_forward_at_two_resolutions(name):
+    config, shape, resolutions = TINY[name]
+    torch.manual_seed(0)
+    model = build_model(name, **config).eval()
+    for n in resolutions:  # built without a resolution; evaluated at two different ones
+        out = model(torch.randn(shape(n)))
+        assert out.shape == (2, *expected_grid(name, config, n), 1)
+        assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_default_pos_equals_explicit_grid(name):
+    config, shape, (n, _) = TINY[name]
+    torch.manual_seed(0)
+    model = build_model(name, **config).eval()
+    x = torch.randn(shape(n))
+    periodic = model.config["periodic"]
+    pos = grid_coordinates(x.shape[1:-1], periodic=periodic).unsqueeze(0)
+    torch.testing.assert_close(model(x), model(x, pos))
+    shifted = model(x, pos + 0.25)  # coordinates matter (they enter lifting or attention)
+    assert not torch.allclose(shifted, model(x))
+
+
+@pytest.mark.parametrize("name", ATTENTION_MODELS)
+@pytest.mark.parametrize("norm", ["column", "layer", None])
+@pytest.mark.parametrize("mixer", list_mixers())
+def test_every_mixer_and_norm_plugs_in(name, mixer, norm):
+    config, shape, (n, _) = TINY[name]
+    torch.manual_seed(0)
+    model = build_model(name, **dict(config, mixer=mixer, norm=norm))
+    out = model(torch.randn(shape(n)))
+    assert torch.isfinite(out).all()
+    out.square().mean().backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_mixer_options_reach_the_mixer():
+    config, shape, (n, _) = TINY["galerkin1d"]
+    with pytest.raises(ValueError, match="no option"):
+        build_model("galerkin1d", **dict(config, mixer="galerkin", mixer_options={"bogus": 1}))
+    model = build_model("galerkin1d", **dict(config, mixer_options={"init_gain": 0.5}))
+    assert model.layers[0].attention.init_gain == 0.5
+
+
+@pytest.mark.parametrize("n", [9, 12])
+def test_darcy_hybrid_boundary_is_exactly_zero(n):
+    config, shape, _ = TINY["galerkin2d"]
+    torch.manual_seed(0)
+    model = build_model("galerkin2d", **config)
+    out = model(torch.randn(shape(n)))
+    for edge in (out[:, 0], out[:, -1], out[:, :, 0], out[:, :, -1]):
+        assert torch.equal(edge, torch.zeros_like(edge))
+    assert out[:, 1:-1, 1:-1].abs().min() > 0  # the interior is not masked
+    free = build_model("galerkin2d", **dict(config, dirichlet=False))
+    assert free(torch.randn(shape(n)))[:, 0].abs().max() > 0
+
+
+def test_inverse_output_is_on_the_coarse_grid_for_any_fine_grid():
+    config, shape, _ = TINY["galerkin2d_inverse"]
+    model = build_model("galerkin2d_inverse", **dict(config, coarse_size=7))
+    for n in (10, 15, 21):
+        assert model(torch.randn(shape(n))).shape == (2, 7, 7, 1)
+
+
+def test_coarse_coordinates_are_the_uniform_coarse_grid():
+    model = build_model("galerkin2d", **TINY["galerkin2d"][0])
+    x = torch.randn(1, 13, 13, 1)
+    pos = grid_coordinates((13, 13)).unsqueeze(0)
+    _, pos_c = model.encoder(x, pos)
+    torch.testing.assert_close(pos_c[0], grid_coordinates((5, 5)))
+
+
+def test_fno_padding_keeps_the_grid():
+    model = build_model("fno2d", **dict(TINY["fno2d"][0], padding=3))
+    assert model(torch.randn(1, 9, 10, 1)).shape == (1, 9, 10, 1)
+
+
+@pytest.mark.parametrize(
+    "name, preset, expected",
+    [
+        ("galerkin1d", hybrid1d.REFERENCE_CONFIG, 530_305),
+        ("galerkin2d", hybrid2d.REFERENCE_CONFIG, 2_220_829),
+        ("galerkin2d_inverse", hybrid2d.INVERSE_REFERENCE_CONFIG, 2_383_873),
+    ],
+)
+def test_reference_presets_have_the_reference_parameter_counts(name, preset, expected):
+    # counts published by / computed from the reference code (scaomath/galerkin-transformer)
+    assert count_parameters(build_model(name, **preset)) == expected
+    # the count does not depend on the mixer's normalization choice (column vs layer)
+    if preset.get("norm"):
+        assert count_parameters(build_model(name, **dict(preset, norm="column"))) == expected
+
+
+def test_fno_reference_presets_build():
+    # FNO paper: 1-D width 64 / 16 modes; 2-D width 32 / 12 modes; 4 layers, 128 hidden
+    assert count_parameters(build_model("fno1d", **fno.REFERENCE_CONFIG["fno1d"])) == 549_569
+    assert count_parameters(build_model("fno2d", **fno.REFERENCE_CONFIG["fno2d"])) == 2_368_001
+
+
+def test_config_is_plain_and_rebuilds_the_same_architecture():
+    for name, (config, _, _) in TINY.items():
+        model = build_model(name, **config)
+        assert isinstance(model.config, dict) and model.model_name == name
+        twin = build_model(name, **model.config)
+        twin.load_state_dict(model.state_dict(), strict=True)
+
+
+def test_encoder_layer_is_post_norm_like_the_reference():
+    torch.manual_seed(0)
+    layer = EncoderLayer(8, 2, pos_dim=1, layer_norm=True)
+    x, pos = torch.randn(2, 10, 8), torch.rand(2, 10, 1)
+    h = layer.norm1(x + layer.attention(x, pos))
+    torch.testing.assert_close(layer(x, pos), layer.norm2(h + layer.ffn(h)))
+    plain = EncoderLayer(8, 2, pos_dim=1, layer_norm=False)
+    h = x + plain.attention(x, pos)
+    torch.testing.assert_close(plain(x, pos), h + plain.ffn(h))
+
+
+def test_dropout_is_off_in_eval():
+    config, shape, (n, _) = TINY["galerkin2d"]
+    model = build_model("galerkin2d", **dict(config, dropout=0.5)).eval()
+    x = torch.randn(shape(n))
+    torch.testing.assert_close(model(x), model(x))
+
+
+# ---- bad input -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_wrong_rank_and_channels_raise(name):
+    config, shape, (n, _) = TINY[name]
+    model = build_model(name, **config)
+    good = shape(n)
+    with pytest.raises(ValueError, match="rank"):
+        model(torch.randn(*good, 1))
+    with pytest.raises(ValueError, match="expected 1 input channel"):
+        model(torch.randn(*good[:-1], 3))
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_nan_input_raises(name):
+    config, shape, (n, _) = TINY[name]
+    x = torch.randn(shape(n))
+    x.view(-1)[3] = float("nan")
+    with pytest.raises(ValueError, match="input contains NaN"):
+        build_model(name, **config)(x)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_pos_of_wrong_shape_raises(name):
+    config, shape, (n, _) = TINY[name]
+    model = build_model(name, **config)
+    x = torch.randn(shape(n))
+    bad = torch.rand(x.shape[0], *[m + 1 for m in x.shape[1:-1]], x.dim() - 2)
+    with pytest.raises(ValueError, match="pos"):
+        model(x, bad)
+
+
+def test_unknown_names_and_keys_raise():
+    with pytest.raises(KeyError, match="unknown model 'galerkin3d'"):
+        build_model("galerkin3d")
+    with pytest.raises(ValueError, match="unknown key.*'widht'.*did you mean 'width'"):
+        build_model("fno1d", widht=8)
+    with pytest.raises(KeyError, match="unknown mixer"):
+        build_model("galerkin1d", mixer="galerkn")
+    with pytest.raises(ValueError, match="modes"):
+        build_model("fno1d", modes=12)(torch.randn(1, 16, 1))  # 12 > 16 // 2 + 1

@@ -1,0 +1,149 @@
+"""SpectralConv against a dense DFT written out here, on even and odd grids; gradients; errors."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from petrov.operators import SpectralConv
+
+
+def kept_frequencies(m: int, last_axis: bool) -> list[int]:
+    """The documented convention: 0..m-1 on the last axis, 0..m-1 then -m..-1 elsewhere."""
+    return list(range(m)) if last_axis else list(range(m)) + list(range(-m, 0))
+
+
+def dense_spectral_conv(x: torch.Tensor, layer: SpectralConv) -> torch.Tensor:
+    """Reference in complex128 with explicit DFT matrices (no torch.fft).
+
+    Forward: X[k] = sum_j x[j] exp(-2πi k·j/n) over the full spectrum.  Multiply the kept modes
+    by W.  Inverse of the half spectrum of a real signal (what irfftn computes):
+    y[j] = (1/N) Re sum_{k_1..k_{d-1} all, k_d = 0..n_d//2} c(k_d) Y[k] exp(+2πi k·j/n),
+    c = 1 for k_d = 0 and for the Nyquist k_d = n_d/2 (n_d even), else 2.
+    """
+    grid = x.shape[2:]
+    d = len(grid)
+    w = torch.view_as_complex(layer.weight.detach().double().contiguous())  # (ci, co, *mode_shape)
+    X = x.to(torch.complex128)
+    for axis, n in enumerate(grid):  # full forward DFT, axis by axis
+        j = torch.arange(n, dtype=torch.float64)
+        F = torch.exp(-2j * math.pi * torch.outer(j, j) / n)  # F[k, j]
+        X = torch.movedim(torch.tensordot(X, F, dims=([2 + axis], [1])), -1, 2 + axis)
+    half = grid[-1] // 2 + 1
+    Y = torch.zeros(x.shape[0], layer.out_channels, *grid[:-1], half, dtype=torch.complex128)
+    freq_lists = [kept_frequencies(m, axis == d - 1) for axis, m in enumerate(layer.modes)]
+    for idx in torch.cartesian_prod(*[torch.arange(len(f)) for f in freq_lists]).reshape(-1, d).tolist():
+        k = tuple(freq_lists[a][i] % grid[a] for a, i in enumerate(idx))
+        Y[(slice(None), slice(None), *k)] = torch.einsum(
+            "bi,io->bo", X[(slice(None), slice(None), *k)], w[(slice(None), slice(None), *idx)]
+        )
+    y = Y
+    for axis, n in enumerate(grid):  # inverse, axis by axis
+        j = torch.arange(n, dtype=torch.float64)
+        if axis < d - 1:
+            G = torch.exp(2j * math.pi * torch.outer(torch.arange(n, dtype=torch.float64), j) / n)
+        else:
+            k = torch.arange(half, dtype=torch.float64)
+            c = torch.full((half,), 2.0, dtype=torch.float64)
+            c[0] = 1.0
+            if n % 2 == 0:
+                c[-1] = 1.0
+            G = c[:, None] * torch.exp(2j * math.pi * torch.outer(k, j) / n)  # G[k, j]
+        y = torch.movedim(torch.tensordot(y, G.to(torch.complex128), dims=([2 + axis], [0])), -1, 2 + axis)
+    return y.real / math.prod(grid)
+
+
+@pytest.mark.parametrize("n, modes", [(16, 5), (17, 5), (21, 11), (20, 11), (9, 5)])
+def test_1d_matches_dense_dft(n, modes):
+    torch.manual_seed(0)
+    layer = SpectralConv(3, 2, modes).double()
+    with torch.no_grad():  # a generic complex weight (the init is uniform positive)
+        layer.weight.normal_()
+    x = torch.randn(2, 3, n, dtype=torch.float64)
+    torch.testing.assert_close(layer(x), dense_spectral_conv(x, layer), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "grid, modes", [((8, 10), (3, 4)), ((9, 11), (4, 3)), ((7, 6), (3, 4)), ((11, 9), (2, 5))]
+)
+def test_2d_matches_dense_dft(grid, modes):
+    torch.manual_seed(1)
+    layer = SpectralConv(2, 3, modes).double()
+    with torch.no_grad():
+        layer.weight.normal_()
+    x = torch.randn(2, 2, *grid, dtype=torch.float64)
+    torch.testing.assert_close(layer(x), dense_spectral_conv(x, layer), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [15, 16])
+def test_band_limited_input_is_resolution_invariant(n):
+    """A signal with frequencies below the kept modes gives the same output at shared points on n and 2n."""
+    torch.manual_seed(2)
+    layer = SpectralConv(1, 1, (3, 3)).double()
+    with torch.no_grad():
+        layer.weight.normal_()
+
+    def sample(m):
+        t = torch.arange(m, dtype=torch.float64) / m
+        X, Y = torch.meshgrid(t, t, indexing="ij")
+        f = torch.cos(2 * math.pi * (X + 2 * Y)) + torch.sin(2 * math.pi * (2 * X - Y)) + 0.5
+        return f[None, None]
+
+    coarse, fine = layer(sample(n)), layer(sample(2 * n))
+    torch.testing.assert_close(fine[..., ::2, ::2], coarse, rtol=1e-10, atol=1e-10)
+
+
+def test_frequencies_outside_the_modes_are_removed():
+    layer = SpectralConv(1, 1, 3).double()
+    t = torch.arange(32, dtype=torch.float64) / 32
+    high = torch.cos(2 * math.pi * 5 * t)[None, None]
+    assert layer(high).abs().max() < 1e-12
+
+
+def test_gradcheck_float64():
+    torch.manual_seed(3)
+    layer = SpectralConv(2, 2, (2, 2)).double()
+    x = torch.randn(1, 2, 5, 6, dtype=torch.float64, requires_grad=True)
+    w = layer.weight.detach().clone().normal_().requires_grad_(True)
+
+    def f(inp, weight):
+        return torch.func.functional_call(layer, {"weight": weight}, (inp,))
+
+    assert torch.autograd.gradcheck(f, (x, w))
+
+
+def test_weight_shape_and_init_scale():
+    layer = SpectralConv(4, 5, (3, 6))
+    assert layer.weight.shape == (4, 5, 6, 6, 2)
+    assert layer.weight.min() >= 0 and layer.weight.max() <= 1 / 20
+
+
+@pytest.mark.parametrize(
+    "grid, modes, match",
+    [
+        ((10,), 7, "last grid axis"),
+        ((9,), 6, "last grid axis"),
+        ((9, 16), (5, 3), "grid axis 0"),
+        ((8, 6), (4, 5), "last"),
+    ],
+)
+def test_modes_larger_than_grid_raise(grid, modes, match):
+    layer = SpectralConv(1, 1, modes)
+    with pytest.raises(ValueError, match=match):
+        layer(torch.randn(1, 1, *grid))
+
+
+def test_largest_allowed_modes_work():
+    SpectralConv(1, 1, 6)(torch.randn(1, 1, 10))  # 10 // 2 + 1
+    SpectralConv(1, 1, (4, 5))(torch.randn(1, 1, 8, 8))  # 2*4 <= 8
+
+
+def test_bad_input_shape_raises():
+    layer = SpectralConv(2, 2, (2, 2))
+    with pytest.raises(ValueError, match="2 grid axes"):
+        layer(torch.randn(1, 2, 8))
+    with pytest.raises(ValueError, match="2 channels"):
+        layer(torch.randn(1, 3, 8, 8))
+    with pytest.raises(ValueError, match="positive"):
+        SpectralConv(1, 1, 0)
