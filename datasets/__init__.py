@@ -1,0 +1,41 @@
+"""petrov.datasets: PDE data for neural operators.
+
+Generate (``generate_dataset`` / ``petrov generate``) Burgers, Darcy and inverse-Darcy datasets into HDF5
+files, resumably; load them, or the FNO benchmark ``.mat`` files, at any strided resolution
+(``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
+The building blocks (GRF samplers, the Burgers and Darcy solvers) are public too.
+"""
+from .burgers import solve_burgers
+from .darcy import solve_darcy
+from .fno_files import open_mat, read_mat
+from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
+from .loading import GridDataset, dataset_info, open_dataset
+from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, add_noise, fit_normalizer
+from .recipes import RECIPES, default_params, get_recipe, list_kinds
+from .sampling import allowed_resolutions, average_pool, stride_for
+from .storage import generate_dataset
+
+__all__ = [
+    "GridDataset",
+    "PointwiseGaussianNormalizer",
+    "RECIPES",
+    "UnitGaussianNormalizer",
+    "add_noise",
+    "allowed_resolutions",
+    "average_pool",
+    "darcy_coefficient",
+    "dataset_info",
+    "default_params",
+    "fit_normalizer",
+    "generate_dataset",
+    "get_recipe",
+    "list_kinds",
+    "neumann_grf_2d",
+    "open_dataset",
+    "open_mat",
+    "periodic_grf_1d",
+    "read_mat",
+    "solve_burgers",
+    "solve_darcy",
+    "stride_for",
+]

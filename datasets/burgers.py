@@ -1,0 +1,246 @@
+"""Viscous Burgers' equation u_t + (u^2/2)_x = nu u_xx on the periodic [0, 1): batched ETDRK4 pseudo-spectral.
+
+Scheme (Cox & Matthews 2002, coefficients by the contour integrals of Kassam & Trefethen 2005), for the
+Fourier coefficients v of u on an internal grid of m points:
+
+    v_t = L v + N(v),   L_k = -nu (2 pi k)^2,   N(v)_k = -(i 2 pi k / 2) FFT(u^2)_k   (2/3 rule: k < m/3)
+
+Everything is float64 / complex128 and batched over samples (torch.fft, on the input's device).
+
+Internal grid. The solution stays band-limited: modes above K decay like exp(-nu (2 pi K)^2 t), and the
+steepest front has width ~nu / max|u0| (maximum principle), so the band needed grows like max|u0|/nu.
+The internal grid m = n 2^p or n / 2^p is the smallest whose dealiased band K = ceil(m/3) - 1 satisfies
+K >= max(MIN_BAND, BAND_CONSTANT max|u0| / nu). A large input grid (8192) is spectrally truncated to m,
+solved, and zero-padded back; a small input grid is refined (m = n 2^p), solved, and sampled back at the
+input points. Measured with FNO GRF inputs at 8192 (max|u0| ~ 0.3..2.2), relative L2 error of u(1) against a
+2048-point solve: m = 256 gives 3e-11 (nu=0.1), 1e-10 (0.03), 9e-10 (0.01); m = 512 gives 4e-13, 7e-13,
+5e-12. The defaults pick m = 512 at nu = 0.1 and m = 1024..2048 at nu = 0.01. So discarding u0's modes
+above m/3 changes u(1) by ~1e-11 or less: viscosity removes them within ~1e-5 time units.
+
+Time step. A main step dt = DT_MAX / 2^j, the largest with dt <= DT_CONSTANT sqrt(nu / max|u0|^3) (an
+empirical fit of the measured errors), preceded by a graded start (START_STEPS steps each of dt/32, ...,
+dt/2): the GRF's coefficients decay only like k^-2, and this rough data costs ETDRK4 its order during the
+first, stiff transient (equal steps of 0.01 gave 2e-6..6e-6; with the graded start 3e-8). Measured relative
+L2 errors with the automatic choice: <= 2e-7 at nu = 0.1, 0.03, 0.01 (67..217 steps). Each sample gets its
+own (grid, step), and samples sharing them are batched together, so a sample's result does not depend on
+which other samples are in the batch (data generation can resume chunk by chunk bit-identically).
+
+Denormals: handled explicitly, without touching global floating-point state. The only decaying-only
+quantities are the propagators exp(L dt), exp(L dt/2); entries below 1e-200 are set to 0 (a change of at
+most 1e-200 relative), and the modes above the dealiasing band are removed from the start, so no
+coefficient can underflow gradually through repeated multiplication into the slow subnormal range.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+BAND_CONSTANT = 3.0  # K >= BAND_CONSTANT max|u0| / nu (calibrated, see module doc)
+MIN_BAND = 100
+DT_CONSTANT = 0.15  # dt <= DT_CONSTANT sqrt(nu / max|u0|^3) (calibrated, see module doc)
+DT_MAX = 0.02
+START_LEVELS = 5  # graded start: START_STEPS steps at each of dt/2^5, ..., dt/2
+START_STEPS = 4
+CONTOUR_POINTS = 32
+_FLUSH = 1e-200
+
+
+def _dealiased_band(m: int) -> int:
+    """Number of kept modes k = 0..K-1 with k < m/3 (the 2/3 rule)."""
+    return (m + 2) // 3
+
+
+def choose_internal_grid(n: int, nu: float, umax: float) -> int:
+    """Internal grid size: n / 2^p (coarsen) or n 2^p (refine), the smallest resolving the band."""
+    need = max(MIN_BAND, math.ceil(BAND_CONSTANT * umax / nu))
+    m = n
+    while _dealiased_band(m) - 1 < need:
+        m *= 2
+    while m % 2 == 0 and _dealiased_band(m // 2) - 1 >= need:
+        m //= 2
+    return m
+
+
+def choose_time_step(nu: float, umax: float) -> float:
+    """Main step DT_MAX / 2^j, the largest not above DT_CONSTANT sqrt(nu / max|u0|^3) (an empirical accuracy fit).
+
+    Steps are quantised to powers of two so that samples with similar amplitudes share a step (and a batch).
+    """
+    target = DT_CONSTANT * math.sqrt(nu / max(umax, 1e-12) ** 3)
+    return DT_MAX / 2 ** max(0, math.ceil(math.log2(DT_MAX / target) - 1e-12))
+
+
+def time_schedule(t: float, dt: float, start_levels: int = START_LEVELS) -> list[tuple[float, int]]:
+    """[(step, count), ...] covering [0, t]: a graded start, then equal steps no longer than dt.
+
+    The start takes START_STEPS steps of dt/2^L, then of dt/2^(L-1), ..., dt/2: rough initial data (the GRF's
+    coefficients decay only like k^-2) otherwise reduces ETDRK4's accuracy during the first, stiff transient.
+    """
+    if t == 0:
+        return []
+    schedule = []
+    used = 0.0
+    for level in range(start_levels, 0, -1):
+        step = dt / 2**level
+        if used + START_STEPS * step > t / 2:
+            continue
+        schedule.append((step, START_STEPS))
+        used += START_STEPS * step
+    rest = t - used
+    count = math.ceil(rest / dt - 1e-9)
+    schedule.append((rest / count, count))
+    return schedule
+
+
+def etdrk4_coefficients(lin: torch.Tensor, dt: float, points: int = CONTOUR_POINTS):
+    """(E, E2, Q, f1, f2, f3) for the diagonal real linear part ``lin`` (Kassam-Trefethen contour means).
+
+    The phi-functions are averaged over points on the upper half of a unit circle around each dt*L and the
+    real part is taken (L real), which avoids the cancellation of the direct formulas for small |dt L|.
+    """
+    hl = (dt * lin).to(torch.complex128)
+    r = torch.exp(1j * math.pi * (torch.arange(1, points + 1, dtype=torch.float64, device=lin.device) - 0.5) / points)
+    z = hl[:, None] + r[None, :]
+    ez = torch.exp(z)
+    z3 = z**3
+    q = dt * ((torch.exp(z / 2) - 1) / z).mean(dim=1).real
+    f1 = dt * ((-4 - z + ez * (4 - 3 * z + z**2)) / z3).mean(dim=1).real
+    f2 = dt * ((2 + z + ez * (z - 2)) / z3).mean(dim=1).real
+    f3 = dt * ((-4 - 3 * z - z**2 + ez * (4 - z)) / z3).mean(dim=1).real
+    e = torch.exp(dt * lin)
+    e2 = torch.exp(dt * lin / 2)
+    e = torch.where(e < _FLUSH, torch.zeros_like(e), e)
+    e2 = torch.where(e2 < _FLUSH, torch.zeros_like(e2), e2)
+    return e, e2, q, f1, f2, f3
+
+
+def _to_internal(u0: torch.Tensor, m: int) -> torch.Tensor:
+    """Band-limited Fourier coefficients (b, K) on the internal grid m of the trigonometric interpolant of u0."""
+    n = u0.shape[-1]
+    band = _dealiased_band(m)
+    spec = torch.fft.rfft(u0, dim=-1)
+    keep = min(band, n // 2 + 1)
+    v = torch.zeros(u0.shape[0], band, dtype=torch.complex128, device=u0.device)
+    v[:, :keep] = spec[:, :keep] * (m / n)
+    if n % 2 == 0 and keep == n // 2 + 1:
+        # the input's Nyquist term is shared between modes +-n/2 once the grid is refined
+        v[:, n // 2] = v[:, n // 2] / 2
+    return v
+
+
+def _from_internal(v: torch.Tensor, m: int, n: int) -> torch.Tensor:
+    """Samples on the n-point output grid of the band-limited function with coefficients v (internal grid m)."""
+    if m <= n:  # zero-pad: the band is below both Nyquist frequencies
+        return torch.fft.irfft(v * (n / m), n=n, dim=-1)
+    return torch.fft.irfft(v, n=m, dim=-1)[:, :: m // n]
+
+
+def _step_all(v: torch.Tensor, steps: int, m: int, coeffs, g: torch.Tensor) -> torch.Tensor:
+    e, e2, q, f1, f2, f3 = coeffs
+    band = v.shape[-1]
+    if steps == 0:
+        return v
+
+    def nonlinear(w):
+        u = torch.fft.irfft(w, n=m, dim=-1)
+        return g * torch.fft.rfft(u * u, dim=-1)[:, :band]
+
+    for _ in range(steps):
+        nv = nonlinear(v)
+        a = e2 * v + q * nv
+        na = nonlinear(a)
+        b = e2 * v + q * na
+        nb = nonlinear(b)
+        c = e2 * a + q * (2 * nb - nv)
+        nc = nonlinear(c)
+        v = e * v + f1 * nv + 2 * f2 * (na + nb) + f3 * nc
+    return v
+
+
+def _solve_group(x: torch.Tensor, nu: float, t: float, m: int, dt: float, start_levels: int, batch_size: int):
+    """Solve all rows of x (b, n) float64 on internal grid m with main step dt; returns (b, n) float64."""
+    n = x.shape[-1]
+    band = _dealiased_band(m)
+    wave = 2 * math.pi * torch.arange(band, dtype=torch.float64, device=x.device)
+    stages = [(etdrk4_coefficients(-nu * wave**2, step), count) for step, count in time_schedule(t, dt, start_levels)]
+    g = -0.5j * wave
+    out = torch.empty_like(x)
+    for start in range(0, x.shape[0], batch_size):
+        v = _to_internal(x[start : start + batch_size], m)
+        for coeffs, count in stages:
+            v = _step_all(v, count, m, coeffs, g)
+        out[start : start + batch_size] = _from_internal(v, m, n)
+    return out
+
+
+def _check_input(u0, nu: float, t: float) -> torch.Tensor:
+    x = u0 if isinstance(u0, torch.Tensor) else torch.as_tensor(np.asarray(u0))
+    if x.dim() != 2:
+        raise ValueError(f"u0 must have shape (batch, n), got {tuple(x.shape)}")
+    if x.is_complex() or x.dtype == torch.bool:
+        raise ValueError(f"u0 must be real, got dtype {x.dtype}")
+    if not (nu > 0 and math.isfinite(nu)):
+        raise ValueError(f"viscosity nu must be positive and finite, got {nu}")
+    if not (t >= 0 and math.isfinite(t)):
+        raise ValueError(f"final time t must be >= 0 and finite, got {t}")
+    if x.shape[1] < 4:
+        raise ValueError(f"u0 needs at least 4 grid points, got n={x.shape[1]}")
+    x64 = x.detach().to(torch.float64)
+    if not torch.isfinite(x64).all():
+        raise ValueError("u0 contains NaN or inf values")
+    return x64
+
+
+def solve_burgers(
+    u0,
+    nu: float = 0.1,
+    t: float = 1.0,
+    *,
+    n_internal: int | None = None,
+    dt: float | None = None,
+    start_levels: int = START_LEVELS,
+    batch_size: int = 128,
+):
+    """Solve u_t + (u^2/2)_x = nu u_xx on the periodic [0,1) from u(., 0) = u0 up to time t.
+
+    u0: (b, n) numpy array or torch tensor, samples on x_j = j/n. Returns u(., t) of the same type, shape,
+    dtype and device (computed in float64). ``n_internal`` (grid of the spectral solve: n 2^p or n / 2^p) and
+    ``dt`` (main time step, then rounded down to fit t) are chosen per sample from nu and max|u0| when None;
+    samples sharing the choice are solved together in chunks of ``batch_size``, so a sample's result does
+    not depend on which other samples are in the batch. ``start_levels``: halvings of the graded start
+    (0 = equal steps).
+    """
+    x64 = _check_input(u0, nu, t)
+    b, n = x64.shape
+    if dt is not None and not (dt > 0):
+        raise ValueError(f"dt must be positive, got {dt}")
+    if n_internal is not None and not _is_power_of_two_multiple(int(n_internal), n):
+        raise ValueError(f"n_internal must be n * 2^p or n / 2^p (>= 4) for n={n}, got {n_internal}")
+    if batch_size < 1 or start_levels < 0:
+        raise ValueError(f"batch_size must be >= 1 and start_levels >= 0, got {batch_size}, {start_levels}")
+
+    out = x64.clone()  # t = 0 returns the initial condition itself, not its band-limited projection
+    if t > 0 and b:
+        umax = x64.abs().amax(dim=1).tolist()
+        settings = [
+            (
+                choose_internal_grid(n, nu, um) if n_internal is None else int(n_internal),
+                choose_time_step(nu, um) if dt is None else float(dt),
+            )
+            for um in umax
+        ]
+        for m, step in sorted(set(settings)):
+            rows = torch.tensor([i for i, s in enumerate(settings) if s == (m, step)], device=x64.device)
+            out[rows] = _solve_group(x64[rows], nu, t, m, step, start_levels, batch_size)
+    if isinstance(u0, torch.Tensor):
+        return out.to(dtype=u0.dtype if u0.is_floating_point() else torch.float64)
+    dtype = np.asarray(u0).dtype
+    return out.cpu().numpy().astype(dtype if dtype.kind == "f" else np.float64, copy=False)
+
+
+def _is_power_of_two_multiple(m: int, n: int) -> bool:
+    big, small = max(m, n), min(m, n)
+    ratio = big // small
+    return m >= 4 and big % small == 0 and ratio & (ratio - 1) == 0

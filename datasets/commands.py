@@ -1,0 +1,106 @@
+"""``petrov generate KIND ...`` and ``petrov info FILE``.
+
+Each registered dataset kind gets its own ``generate`` sub-command whose equation options are made from
+its parameter dataclass (``--nu``, ``--t``, ``--averaging``, ``--coarse-resolution``, ...), so a new recipe
+needs no CLI code. Errors are raised (ValueError, FileExistsError, ...) and reported by ``train/cli.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import typing
+
+from .recipes import RECIPES
+
+
+def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, annotation) -> None:
+    kwargs: dict = {"type": annotation}
+    if typing.get_origin(annotation) is typing.Literal:
+        kwargs = {"type": str, "choices": list(typing.get_args(annotation))}
+    parser.add_argument(
+        "--" + field.name.replace("_", "-"),
+        dest=f"param_{field.name}",
+        metavar=field.name.upper(),
+        default=argparse.SUPPRESS,  # only parameters given on the command line are passed on
+        help=f"(default: {field.default})",
+        **kwargs,
+    )
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from .storage import generate_dataset
+
+    params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
+    try:
+        path = generate_dataset(
+            args.kind, args.output, args.n_samples, args.resolution, args.seed, overwrite=args.overwrite,
+            chunk_size=args.chunk_size, workers=args.workers, progress=not args.no_progress, **params,
+        )
+    except KeyboardInterrupt:
+        print(f"petrov generate: interrupted; rerun the same command to resume from {args.output}.partial",
+              file=sys.stderr)
+        return 130
+    print(f"wrote {path}")
+    return 0
+
+
+def _format_value(value) -> str:
+    if isinstance(value, str) and value.startswith("{"):
+        try:  # JSON attributes (params, solver_settings) printed compactly
+            return json.dumps(json.loads(value), sort_keys=True)
+        except json.JSONDecodeError:
+            pass
+    return str(value)
+
+
+def _info(args: argparse.Namespace) -> int:
+    from .loading import dataset_info
+
+    info = dataset_info(args.file)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    status = "complete" if info["complete"] else "INCOMPLETE (rerun the generation to resume)"
+    lines = [
+        f"file:        {info['path']} ({info['source']})",
+        f"kind:        {info['kind']}",
+        f"samples:     {info['n_complete']} of {info['n_samples']} ({status})",
+        f"x, y shape:  {info['x_shape']}, {info['y_shape']}",
+        f"grid:        {info['grid']}, native resolution {info['native_resolution']}",
+        f"resolutions: {', '.join(map(str, info['resolutions']))}",
+        "attributes:",
+    ]
+    lines += [f"  {k} = {_format_value(v)}" for k, v in sorted(info["attrs"].items())]
+    print("\n".join(lines))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    gen = sub.add_parser("generate", help="generate a Burgers / Darcy / inverse-Darcy dataset (HDF5)",
+                         description="Generate a dataset into an HDF5 file; an interrupted run resumes when rerun.")
+    kinds = gen.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for name in RECIPES:
+        recipe = RECIPES.get(name)
+        p = kinds.add_parser(name, help=recipe.description, description=recipe.description, allow_abbrev=False)
+        p.add_argument("--n-samples", type=int, required=True, help="number of samples")
+        p.add_argument("--resolution", type=int, default=None,
+                       help=f"native grid points per axis (default {recipe.native_resolution})")
+        p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+        p.add_argument("-o", "--output", required=True, help="output file, e.g. data/burgers.h5")
+        p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+        p.add_argument("--workers", type=int, default=0,
+                       help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
+        p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        hints = typing.get_type_hints(recipe.params_cls)
+        group = p.add_argument_group("equation parameters")
+        for field in dataclasses.fields(recipe.params_cls):
+            _param_option(group, field, hints[field.name])
+        p.set_defaults(func=_generate)
+
+    info = sub.add_parser("info", help="show what a dataset file (.h5 or FNO .mat) holds")
+    info.add_argument("file", help="dataset file")
+    info.add_argument("--json", action="store_true", help="print as JSON")
+    info.set_defaults(func=_info)

@@ -1,0 +1,131 @@
+"""Gaussian random fields with the FNO covariances, synthesised by FFT/DCT, seeded per sample.
+
+Seeding: sample ``i`` of a field with seed ``s`` is drawn from its own generator
+``np.random.default_rng([s, stream, i])`` (``stream`` separates the 1-D and 2-D families), so a sample is
+the same whatever batch, chunk or worker produced it.
+
+1-D periodic (Burgers initial condition), on x_j = j/n, j = 0..n-1:
+
+    u0(x) = sum_{k>=1} s_k (xi_k cos(2 pi k x) + eta_k sin(2 pi k x)),
+    s_k = sqrt(2) sigma ((2 pi k)^2 + tau^2)^(-alpha/2),   xi, eta ~ N(0, 1) i.i.d.
+
+i.e. u0 ~ N(0, sigma^2 (-Laplacian + tau^2 I)^(-alpha)) with the orthonormal basis sqrt(2) cos, sqrt(2) sin
+(the normalisation of FNO's GRF1.m: the defaults give std sqrt(2)*25*((2 pi k)^2 + 25)^-1 per coefficient).
+
+2-D Neumann (Darcy), on the node grid x_i = i/(n-1), i = 0..n-1, modes k1, k2 = 0..n-1:
+
+    psi(x, y) = sum_{k != 0} c_k phi_k(x, y) zeta_k,    zeta_k ~ N(0, 1) i.i.d.,
+    c_k = tau^(alpha-1) (pi^2 (k1^2 + k2^2) + tau^2)^(-alpha/2),
+    phi_k = N_k cos(pi k1 x) cos(pi k2 y),  N_k = 2 (k1, k2 > 0), sqrt(2) (one of them 0)
+
+(the L2-orthonormal Neumann eigenfunctions), i.e. psi ~ N(0, tau^(2 alpha - 2) (-Laplacian + tau^2 I)^(-alpha)).
+This is the scaling of FNO's data_generation/darcy/GRF.m (``coef = tau^(alpha-1) (...)^(-alpha/2)``,
+``L = s*coef*xi``, orthonormal ``idct2``, whose basis on s points equals N_k cos cos). GRF.m evaluates the
+series on the cell-centred DCT-II points (i + 1/2)/s; here it is evaluated on the node grid (DCT-I), where the
+Darcy solver lives. Only the sign of psi is used for Darcy, so the overall scale does not matter there.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+import scipy.fft
+
+# Stream tags keep the two families' generators distinct for the same (seed, index).
+_STREAM_1D = 1
+_STREAM_2D = 2
+
+
+def _check_indices(seed: int, indices: Iterable[int]) -> np.ndarray:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    idx = np.asarray(list(indices) if not isinstance(indices, np.ndarray) else indices)
+    if idx.ndim != 1:
+        raise ValueError(f"indices must be a 1-D sequence of sample indices, got shape {idx.shape}")
+    if idx.size and (not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0):
+        raise ValueError("indices must be non-negative integers (the sample numbers to draw)")
+    return idx.astype(np.int64)
+
+
+def _check_n(n: int, minimum: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
+        raise ValueError(f"grid size n must be an integer >= {minimum}, got {n!r}")
+    return int(n)
+
+
+def _normals(seed: int, stream: int, index: int, shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng([int(seed), stream, int(index)]).standard_normal(shape)
+
+
+def periodic_grf_std(n: int, *, alpha: float = 2.0, tau: float = 5.0, sigma: float = 25.0) -> np.ndarray:
+    """Std of the cos and sin coefficients of modes k = 1..n//2: sqrt(2) sigma ((2 pi k)^2 + tau^2)^(-alpha/2)."""
+    k = np.arange(1, n // 2 + 1, dtype=np.float64)
+    return math.sqrt(2.0) * sigma * ((2.0 * np.pi * k) ** 2 + tau**2) ** (-alpha / 2.0)
+
+
+def periodic_grf_1d(
+    n: int, seed: int, indices, *, alpha: float = 2.0, tau: float = 5.0, sigma: float = 25.0
+) -> np.ndarray:
+    """Samples of the 1-D periodic GRF on x_j = j/n: float64 array (len(indices), n).
+
+    Modes k = 1..n//2 are kept; at the Nyquist mode k = n/2 (even n) only the cosine is visible on the grid.
+    """
+    n = _check_n(n, 2)
+    idx = _check_indices(seed, indices)
+    m = n // 2
+    std = periodic_grf_std(n, alpha=alpha, tau=tau, sigma=sigma)
+    xi = np.stack([_normals(seed, _STREAM_1D, i, (2, m)) for i in idx]) if idx.size else np.zeros((0, 2, m))
+    a = xi[:, 0] * std  # cosine coefficients
+    b = xi[:, 1] * std  # sine coefficients
+    # a cos + b sin = Re((a - i b) e^{2 pi i k x}); irfft(X)_j = (1/n)(X_0 + 2 sum Re(X_k e^{..}) [+ X_{n/2}(-1)^j])
+    spec = np.zeros((idx.size, m + 1), dtype=np.complex128)
+    spec[:, 1:] = 0.5 * n * (a - 1j * b)
+    if n % 2 == 0:
+        spec[:, m] = n * a[:, -1]  # the Nyquist term appears once, real
+    return scipy.fft.irfft(spec, n=n, axis=-1)
+
+
+def neumann_grf_std(n: int, *, alpha: float = 2.0, tau: float = 3.0) -> np.ndarray:
+    """(n, n) std of the coefficient of cos(pi k1 x) cos(pi k2 y): N_k tau^(alpha-1) (pi^2|k|^2 + tau^2)^(-alpha/2).
+
+    Entry (0, 0) is 0 (the mean mode is dropped).
+    """
+    k = np.arange(n, dtype=np.float64)
+    k2 = k[:, None] ** 2 + k[None, :] ** 2
+    c = tau ** (alpha - 1.0) * (np.pi**2 * k2 + tau**2) ** (-alpha / 2.0)
+    norm = np.where(k > 0, math.sqrt(2.0), 1.0)
+    c = c * norm[:, None] * norm[None, :]
+    c[0, 0] = 0.0
+    return c
+
+
+def neumann_grf_2d(n: int, seed: int, indices, *, alpha: float = 2.0, tau: float = 3.0) -> np.ndarray:
+    """Samples of the 2-D Neumann GRF on the node grid x_i = i/(n-1) of [0,1]^2: float64 (len(indices), n, n).
+
+    Axis 1 is x, axis 2 is y. Synthesised with a DCT-I, which evaluates sum_k C_k cos(pi k i/(n-1)).
+    """
+    n = _check_n(n, 2)
+    idx = _check_indices(seed, indices)
+    std = neumann_grf_std(n, alpha=alpha, tau=tau)
+    # Unnormalised DCT-I: y_i = x_0 + (-1)^i x_{n-1} + 2 sum_{k=1}^{n-2} x_k cos(pi k i/(n-1)),
+    # so interior coefficients are halved once per axis to get the plain cosine sum.
+    half = np.full(n, 0.5)
+    half[[0, -1]] = 1.0
+    weight = std * half[:, None] * half[None, :]
+    out = np.empty((idx.size, n, n))
+    for j, i in enumerate(idx):
+        out[j] = _normals(seed, _STREAM_2D, i, (n, n)) * weight
+    if idx.size:
+        out = scipy.fft.dctn(out, type=1, axes=(1, 2), overwrite_x=True, workers=-1)
+    return out
+
+
+def darcy_coefficient(psi, high: float = 12.0, low: float = 3.0) -> np.ndarray:
+    """Piecewise-constant Darcy coefficient: ``high`` where psi >= 0, ``low`` where psi < 0 (same shape)."""
+    psi = np.asarray(psi)
+    if np.isnan(psi).any():
+        raise ValueError("psi contains NaN; cannot threshold it into a coefficient")
+    if not (high > 0 and low > 0):
+        raise ValueError(f"coefficient values must be positive, got high={high}, low={low}")
+    return np.where(psi >= 0, float(high), float(low))

@@ -1,0 +1,205 @@
+"""Loading datasets at any reachable resolution as channels-last tensors with grid coordinates.
+
+``open_dataset(path, resolution=85, indices=slice(0, 1000))`` reads only the samples asked for, strided
+from the native grid (see ``sampling``), from a petrov HDF5 file or an FNO ``.mat`` file (chosen by the
+extension), and returns a :class:`GridDataset` with ``x (N, *grid, 1)``, ``y (N, *grid_out, 1)`` and
+coordinates ``(*grid, d)`` from ``petrov.operators.layout.grid_coordinates``.
+
+Inverse Darcy (``kind="darcy-inverse"``, or a darcy-inverse file): ``x = u`` at ``resolution`` and
+``y = a`` strided to ``resolution`` and then average-pooled to ``coarse_resolution`` (``sampling.average_pool``,
+the Galerkin Transformer's target: 141 -> 36 or 71). The input noise is not added here: the trainer
+normalises ``x`` point-wise and then calls ``normalizers.add_noise`` with the file's ``noise`` attribute.
+
+NaN in a file's data is an error (a ValueError naming the sample), not a warning: it only arises from an
+unfinished or damaged file, and training on it would silently produce NaN losses.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ..operators.layout import grid_coordinates
+from .fno_files import open_mat
+from .recipes import get_recipe
+from .sampling import allowed_resolutions, average_pool, pool_kernel, stride_for
+from .storage import StoredData, open_stored
+
+
+def open_source(path: str | os.PathLike) -> StoredData:
+    """Open a dataset file for reading: ``.mat`` -> FNO reader, anything else -> petrov HDF5."""
+    path = Path(path)
+    if path.suffix.lower() == ".mat":
+        return open_mat(path)
+    return open_stored(path)
+
+
+def as_indices(indices: Any, n: int) -> np.ndarray:
+    """Sample indices from ``None`` (all), a slice, a range, an int or an integer sequence/array/tensor.
+
+    Negative entries count from the end as in Python; out-of-range entries are an IndexError.
+    """
+    if indices is None:
+        return np.arange(n)
+    if isinstance(indices, slice):
+        return np.arange(n)[indices]
+    if isinstance(indices, (int, np.integer)) and not isinstance(indices, bool):
+        indices = [indices]
+    if isinstance(indices, torch.Tensor):
+        indices = indices.cpu().numpy()
+    idx = np.asarray(list(indices) if isinstance(indices, range) else indices)
+    if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+        raise ValueError(f"indices must be a slice, range or 1-D integer sequence, got {indices!r}")
+    idx = idx.astype(np.int64)
+    bad = (idx < -n) | (idx >= n)
+    if bad.any():
+        raise IndexError(f"sample index {int(idx[bad][0])} out of range for a dataset of {n} samples")
+    return np.where(idx < 0, idx + n, idx)
+
+
+def resolve_kind(src: StoredData, kind: str | None) -> str:
+    """The kind to load the file as: the file's own, or another kind storing the same fields."""
+    if kind is None or kind == src.kind:
+        return src.kind
+    recipe, own = get_recipe(kind), get_recipe(src.kind)
+    if recipe.family != own.family:
+        raise ValueError(f"{src.path} holds {src.kind!r} data; it cannot be loaded as {kind!r}")
+    return kind
+
+
+class GridDataset(Dataset):
+    """Samples on a uniform grid, in memory, channels-last.
+
+    ``x``: ``(N, *grid, c_in)``; ``y``: ``(N, *grid_out, c_out)`` (``grid_out == grid`` except for the
+    inverse problem's pooled target); ``coords``/``coords_out``: ``(*grid, d)``/``(*grid_out, d)``.
+    ``indices`` are the samples' numbers in the file (for per-sample seeded noise).
+    """
+
+    def __init__(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        kind: str,
+        periodic: bool,
+        native_resolution: int,
+        indices: np.ndarray,
+        attrs: dict[str, Any] | None = None,
+        coarse_resolution: int | None = None,
+    ):
+        if x.shape[0] != y.shape[0]:
+            raise ValueError(f"x and y hold different numbers of samples: {x.shape[0]} vs {y.shape[0]}")
+        self.x, self.y = x, y
+        self.kind = kind
+        self.periodic = periodic
+        self.native_resolution = native_resolution
+        self.indices = np.asarray(indices)
+        self.attrs = dict(attrs or {})
+        self.coarse_resolution = coarse_resolution
+        self.grid = tuple(x.shape[1:-1])
+        self.grid_out = tuple(y.shape[1:-1])
+        self.resolution = self.grid[0]
+        self.coords = grid_coordinates(self.grid, periodic, dtype=x.dtype)
+        self.coords_out = (
+            self.coords if self.grid_out == self.grid else grid_coordinates(self.grid_out, periodic, dtype=x.dtype)
+        )
+
+    @property
+    def noise(self) -> float:
+        """The input-noise level recorded in the file (0 if none)."""
+        return float(self.attrs.get("noise", 0.0))
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+    def __repr__(self) -> str:
+        return (f"GridDataset(kind={self.kind!r}, n={len(self)}, x={tuple(self.x.shape)}, "
+                f"y={tuple(self.y.shape)}, periodic={self.periodic})")
+
+
+def open_dataset(
+    path: str | os.PathLike,
+    *,
+    resolution: int | None = None,
+    indices: Any = None,
+    coarse_resolution: int | None = None,
+    kind: str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> GridDataset:
+    """Load samples ``indices`` (default: all complete ones) of a dataset file at ``resolution`` points per
+    axis (default native), strided from the native grid; ValueError listing the allowed resolutions if it
+    is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
+    ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
+    (default: the file's attribute, else 36).
+    """
+    with open_source(path) as src:
+        kind = resolve_kind(src, kind)
+        recipe = get_recipe(kind)
+        native = src.native_resolution
+        resolution = native if resolution is None else resolution
+        stride = stride_for(native, resolution, src.periodic)
+        if src.n_complete < src.n_samples:
+            warnings.warn(
+                f"{src.path} is incomplete ({src.n_complete} of {src.n_samples} samples); "
+                f"loading the complete ones (rerun the generation to finish it)",
+                stacklevel=2,
+            )
+        idx = as_indices(indices, src.n_complete)
+        attrs = dict(src.attrs)
+        if recipe.inverse:
+            if coarse_resolution is None:
+                default = recipe.params_cls().coarse_resolution
+                coarse_resolution = int(attrs.get("coarse_resolution", default))
+            pool_kernel(resolution, coarse_resolution)  # fail before reading anything
+            attrs.setdefault("noise", recipe.params_cls().noise)
+            attrs["coarse_resolution"] = coarse_resolution
+            x = src.read("y", idx, stride)
+            y = read_pooled(src, idx, stride, coarse_resolution)
+        else:
+            if coarse_resolution is not None:
+                raise ValueError(f"coarse_resolution applies to 'darcy-inverse' only, not {kind!r}")
+            x, y = src.read("x", idx, stride), src.read("y", idx, stride)
+        return GridDataset(
+            torch.from_numpy(x[..., None]).to(dtype),
+            torch.from_numpy(y[..., None]).to(dtype),
+            kind=kind,
+            periodic=src.periodic,
+            native_resolution=native,
+            indices=idx,
+            attrs=attrs,
+            coarse_resolution=coarse_resolution if recipe.inverse else None,
+        )
+
+
+def read_pooled(src: StoredData, idx: np.ndarray, stride: int, coarse: int, block: int = 32) -> np.ndarray:
+    """The stored input field (a) strided by ``stride`` then average-pooled to ``coarse``, block by block."""
+    parts = [average_pool(src.read("x", idx[lo : lo + block], stride), coarse) for lo in range(0, len(idx), block)]
+    return np.concatenate(parts) if parts else np.zeros((0, coarse, coarse), np.float32)
+
+
+def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
+    """What a dataset file holds: kind, sample counts, shapes, native and reachable resolutions, attributes."""
+    with open_source(path) as src:
+        shape = (src.n_samples,) + (src.native_resolution,) * src.dim
+        return {
+            "path": str(src.path),
+            "source": src.source,
+            "kind": src.kind,
+            "n_samples": src.n_samples,
+            "n_complete": src.n_complete,
+            "complete": src.n_complete >= src.n_samples,
+            "x_shape": shape,
+            "y_shape": shape,
+            "native_resolution": src.native_resolution,
+            "grid": "periodic" if src.periodic else "nodes",
+            "resolutions": allowed_resolutions(src.native_resolution, src.periodic),
+            "attrs": dict(src.attrs),
+        }

@@ -1,0 +1,205 @@
+"""Gaussian normalizers (point-wise or global) and the inverse problem's seeded input noise.
+
+``encode(x) = (x - mean) / (std + eps)``, ``decode(z) = z (std + eps) + mean`` (exact inverses), with
+``mean``/``std`` of shape ``(*grid, c)`` (point-wise, the FNO/Galerkin Transformer recipe) or scalars
+(global). ``std`` is the unbiased sample standard deviation (as ``torch.std``).
+
+Fit on the training split only: ``fit_normalizer(path, "x", indices=range(1000))`` streams the file in
+blocks at the native resolution (float64 accumulators, Chan's pairwise update), so the statistics exist
+at every resolution; ``at_resolution(r)`` strides them exactly as the data are strided, which equals
+fitting at ``r`` directly. For the inverse problem's pooled target the statistics are fitted on the pooled
+grid itself and cannot be re-strided (refit for another coarse grid).
+
+State for checkpoints: ``to_state()`` gives tensors and plain values (``torch.load(weights_only=True)``
+safe); ``from_state`` rebuilds.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from .loading import as_indices, open_source, read_pooled, resolve_kind
+from .recipes import get_recipe
+from .sampling import stride_for
+
+_NOISE_STREAM = 3  # separates the noise generators from the GRF streams (grf.py uses 1 and 2)
+
+
+class PointwiseGaussianNormalizer:
+    """Gaussian normalizer; ``mean``/``std`` ``(*grid, c)`` tensors (point-wise) or 0-d tensors (global).
+
+    ``periodic`` (the grid kind) drives :meth:`at_resolution`; ``strideable=False`` marks statistics
+    that are not point values of a finer grid (the pooled inverse target).
+    """
+
+    def __init__(self, mean, std, eps: float = 1e-5, *, periodic: bool = False, strideable: bool = True):
+        mean, std = torch.as_tensor(mean), torch.as_tensor(std)
+        if mean.shape != std.shape:
+            raise ValueError(f"mean and std shapes differ: {tuple(mean.shape)} vs {tuple(std.shape)}")
+        if not (torch.isfinite(mean).all() and torch.isfinite(std).all()) or (std < 0).any():
+            raise ValueError("normalizer statistics must be finite with std >= 0")
+        if not eps > 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        self.mean, self.std, self.eps = mean, std, float(eps)
+        self.periodic, self.strideable = bool(periodic), bool(strideable)
+
+    @property
+    def pointwise(self) -> bool:
+        return self.mean.dim() > 0
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(self.mean.shape[:-1]) if self.pointwise else ()
+
+    def _stats_like(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.pointwise and tuple(x.shape[-self.mean.dim():]) != tuple(self.mean.shape):
+            raise ValueError(
+                f"data of shape {tuple(x.shape)} does not end with the normalizer's grid {tuple(self.mean.shape)}; "
+                f"use at_resolution() for another resolution"
+            )
+        return self.mean.to(x.device, x.dtype), (self.std + self.eps).to(x.device, x.dtype)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """``(x - mean) / (std + eps)`` for ``x (..., *grid, c)``."""
+        mean, scale = self._stats_like(x)
+        return (x - mean) / scale
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """``z (std + eps) + mean``; inverse of :meth:`encode`."""
+        mean, scale = self._stats_like(z)
+        return z * scale + mean
+
+    def at_resolution(self, resolution: int) -> "PointwiseGaussianNormalizer":
+        """The normalizer for data strided to ``resolution`` points per axis (same stride rule as the data)."""
+        if not self.pointwise or (self.grid and self.grid[0] == resolution):
+            return self
+        if not self.strideable:
+            raise ValueError(
+                f"these statistics were fitted on a pooled {self.grid} grid and cannot be strided to "
+                f"{resolution}; fit a normalizer at that coarse resolution instead"
+            )
+        stride = stride_for(self.grid[0], resolution, self.periodic)
+        sel = (slice(None, None, stride),) * len(self.grid)
+        return PointwiseGaussianNormalizer(self.mean[sel].clone(), self.std[sel].clone(), self.eps,
+                                           periodic=self.periodic, strideable=True)
+
+    def to(self, device=None, dtype=None) -> "PointwiseGaussianNormalizer":
+        return PointwiseGaussianNormalizer(self.mean.to(device, dtype), self.std.to(device, dtype), self.eps,
+                                           periodic=self.periodic, strideable=self.strideable)
+
+    def to_state(self) -> dict[str, Any]:
+        return {"mean": self.mean.detach().cpu(), "std": self.std.detach().cpu(), "eps": self.eps,
+                "periodic": self.periodic, "strideable": self.strideable}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "PointwiseGaussianNormalizer":
+        try:
+            return cls(state["mean"], state["std"], state["eps"], periodic=state["periodic"],
+                       strideable=state["strideable"])
+        except KeyError as err:
+            raise KeyError(f"normalizer state is missing {err.args[0]!r}; was it saved by to_state()?") from None
+
+    @classmethod
+    def fit(cls, data: torch.Tensor, *, pointwise: bool = True, eps: float = 1e-5, periodic: bool = False,
+            strideable: bool = True) -> "PointwiseGaussianNormalizer":
+        """Statistics of in-memory samples ``data (N, *grid, c)`` over the sample axis (or all entries)."""
+        if data.shape[0] < 2:
+            raise ValueError("fitting a normalizer needs at least 2 samples")
+        d = data.double()
+        mean, std = (d.mean(0), d.std(0)) if pointwise else (d.mean(), d.std())
+        return cls(mean.float(), std.float(), eps, periodic=periodic, strideable=strideable)
+
+    def __repr__(self) -> str:
+        what = f"grid={self.grid}" if self.pointwise else "global"
+        return f"PointwiseGaussianNormalizer({what}, eps={self.eps})"
+
+
+def UnitGaussianNormalizer(mean: float, std: float, eps: float = 1e-5) -> PointwiseGaussianNormalizer:
+    """The global variant: scalar ``mean``/``std`` (valid at every resolution)."""
+    return PointwiseGaussianNormalizer(torch.tensor(float(mean)), torch.tensor(float(std)), eps)
+
+
+class _RunningMoments:
+    """Per-entry count, mean and sum of squared deviations, merged block by block (Chan et al.)."""
+
+    def __init__(self):
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, block: np.ndarray, axis) -> None:
+        block = block.astype(np.float64)
+        nb = block.size if axis is None else block.shape[0]
+        mb = block.mean(axis=axis)
+        m2b = ((block - mb) ** 2).sum(axis=axis)
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean = self.mean + delta * (nb / n)
+        self.m2 = self.m2 + m2b + delta**2 * (self.n * nb / n)
+        self.n = n
+
+
+def fit_normalizer(
+    path: str | os.PathLike,
+    field: str = "x",
+    indices: Any = None,
+    *,
+    pointwise: bool = True,
+    eps: float = 1e-5,
+    kind: str | None = None,
+    resolution: int | None = None,
+    coarse_resolution: int | None = None,
+    block: int = 32,
+) -> PointwiseGaussianNormalizer:
+    """Fit on samples ``indices`` (the TRAINING split) of model input ``field="x"`` or target ``"y"``.
+
+    Fields are named as the loader returns them (for ``darcy-inverse``, ``x`` is u and ``y`` the pooled a).
+    Point values are read at the native resolution, block by block; call ``.at_resolution(r)`` for data
+    loaded at ``r``. The pooled inverse target is fitted at ``resolution`` (the input grid, default native)
+    pooled to ``coarse_resolution`` (default: the file's), exactly as ``open_dataset`` builds it.
+    """
+    if field not in ("x", "y"):
+        raise ValueError(f"field must be 'x' (model input) or 'y' (target), got {field!r}")
+    with open_source(path) as src:
+        recipe = get_recipe(resolve_kind(src, kind))
+        idx = as_indices(indices, src.n_complete)
+        if len(idx) < 2:
+            raise ValueError("fitting a normalizer needs at least 2 training samples")
+        stored = {"x": "y", "y": "x"}[field] if recipe.inverse else field
+        pooled = recipe.inverse and field == "y"
+        if pooled:
+            res = src.native_resolution if resolution is None else resolution
+            stride = stride_for(src.native_resolution, res, src.periodic)
+            coarse = coarse_resolution or int(src.attrs.get("coarse_resolution", recipe.params_cls().coarse_resolution))
+        moments = _RunningMoments()
+        for lo in range(0, len(idx), block):
+            part = idx[lo : lo + block]
+            data = read_pooled(src, part, stride, coarse) if pooled else src.read(stored, part, 1)
+            moments.add(data[..., None], axis=0 if pointwise else None)
+        std = np.sqrt(moments.m2 / (moments.n - 1))
+        return PointwiseGaussianNormalizer(
+            torch.as_tensor(moments.mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32), eps,
+            periodic=src.periodic, strideable=not pooled,
+        )
+
+
+def add_noise(x: torch.Tensor, noise: float, seed: int, indices) -> torch.Tensor:
+    """``x + noise * N(0, 1)`` for normalised inputs ``x (b, *grid, c)`` of file samples ``indices``.
+
+    The noise of sample ``i`` comes from its own generator ``np.random.default_rng([seed, 3, i])``, so it is
+    the same whatever the batch or order (a different ``seed``, e.g. per epoch, draws fresh noise). The
+    reference adds ``noise * N(0, 1)`` after point-wise normalisation, to train and test inputs alike.
+    """
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise}")
+    idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices).reshape(-1)
+    if idx.size and (not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0):
+        raise ValueError("indices must be the samples' non-negative integer numbers in the file")
+    if len(idx) != x.shape[0]:
+        raise ValueError(f"{len(idx)} indices for a batch of {x.shape[0]} samples")
+    if noise == 0:
+        return x
+    draws = np.stack([np.random.default_rng([int(seed), _NOISE_STREAM, int(i)]).standard_normal(x.shape[1:])
+                      for i in idx])
+    return x + noise * torch.from_numpy(draws).to(x.device, x.dtype)

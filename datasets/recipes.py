@@ -1,0 +1,241 @@
+"""Dataset recipes: the named kinds ``petrov generate`` knows, their parameters and how to make samples.
+
+A :class:`Recipe` says what one sample is (input field ``x``, target ``y``), on which grid (periodic or
+node grid, native resolution), which parameters it takes (a strict dataclass: unknown names are an
+error) and how to produce the samples with given indices. Sample ``i`` depends only on ``(seed, i)``
+(the GRFs are seeded per index), so chunks can be produced in any order and a run can resume.
+
+Kinds (recipes from DESIGN.md section 5):
+
+- ``burgers``: ``x = u0 ~ N(0, 625 (-Laplacian + 25 I)^-2)`` periodic on [0, 1), ``y = u(., t)`` of
+  ``u_t + (u^2/2)_x = nu u_xx``; native grid 8192.
+- ``darcy``: ``x = a`` (12 where psi >= 0, 3 where psi < 0, psi a Neumann GRF), ``y = u`` solving
+  ``-div(a grad u) = f``, u = 0 on the boundary; native node grid 421 (also the solve grid).
+- ``darcy-inverse``: stored exactly as ``darcy``; the loader swaps the roles (input u, target a
+  average-pooled to ``coarse_resolution``) and ``noise`` records the input noise level to use.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping
+
+import numpy as np
+
+from ..operators.config import asdict, from_dict
+from ..operators.registry import Registry
+from .sampling import pool_kernel
+
+
+@dataclass(frozen=True)
+class BurgersParams:
+    """Burgers equation and initial-condition GRF parameters."""
+
+    nu: float = 0.1  # viscosity
+    t: float = 1.0  # final time
+    alpha: float = 2.0  # GRF smoothness exponent
+    tau: float = 5.0  # GRF inverse length scale
+    sigma: float = 25.0  # GRF amplitude
+
+
+@dataclass(frozen=True)
+class DarcyParams:
+    """Darcy equation, coefficient GRF and discretisation parameters."""
+
+    f: float = 1.0  # constant forcing
+    high: float = 12.0  # coefficient where psi >= 0
+    low: float = 3.0  # coefficient where psi < 0
+    alpha: float = 2.0  # GRF smoothness exponent
+    tau: float = 3.0  # GRF inverse length scale
+    averaging: Literal["arithmetic", "harmonic"] = "arithmetic"  # face coefficients
+    solver: Literal["auto", "superlu", "amg", "spsolve"] = "auto"  # linear solver used by solve_darcy
+
+
+@dataclass(frozen=True)
+class DarcyInverseParams(DarcyParams):
+    """Darcy parameters plus the inverse problem's defaults (recorded, used by the loader/trainer)."""
+
+    coarse_resolution: int = 36  # target grid: a average-pooled to it (141 -> 36 in the reference)
+    noise: float = 0.0  # input noise level: u normalised per point, plus noise * N(0, 1)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A dataset kind. ``produce(params, resolution, seed, indices, workers) -> (x, y)`` float64 arrays
+    ``(len(indices), *grid)``; ``validate(params, resolution)`` raises ValueError on impossible values."""
+
+    name: str
+    description: str
+    family: str  # kinds of one family store the same fields and can be read as each other
+    params_cls: type
+    native_resolution: int
+    periodic: bool
+    dim: int
+    x_name: str
+    y_name: str
+    produce: Callable[..., tuple[np.ndarray, np.ndarray]]
+    validate: Callable[[Any, int], None]
+    solver_settings: Callable[[Any], dict]
+    inverse: bool = False  # loader: input = stored y, target = stored x pooled to coarse_resolution
+    uses_workers: bool = False  # produce() can farm samples out to a process pool
+
+    @property
+    def grid_kind(self) -> str:
+        return "periodic" if self.periodic else "nodes"
+
+    def grid(self, resolution: int) -> tuple[int, ...]:
+        return (resolution,) * self.dim
+
+    def make_params(self, params: Mapping[str, Any] | None = None):
+        """Strict parameter dataclass from a mapping (unknown names list the valid ones)."""
+        return from_dict(self.params_cls, dict(params or {}), context=f"{self.name} parameters")
+
+
+RECIPES: Registry[Recipe] = Registry("dataset kind")
+
+
+def get_recipe(kind: str) -> Recipe:
+    """The recipe registered as ``kind`` (KeyError listing the registered kinds otherwise)."""
+    return RECIPES.get(kind)
+
+
+def list_kinds() -> list[str]:
+    return RECIPES.names()
+
+
+def default_params(kind: str) -> dict[str, Any]:
+    return asdict(get_recipe(kind).params_cls())
+
+
+def _positive(**values: float) -> None:
+    for name, value in values.items():
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite positive number, got {value}")
+
+
+def _check_resolution(resolution: int, minimum: int) -> None:
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) or resolution < minimum:
+        raise ValueError(f"resolution must be an integer >= {minimum}, got {resolution!r}")
+
+
+# --- Burgers -------------------------------------------------------------------------------------
+
+
+def _validate_burgers(p: BurgersParams, resolution: int) -> None:
+    _positive(nu=p.nu, t=p.t, tau=p.tau, sigma=p.sigma)
+    if not p.alpha > 0.5:  # the 1-D field needs alpha > 1/2 to have finite variance
+        raise ValueError(f"alpha must be > 0.5 for a finite-variance 1-D field, got {p.alpha}")
+    _check_resolution(resolution, 4)
+
+
+def _produce_burgers(p: BurgersParams, resolution: int, seed: int, indices, workers: int = 0):
+    # The solver chooses its own internal grid and time step and returns values on this grid;
+    # it is batched and vectorised, so ``workers`` is not used here.
+    from .burgers import solve_burgers
+    from .grf import periodic_grf_1d
+
+    u0 = periodic_grf_1d(resolution, seed, indices, alpha=p.alpha, tau=p.tau, sigma=p.sigma)
+    return u0, solve_burgers(u0, nu=p.nu, t=p.t)
+
+
+def _burgers_solver(p: BurgersParams) -> dict:
+    return {"solver": "petrov.datasets.burgers.solve_burgers", "method": "ETDRK4 pseudo-spectral, 2/3 dealiased",
+            "nu": p.nu, "t": p.t}
+
+
+RECIPES.register("burgers")(
+    Recipe(
+        name="burgers",
+        description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), y = u(.,t)",
+        family="burgers",
+        params_cls=BurgersParams,
+        native_resolution=8192,
+        periodic=True,
+        dim=1,
+        x_name="u0",
+        y_name="u",
+        produce=_produce_burgers,
+        validate=_validate_burgers,
+        solver_settings=_burgers_solver,
+    )
+)
+
+
+# --- Darcy ---------------------------------------------------------------------------------------
+
+
+def _validate_darcy(p: DarcyParams, resolution: int) -> None:
+    _positive(high=p.high, low=p.low, tau=p.tau)
+    if not math.isfinite(p.f):
+        raise ValueError(f"f must be finite, got {p.f}")
+    if not p.alpha > 1.0:  # the 2-D field needs alpha > 1 to have finite variance
+        raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+    _check_resolution(resolution, 3)
+
+
+def _produce_darcy(p: DarcyParams, resolution: int, seed: int, indices, workers: int = 0):
+    from .darcy import solve_darcy
+    from .grf import darcy_coefficient, neumann_grf_2d
+
+    psi = neumann_grf_2d(resolution, seed, indices, alpha=p.alpha, tau=p.tau)
+    a = darcy_coefficient(psi, high=p.high, low=p.low)
+    u = solve_darcy(a, p.f, averaging=p.averaging, solver=p.solver, workers=workers)
+    return a, u
+
+
+def _darcy_solver(p: DarcyParams) -> dict:
+    return {"solver": "petrov.datasets.darcy.solve_darcy", "method": "5-point finite differences, node grid",
+            "averaging": p.averaging, "linear_solver": p.solver}
+
+
+def _validate_darcy_inverse(p: DarcyInverseParams, resolution: int) -> None:
+    _validate_darcy(p, resolution)
+    if not (math.isfinite(p.noise) and p.noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {p.noise}")
+    pool_kernel(resolution, p.coarse_resolution)  # the target grid must be reachable
+
+
+_DARCY_COMMON = dict(
+    family="darcy",
+    native_resolution=421,
+    periodic=False,
+    dim=2,
+    x_name="a",
+    y_name="u",
+    produce=_produce_darcy,
+    solver_settings=_darcy_solver,
+    uses_workers=True,
+)
+
+RECIPES.register("darcy")(
+    Recipe(
+        name="darcy",
+        description="Darcy -div(a grad u) = f on (0,1)^2, u = 0 on the boundary; x = a, y = u",
+        params_cls=DarcyParams,
+        validate=_validate_darcy,
+        **_DARCY_COMMON,
+    )
+)
+
+RECIPES.register("darcy-inverse")(
+    Recipe(
+        name="darcy-inverse",
+        description="inverse Darcy: stored as darcy (x = a, y = u); loaded as input u (+ noise), "
+        "target a average-pooled to coarse_resolution",
+        params_cls=DarcyInverseParams,
+        validate=_validate_darcy_inverse,
+        inverse=True,
+        **_DARCY_COMMON,
+    )
+)
+
+# File attributes that are not parameters; a parameter may not reuse one of these names.
+RESERVED_ATTRS = {
+    "format", "format_version", "kind", "family", "equation", "params", "seed", "native_resolution", "grid",
+    "dim", "solver_settings", "petrov_version", "created", "n_samples", "n_complete", "x_name", "y_name",
+    "chunk_size",
+}
+for _kind in RECIPES:
+    _clash = {f.name for f in dataclasses.fields(RECIPES.get(_kind).params_cls)} & RESERVED_ATTRS
+    assert not _clash, f"{_kind} parameters reuse reserved attribute names {_clash}"

@@ -1,0 +1,79 @@
+"""Resolution rules: which grids a stored grid can be strided to, and average pooling to a coarse grid.
+
+Two grid kinds (see ``petrov.operators.layout.grid_coordinates``):
+
+- periodic, ``x_i = i/n`` (Burgers): stride ``s`` keeps every s-th point, giving ``n/s`` points, so the
+  resolution ``r`` must divide ``n`` (8192 -> 4096, 2048, ..., 256, ...);
+- nodes, ``x_i = i/(n-1)`` with both boundaries (Darcy): stride ``s`` gives ``(n-1)/s + 1`` points, so
+  ``r - 1`` must divide ``n - 1`` (421 -> 211, 141, 106, 85, 61, 43, ...).
+
+Either way the strided grid's points are grid points of the finer grid with the same coordinates.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def allowed_resolutions(native: int, periodic: bool) -> list[int]:
+    """All resolutions (>= 2 points per axis) reachable from ``native`` by an integer stride."""
+    if periodic:
+        return [native // s for s in range(native, 0, -1) if native % s == 0 and native // s >= 2]
+    return [(native - 1) // s + 1 for s in range(native - 1, 0, -1) if (native - 1) % s == 0]
+
+
+def stride_for(native: int, resolution: int, periodic: bool) -> int:
+    """The stride taking a ``native`` grid to ``resolution`` points per axis; ValueError if none exists."""
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
+        raise ValueError(f"resolution must be an integer, got {resolution!r}")
+    resolution = int(resolution)
+    if periodic and resolution >= 2 and native % resolution == 0:
+        return native // resolution
+    if not periodic and resolution >= 2 and (native - 1) % (resolution - 1) == 0:
+        return (native - 1) // (resolution - 1)
+    rule = f"periodic grid (the resolution must divide {native})" if periodic else (
+        f"node grid (resolution - 1 must divide {native - 1})"
+    )
+    raise ValueError(
+        f"resolution {resolution} is not a strided sub-grid of the native {native}-point {rule}; "
+        f"allowed resolutions: {', '.join(map(str, allowed_resolutions(native, periodic)))}"
+    )
+
+
+def pool_kernel(fine: int, coarse: int) -> int:
+    """Kernel ``k`` of the average pooling from a ``fine`` node grid to a ``coarse`` one: ``fine-1 = k (coarse-1)``."""
+    if isinstance(coarse, bool) or not isinstance(coarse, (int, np.integer)) or coarse < 2:
+        raise ValueError(f"coarse_resolution must be an integer >= 2, got {coarse!r}")
+    if coarse > fine or (fine - 1) % (coarse - 1):
+        options = allowed_resolutions(fine, periodic=False)
+        raise ValueError(
+            f"coarse_resolution {coarse} is not reachable from the {fine}-point grid by pooling "
+            f"((coarse-1) must divide {fine - 1}); allowed: {', '.join(map(str, options))}"
+        )
+    return (fine - 1) // (coarse - 1)
+
+
+def average_pool(a: np.ndarray, coarse: int) -> np.ndarray:
+    """Average-pool node-grid fields ``a (b, n, n)`` to ``(b, coarse, coarse)``, non-overlapping ``k x k`` blocks.
+
+    ``k = (n-1)/(coarse-1)``. The fine grid is conceptually padded to ``coarse*k`` points per axis, ``(k-1)//2``
+    before and the rest after, and each block is averaged over its real (unpadded) points only; block ``j``
+    thus covers fine nodes ``j k - (k-1)//2, ..., j k - (k-1)//2 + k - 1`` around the coarse node ``j k``
+    (same coordinate ``j/(coarse-1)``). This is the Galerkin Transformer's inverse-Darcy target (its
+    ``pooling_2d(..., padding=True)``: NaN padding of ``ceil(n/k) k - n`` split floor-half before, then
+    ``nanmean``), written with a sum and a count instead of NaNs. E.g. 141 -> 36 (k = 4), 141 -> 71 (k = 2).
+    """
+    a = np.asarray(a)
+    if a.ndim != 3 or a.shape[1] != a.shape[2]:
+        raise ValueError(f"average_pool expects (batch, n, n) fields, got shape {a.shape}")
+    n = a.shape[1]
+    k = pool_kernel(n, coarse)
+    if k == 1:
+        return a.copy()
+    size, left = coarse * k, (k - 1) // 2
+    total = np.zeros((a.shape[0], size, size), dtype=np.float64)
+    total[:, left : left + n, left : left + n] = a
+    count = np.zeros((size, size))
+    count[left : left + n, left : left + n] = 1.0
+    sums = total.reshape(a.shape[0], coarse, k, coarse, k).sum(axis=(2, 4))
+    counts = count.reshape(coarse, k, coarse, k).sum(axis=(1, 3))
+    return (sums / counts).astype(a.dtype, copy=False)

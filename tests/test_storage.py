@@ -1,0 +1,162 @@
+"""HDF5 storage: attributes round-trip, atomic write, interrupted generation resumes to identical data."""
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from petrov.datasets import generate_dataset, periodic_grf_1d, solve_burgers
+from petrov.datasets.storage import partial_path
+
+N_BURGERS = 64  # tiny native grid
+
+
+class Interrupt(Exception):
+    pass
+
+
+def interrupt_after(chunks: int):
+    calls = []
+
+    def callback(done, total):
+        calls.append(done)
+        if len(calls) == chunks:
+            raise Interrupt(f"killed after {done} samples")
+
+    return callback
+
+
+def read_all(path):
+    with h5py.File(path, "r") as h5:
+        return h5["x"][...], h5["y"][...], dict(h5.attrs)
+
+
+def test_burgers_file_round_trips_with_attributes(tmp_path):
+    path = generate_dataset("burgers", tmp_path / "b.h5", 5, N_BURGERS, seed=7, chunk_size=2,
+                            progress=False, nu=0.05)
+    assert path == tmp_path / "b.h5" and not partial_path(path).exists()
+    x, y, attrs = read_all(path)
+    assert x.dtype == np.float32 and y.dtype == np.float32 and x.shape == y.shape == (5, N_BURGERS)
+    with h5py.File(path, "r") as h5:
+        assert h5["x"].chunks == (1, N_BURGERS)
+    # every parameter, the seed, grid and bookkeeping are recorded
+    assert attrs["kind"] == "burgers" and attrs["grid"] == "periodic"
+    assert attrs["seed"] == 7 and attrs["native_resolution"] == N_BURGERS
+    assert attrs["n_samples"] == attrs["n_complete"] == 5
+    assert attrs["nu"] == 0.05 and attrs["t"] == 1.0 and attrs["tau"] == 5.0 and attrs["sigma"] == 25.0
+    assert json.loads(attrs["params"]) == {"nu": 0.05, "t": 1.0, "alpha": 2.0, "tau": 5.0, "sigma": 25.0}
+    assert json.loads(attrs["solver_settings"])["nu"] == 0.05
+    assert attrs["petrov_version"] and attrs["created"]
+    # the stored data are the recipe: GRF sample i and its Burgers solution (same chunks of 2)
+    u0 = periodic_grf_1d(N_BURGERS, 7, range(5))
+    np.testing.assert_array_equal(x, u0.astype(np.float32))
+    u1 = np.concatenate([solve_burgers(u0[i : i + 2], nu=0.05) for i in (0, 2, 4)])
+    np.testing.assert_array_equal(y, u1.astype(np.float32))
+
+
+def test_interrupted_generation_resumes_to_identical_file(tmp_path):
+    ref = generate_dataset("burgers", tmp_path / "ref.h5", 7, N_BURGERS, seed=3, chunk_size=2, progress=False)
+    out = tmp_path / "run.h5"
+    with pytest.raises(Interrupt):
+        generate_dataset("burgers", out, 7, N_BURGERS, seed=3, chunk_size=2, progress=False,
+                         callback=interrupt_after(2))
+    assert not out.exists()  # nothing half-written under the final name
+    with h5py.File(partial_path(out), "r") as h5:
+        assert h5.attrs["n_complete"] == 4
+        assert np.isnan(h5["x"][4:]).all()  # unwritten samples are NaN, never plausible zeros
+    seen = []
+    generate_dataset("burgers", out, 7, N_BURGERS, seed=3, progress=False, callback=lambda d, t: seen.append(d))
+    assert seen == [6, 7]  # resumed after the 4 samples on disk, with the interrupted run's chunk size
+    assert out.exists() and not partial_path(out).exists()
+    x_ref, y_ref, a_ref = read_all(ref)
+    x, y, a = read_all(out)
+    np.testing.assert_array_equal(x, x_ref)
+    np.testing.assert_array_equal(y, y_ref)
+    assert a.keys() == a_ref.keys()
+    assert all(a[k] == a_ref[k] for k in a_ref if k != "created")
+
+
+def test_sample_does_not_depend_on_chunking(tmp_path):
+    a = generate_dataset("burgers", tmp_path / "a.h5", 4, N_BURGERS, seed=1, chunk_size=1, progress=False)
+    b = generate_dataset("burgers", tmp_path / "b.h5", 4, N_BURGERS, seed=1, chunk_size=4, progress=False)
+    xa, ya, _ = read_all(a)
+    xb, yb, _ = read_all(b)
+    np.testing.assert_array_equal(xa, xb)  # GRFs are seeded per sample index
+    # the Burgers solver picks its grid and step per sample: equal up to float32 rounding
+    np.testing.assert_allclose(ya, yb, rtol=0, atol=1e-6 * np.abs(ya).max())
+
+
+def test_partial_with_other_settings_is_refused_then_discarded_with_overwrite(tmp_path):
+    out = tmp_path / "b.h5"
+    with pytest.raises(Interrupt):
+        generate_dataset("burgers", out, 4, N_BURGERS, seed=0, chunk_size=1, progress=False,
+                         callback=interrupt_after(1))
+    with pytest.raises(ValueError, match="different settings.*seed.*delete it"):
+        generate_dataset("burgers", out, 4, N_BURGERS, seed=1, progress=False)
+    generate_dataset("burgers", out, 4, N_BURGERS, seed=1, progress=False, overwrite=True)
+    x, _, attrs = read_all(out)
+    assert attrs["seed"] == 1
+    np.testing.assert_array_equal(x, periodic_grf_1d(N_BURGERS, 1, range(4)).astype(np.float32))
+
+
+def test_corrupt_partial_is_reported(tmp_path):
+    out = tmp_path / "b.h5"
+    partial_path(out).write_bytes(b"not an hdf5 file at all")
+    with pytest.raises(ValueError, match="cannot be read.*delete it"):
+        generate_dataset("burgers", out, 2, N_BURGERS, progress=False)
+    generate_dataset("burgers", out, 2, N_BURGERS, progress=False, overwrite=True)
+    assert out.exists() and not partial_path(out).exists()
+
+
+def test_existing_output_needs_overwrite(tmp_path):
+    out = generate_dataset("burgers", tmp_path / "b.h5", 2, N_BURGERS, seed=0, progress=False)
+    before = out.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite"):
+        generate_dataset("burgers", out, 2, N_BURGERS, seed=5, progress=False)
+    assert out.read_bytes() == before  # refused without touching it
+    generate_dataset("burgers", out, 2, N_BURGERS, seed=5, progress=False, overwrite=True)
+    assert read_all(out)[2]["seed"] == 5
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(kind="heat"), KeyError, "unknown dataset kind 'heat'.*burgers, darcy, darcy-inverse"),
+        (dict(nuu=0.1), ValueError, "unknown key.*'nuu'.*did you mean 'nu'"),
+        (dict(nu="fast"), ValueError, "expected a number"),
+        (dict(nu=0.0), ValueError, "nu must be a finite positive"),
+        (dict(nu=float("nan")), ValueError, "nu must be a finite positive"),
+        (dict(n_samples=0), ValueError, "n_samples must be an integer >= 1"),
+        (dict(seed=-1), ValueError, "seed must be"),
+        (dict(chunk_size=0), ValueError, "chunk_size"),
+        (dict(resolution=2), ValueError, "resolution must be an integer >= 4"),
+        (dict(kind="darcy", resolution=17, averaging="geometric"), ValueError, "arithmetic"),
+        (dict(kind="darcy", resolution=17, low=-3.0), ValueError, "low must be a finite positive"),
+        (dict(kind="darcy-inverse", resolution=17, coarse_resolution=6), ValueError, "coarse_resolution 6"),
+        (dict(kind="darcy-inverse", resolution=17, noise=-0.1), ValueError, "noise must be"),
+    ],
+)
+def test_bad_generation_arguments(tmp_path, kwargs, error, match):
+    args = dict(kind="burgers", n_samples=2, resolution=N_BURGERS) | kwargs
+    out = tmp_path / "bad.h5"
+    with pytest.raises(error, match=match):
+        generate_dataset(args.pop("kind"), out, args.pop("n_samples"), args.pop("resolution"),
+                         progress=False, **args)
+    assert not out.exists() and not partial_path(out).exists()
+
+
+def test_missing_output_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        generate_dataset("burgers", tmp_path / "nope" / "b.h5", 2, N_BURGERS, progress=False)
+
+
+def test_darcy_file_round_trips(tmp_path):
+    pytest.importorskip("petrov.datasets.darcy")
+    path = generate_dataset("darcy", tmp_path / "d.h5", 3, 17, seed=2, chunk_size=2, progress=False)
+    x, y, attrs = read_all(path)
+    assert x.shape == y.shape == (3, 17, 17)
+    assert set(np.unique(x)) <= {3.0, 12.0}
+    assert (y[:, 0, :] == 0).all() and (y[:, -1, :] == 0).all() and (y[:, :, 0] == 0).all()
+    assert (y[:, 1:-1, 1:-1] > 0).all()  # positive forcing, positive coefficient
+    assert attrs["grid"] == "nodes" and attrs["averaging"] == "arithmetic" and attrs["high"] == 12.0
+    assert json.loads(attrs["solver_settings"])["averaging"] == "arithmetic"
