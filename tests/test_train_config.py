@@ -1,0 +1,135 @@
+"""TOML training configs: strict validation, --set overrides, presets, JSON round trip."""
+import json
+
+import pytest
+
+from petrov.train.config import (
+    TrainConfig,
+    config_differences,
+    config_to_dict,
+    load_config,
+    load_config_json,
+    parse_override,
+    preset_names,
+    save_config_json,
+)
+
+MINIMAL = """
+[data]
+path = "data.h5"
+train_resolution = 64
+
+[model]
+name = "fno1d"
+
+[model.options]
+width = 8
+modes = 4
+
+[optim]
+lr = 1e-3
+epochs = 2
+"""
+
+
+@pytest.fixture
+def toml_file(tmp_path):
+    def write(text):
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def test_minimal_config_fills_defaults(toml_file):
+    cfg = load_config(toml_file(MINIMAL))
+    assert isinstance(cfg, TrainConfig)
+    assert cfg.data.train_resolution == 64 and cfg.data.eval_resolutions == []
+    assert cfg.model.options == {"width": 8, "modes": 4}
+    assert cfg.optim.optimizer == "adam" and cfg.optim.epochs == 2
+    assert cfg.loss.h1_weight == 0.0 and cfg.run.seed == 0
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("[optim]", "[optim]\nlearning_rate = 1e-3"), "learning_rate"),  # unknown key
+        (("epochs = 2", 'epochs = "two"'), "epochs"),  # wrong type
+        (("lr = 1e-3", "lr = true"), "lr"),  # bool is not a number
+        (("[optim]", "[optimiser]"), "optimiser"),  # unknown section
+        (("modes = 4", "modes = 4\nwidht = 3"), "widht"),  # unknown model option
+        (('name = "fno1d"', 'name = "fno1"'), "fno1"),  # unknown model
+    ],
+)
+def test_bad_keys_and_types_are_rejected(toml_file, edit, message):
+    old, new = edit
+    with pytest.raises((ValueError, KeyError), match=message):
+        load_config(toml_file(MINIMAL.replace(old, new, 1)))
+
+
+def test_missing_required_section_or_key(toml_file):
+    with pytest.raises(ValueError, match="missing required table 'model'"):
+        load_config(toml_file(MINIMAL.split("[model]")[0]))
+    with pytest.raises(ValueError, match="missing required key 'path'"):
+        load_config(toml_file(MINIMAL.replace('path = "data.h5"', "")))
+    with pytest.raises(ValueError, match="n_samples"):
+        load_config(toml_file(MINIMAL + '\n[data.generate]\nkind = "burgers"\n'))
+
+
+def test_impossible_values_are_rejected(toml_file):
+    with pytest.raises(ValueError, match="pct_start"):
+        load_config(toml_file(MINIMAL), ["optim.pct_start=1.5"])
+    with pytest.raises(ValueError, match="n_val"):
+        load_config(toml_file(MINIMAL), ["data.n_val=0"])
+    with pytest.raises(ValueError, match="optimizer"):
+        load_config(toml_file(MINIMAL), ["optim.optimizer=sgd"])
+
+
+def test_overrides_are_parsed_as_toml_and_validated(toml_file):
+    path = toml_file(MINIMAL)
+    cfg = load_config(path, ["optim.lr=5e-4", "data.eval_resolutions=[32, 64]", "run.device=cpu",
+                             "model.options.modes=3", "loss.h1_weight=0.1"])
+    assert cfg.optim.lr == 5e-4
+    assert cfg.data.eval_resolutions == [32, 64]
+    assert cfg.run.device == "cpu"  # an unquoted string
+    assert cfg.model.options["modes"] == 3
+    assert cfg.loss.h1_weight == 0.1
+    with pytest.raises(ValueError, match="n_epochs"):
+        load_config(path, ["optim.n_epochs=3"])
+    with pytest.raises(ValueError, match="bogus"):
+        load_config(path, ["model.options.bogus=1"])
+    with pytest.raises(ValueError, match="lr"):
+        load_config(path, ["optim.lr=fast"])
+    with pytest.raises(ValueError, match="section.key=value"):
+        load_config(path, ["lr=1e-3"])
+
+
+def test_parse_override():
+    assert parse_override("a.b=1") == (["a", "b"], 1)
+    assert parse_override("a.b.c = [1, 2]") == (["a", "b", "c"], [1, 2])
+    assert parse_override('a.b="x y"') == (["a", "b"], "x y")
+
+
+def test_resolved_config_round_trips_through_json(toml_file, tmp_path):
+    cfg = load_config(toml_file(MINIMAL), ["optim.lr=2e-4"])
+    save_config_json(cfg, tmp_path / "config.json")
+    back = load_config_json(tmp_path / "config.json")
+    assert back == cfg
+    assert json.loads((tmp_path / "config.json").read_text()) == config_to_dict(cfg)
+    changed = load_config(toml_file(MINIMAL), ["optim.lr=3e-4", "run.device=cpu"])
+    assert config_differences(cfg, changed) == ["optim.lr"]  # run.device is a runtime key
+
+
+def test_shipped_presets_load_and_validate():
+    names = preset_names()
+    assert "burgers-quick" in names
+    for name in names:
+        cfg = load_config(name)
+        assert cfg.model.name
+    assert load_config("burgers-quick.toml") == load_config("burgers-quick")
+
+
+def test_unknown_preset_lists_the_presets():
+    with pytest.raises(FileNotFoundError, match="burgers-quick"):
+        load_config("no-such-preset")

@@ -1,0 +1,94 @@
+"""Run checkpoints: petrov model files (``petrov.operators.save_model``) with the run state in ``extra``.
+
+``best.pt`` and ``last.pt`` are ordinary model checkpoints — ``petrov.operators.load_model`` reads
+either — written atomically (temp file + ``os.replace``) and loaded with ``weights_only=True``.
+They hold only tensors, numbers, strings, lists and dicts::
+
+    {"format": "petrov-model", "model_name", "config", "state_dict", "petrov_version",
+     "extra": {"run_format": 1,
+               "normalizers": {"x": state | None, "y": state | None},   # to_state() dicts
+               "train_config": dict, "epoch": int (completed), "best_metric": float, "best_epoch": int,
+               # last.pt only (resume):
+               "optimizer", "scheduler", "scaler": dict | None,
+               "rng": [per rank {"torch", "cuda", "numpy", "python"}]}}
+
+The DataLoader order needs no stored generator: the sampler permutation is a function of
+(seed, epoch) (``DistributedSampler.set_epoch``) and the epoch is stored.
+"""
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+RUN_FORMAT = 1
+
+
+def save_run_checkpoint(
+    path: str | os.PathLike, model: torch.nn.Module, normalizers: dict[str, Any], **state: Any
+) -> None:
+    """Write ``model`` with its normaliser states and ``state`` (plain data) to ``path`` atomically."""
+    from petrov.operators import save_model
+
+    norms = {k: (None if n is None else n.to_state()) for k, n in normalizers.items()}
+    save_model(model, path, extra={"run_format": RUN_FORMAT, "normalizers": norms, **state})
+
+
+def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """The checkpoint dict with ``extra`` merged in; clear errors for missing or foreign files."""
+    from petrov.operators.io import load_checkpoint
+
+    path = Path(path)
+    if not path.is_file():
+        hint = ""
+        if path.parent.is_dir():
+            found = sorted(p.name for p in path.parent.glob("*.pt"))
+            hint = f" (found: {', '.join(found)})" if found else " (the directory has no checkpoints)"
+        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist{hint}")
+    raw = load_checkpoint(path, map_location=map_location)
+    extra = raw.get("extra", {})
+    if "run_format" not in extra:
+        raise ValueError(
+            f"{str(path)!r} is a model file without training state (not written by `petrov train`); "
+            f"load it with petrov.operators.load_model"
+        )
+    if extra["run_format"] > RUN_FORMAT:
+        raise ValueError(f"{str(path)!r} was written by a newer petrov (run format {extra['run_format']})")
+    out = {k: v for k, v in raw.items() if k != "extra"}
+    out.update(extra)
+    return out
+
+
+# --- random number generator states as tensors/lists (weights_only-safe) -----------------------
+
+def rng_state() -> dict[str, Any]:
+    """The torch (CPU and CUDA), numpy and python RNG states of this process."""
+    _, keys, pos, has_gauss, cached = np.random.get_state()
+    version, py_state, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos), "has_gauss": int(has_gauss), "cached_gaussian": float(cached),
+        },
+        "python": {"version": version, "state": torch.tensor(py_state, dtype=torch.int64),
+                   "gauss_next": gauss_next},
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` captured."""
+    torch.set_rng_state(state["torch"].cpu())
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    n = state["numpy"]
+    np.random.set_state(
+        ("MT19937", n["keys"].cpu().numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
+    p = state["python"]
+    random.setstate((p["version"], tuple(int(v) for v in p["state"].tolist()), p["gauss_next"]))

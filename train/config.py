@@ -1,0 +1,306 @@
+"""Training configs: TOML files validated against dataclasses.
+
+A config has five tables; only ``[data]`` and ``[model]`` are required::
+
+    [data]                        # DataConfig
+    path = "data/burgers.h5"
+    train_resolution = 512
+    [model]                       # ModelConfig
+    name = "galerkin1d"
+    [model.options]               # passed to petrov.operators.build_model(name, **options)
+    d_model = 64
+    [optim]                       # OptimConfig
+    [loss]                        # LossConfig
+    [run]                         # RunConfig
+
+Every key is checked: an unknown or mistyped key is a ``ValueError`` naming it (model options are
+checked against the model's own config class).  ``--set section.key=value`` overrides are parsed
+as TOML values (``optim.lr=5e-4``, ``data.eval_resolutions=[256,512]``, ``model.options.mixer=fourier``;
+a value that is not valid TOML is taken as a plain string) and validated the same way.
+A config path may also name a shipped preset (``petrov/train/configs/NAME.toml``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from petrov.operators.config import asdict, from_dict
+
+
+@dataclass
+class GenerateConfig:
+    """How to create ``data.path`` if it does not exist (``petrov.datasets.generate_dataset``)."""
+
+    kind: str
+    n_samples: int
+    resolution: int | None = None
+    seed: int = 0
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    """Which file, which samples, which resolutions.
+
+    Splits of the file's N samples (in file order): train = ``[0, n_train)``,
+    val = ``[n_train, n_train + n_val)`` (model selection), test = ``[N − n_test, N)`` (only ever
+    evaluated).  Normalisers are fitted on the train indices at the native resolution.
+    """
+
+    path: str
+    train_resolution: int | None = None  # None: the file's native resolution
+    eval_resolutions: list[int] = field(default_factory=list)  # test after training; [] = train res
+    n_train: int = 1000
+    n_val: int = 100
+    n_test: int = 100
+    kind: str | None = None  # read the file as another kind of its family (darcy -> darcy-inverse)
+    noise: float | None = None  # inverse problem: noise·N(0,1) added to the normalised input;
+    #                             None: the level recorded in the file (0 if none)
+    coarse_resolution: int | None = None  # inverse problem: target pooled to this grid (None: file's)
+    noise_seed: int = 0  # the noise of sample i is fixed by (noise_seed, i) in train, val and test
+    normalize_x: bool = True
+    normalize_y: bool = True
+    generate: GenerateConfig | None = None
+
+
+@dataclass
+class ModelConfig:
+    """A registered model name and its options (``petrov models`` lists the names)."""
+
+    name: str
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class OptimConfig:
+    """Adam/AdamW with a OneCycle schedule stepped once per (global) batch."""
+
+    optimizer: Literal["adam", "adamw"] = "adam"
+    lr: float = 1e-3  # OneCycle maximum
+    weight_decay: float = 0.0
+    epochs: int = 100
+    batch_size: int = 8  # global batch: split evenly over the processes of a distributed run
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+    pct_start: float = 0.3
+    div_factor: float = 1e4  # initial lr = lr / div_factor
+    final_div_factor: float = 1e4  # final lr = initial lr / final_div_factor
+    min_warmup_steps: int = 0  # warm up over at least this many batches (short runs)
+
+
+@dataclass
+class LossConfig:
+    """``relL2 + h1_weight · relH1`` (see petrov.train.losses)."""
+
+    h1_weight: float = 0.0
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    amp: bool = False  # mixed precision; only used on CUDA
+    num_workers: int = 0
+    threads: int | None = None  # torch.set_num_threads per process; None: torch's default
+    time_budget_minutes: float | None = None  # stop cleanly after the epoch that exhausts it
+    tensorboard: bool = False
+    progress: bool = True  # tqdm bars (rank 0)
+    eval_batch_size: int | None = None  # None: the training batch size
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig
+    model: ModelConfig
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+# Keys that may differ between a run and its resumption (they do not change the result).
+RUNTIME_KEYS = {
+    "run.device", "run.num_workers", "run.threads", "run.progress", "run.time_budget_minutes", "run.tensorboard",
+    "run.eval_batch_size",
+}
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets (``petrov train NAME`` accepts them)."""
+    files = resources.files("petrov.train.configs").iterdir()
+    return sorted(f.name[:-5] for f in files if f.name.endswith(".toml"))
+
+
+def read_toml(source: str | os.PathLike) -> dict[str, Any]:
+    """Parse a TOML config file, or a shipped preset given by name (``burgers-quick``)."""
+    path = Path(source)
+    if path.is_file():
+        text = path.read_text()
+    else:
+        name = path.name[:-5] if path.name.endswith(".toml") else path.name
+        preset = resources.files("petrov.train.configs") / f"{name}.toml"
+        if str(source) not in (name, f"{name}.toml") or not preset.is_file():
+            raise FileNotFoundError(
+                f"config {str(source)!r} is neither a file nor a shipped preset; "
+                f"presets: {', '.join(preset_names())}"
+            )
+        text = preset.read_text()
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"config {str(source)!r} is not valid TOML: {err}") from None
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``"optim.lr=5e-4"`` -> ``(["optim", "lr"], 0.0005)``; the value is parsed as TOML."""
+    key, sep, raw = item.partition("=")
+    keys = [k.strip() for k in key.split(".")]
+    if not sep or len(keys) < 2 or not all(keys):
+        raise ValueError(f"--set {item!r}: expected section.key=value (e.g. optim.lr=5e-4)")
+    try:
+        value = tomllib.loads(f"value = {raw.strip()}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # unquoted strings: --set model.options.mixer=fourier
+    return keys, value
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """A copy of ``raw`` with each ``section.key=value`` applied (validation comes after)."""
+    result = json.loads(json.dumps(raw))  # deep copy of plain TOML data
+    for item in overrides:
+        keys, value = parse_override(item)
+        table = result
+        for depth, key in enumerate(keys[:-1]):
+            table = table.setdefault(key, {})
+            if not isinstance(table, dict):
+                where = ".".join(keys[: depth + 1])
+                raise ValueError(f"--set {item!r}: {where!r} is a value, not a table")
+        table[keys[-1]] = value
+    return result
+
+
+def validate_model_options(model: ModelConfig) -> None:
+    """Check the model name and its options against the model's config class."""
+    from petrov.operators.models import MODELS
+
+    cls = MODELS.get(model.name)  # KeyError naming the registered models
+    config_class = getattr(cls, "config_class", None)
+    if config_class is not None:
+        from_dict(config_class, model.options, context=f"model.options ({model.name!r})")
+
+
+def _check_values(cfg: TrainConfig) -> None:
+    d, o = cfg.data, cfg.optim
+    for name in ("n_train", "n_val"):
+        if getattr(d, name) < 1:
+            raise ValueError(f"data.{name} must be >= 1, got {getattr(d, name)}")
+    if d.n_test < 0:
+        raise ValueError(f"data.n_test must be >= 0, got {d.n_test}")
+    if d.noise is not None and d.noise < 0:
+        raise ValueError(f"data.noise must be >= 0, got {d.noise}")
+    for name in ("epochs", "batch_size"):
+        if getattr(o, name) < 1:
+            raise ValueError(f"optim.{name} must be >= 1, got {getattr(o, name)}")
+    if o.lr <= 0 or o.div_factor <= 0 or o.final_div_factor <= 0:
+        raise ValueError("optim.lr, optim.div_factor and optim.final_div_factor must be > 0")
+    if not 0.0 < o.pct_start < 1.0:
+        raise ValueError(f"optim.pct_start must be in (0, 1), got {o.pct_start}")
+    if o.grad_clip < 0 or o.weight_decay < 0 or o.min_warmup_steps < 0:
+        raise ValueError("optim.grad_clip, optim.weight_decay, optim.min_warmup_steps must be >= 0")
+    if cfg.loss.h1_weight < 0:
+        raise ValueError(f"loss.h1_weight must be >= 0, got {cfg.loss.h1_weight}")
+
+
+def _check_required(cls: type, raw: Mapping[str, Any], where: str) -> None:
+    """ValueError naming required keys (fields without defaults) missing from ``raw``."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required and f.name not in raw:
+            kind = "table" if dataclasses.is_dataclass(hints[f.name]) else "key"
+            raise ValueError(f"{where}: missing required {kind} {f.name!r}")
+        if dataclasses.is_dataclass(hints[f.name]) and isinstance(raw.get(f.name), Mapping):
+            _check_required(hints[f.name], raw[f.name], f"{where}.{f.name}" if where else f.name)
+
+
+def config_from_dict(raw: Mapping[str, Any], check_model: bool = True) -> TrainConfig:
+    """Validate a plain dict (parsed TOML or a saved ``config.json``) into a :class:`TrainConfig`."""
+    _check_required(TrainConfig, raw, "config")
+    if isinstance(raw.get("data"), Mapping) and isinstance(raw["data"].get("generate"), Mapping):
+        _check_required(GenerateConfig, raw["data"]["generate"], "config.data.generate")
+    cfg = from_dict(TrainConfig, raw, context="config")
+    if isinstance(cfg.data.generate, Mapping):  # from_dict leaves Optional[dataclass] as a dict
+        cfg.data.generate = from_dict(GenerateConfig, cfg.data.generate, "config.data.generate")
+    _check_values(cfg)
+    if check_model:
+        validate_model_options(cfg.model)
+    return cfg
+
+
+def load_config(
+    source: str | os.PathLike, overrides: list[str] | None = None, check_model: bool = True
+) -> TrainConfig:
+    """Read ``source`` (file or preset name), apply ``--set`` overrides, validate."""
+    raw = apply_overrides(read_toml(source), list(overrides or []))
+    return config_from_dict(raw, check_model=check_model)
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """Plain-dict form (JSON/TOML/torch.save safe)."""
+    return asdict(cfg)
+
+
+def flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def config_differences(a: TrainConfig, b: TrainConfig, ignore=RUNTIME_KEYS) -> list[str]:
+    """Dotted keys whose values differ (used to refuse resuming with a changed config)."""
+    fa, fb = flatten(config_to_dict(a)), flatten(config_to_dict(b))
+    keys = sorted(set(fa) | set(fb))
+    return [k for k in keys if k not in ignore and fa.get(k) != fb.get(k)]
+
+
+def save_config_json(cfg: TrainConfig, path: str | os.PathLike) -> None:
+    """Write the resolved config as JSON, atomically."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(config_to_dict(cfg), indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def load_config_json(path: str | os.PathLike, check_model: bool = True) -> TrainConfig:
+    """Read a run's ``config.json`` back."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no config.json in {str(path.parent)!r}: not a petrov run directory")
+    return config_from_dict(json.loads(path.read_text()), check_model=check_model)
+
+
+def replace(cfg: TrainConfig, **sections: Any) -> TrainConfig:
+    """``replace(cfg, optim={"epochs": 3})``: a validated copy with some keys changed."""
+    raw = config_to_dict(cfg)
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    return config_from_dict(raw, check_model=False)
+
+
+__all__ = [
+    "DataConfig", "GenerateConfig", "LossConfig", "ModelConfig", "OptimConfig", "RunConfig",
+    "TrainConfig", "apply_overrides", "config_differences", "config_from_dict", "config_to_dict",
+    "load_config", "load_config_json", "parse_override", "preset_names", "read_toml",
+    "replace", "save_config_json",
+]

@@ -1,0 +1,493 @@
+"""The training loop: one function, :func:`train`, from a validated config to a run directory.
+
+Recipe (DESIGN §6): Adam/AdamW; OneCycleLR stepped per global batch; gradient clipping by global
+norm; loss ``relL2 + γ·relH1`` in raw units (predictions decoded by the y-normaliser, see
+``petrov.train.data``); model selection on the validation split (``best.pt``); the test split is only
+evaluated, after training, with the best model, at each ``data.eval_resolutions``.
+
+Run directory (rank 0 writes it)::
+
+    config.json      the resolved config          log.csv / log.jsonl   one row per epoch
+    last.pt          resume point (each epoch)    best.pt               best validation model
+    metrics.json     test relL2 per resolution    tensorboard/          if run.tensorboard
+
+Robustness: a non-finite loss or gradient norm stops the run with a ``TrainingDiverged`` naming the
+epoch and batch; ``last.pt`` then still holds the last completed (finite) epoch.  The OneCycle warm-up
+starts at ``lr/div_factor`` and lasts at least ``optim.min_warmup_steps`` batches, so a schedule
+compressed into few epochs does not ramp to the maximum lr within a handful of steps.
+
+Determinism: the sampler order is a function of (seed, epoch), RNG states are checkpointed, so on CPU
+(fixed thread count) a resumed run ends with exactly the weights of an uninterrupted one.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict as dc_asdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from tqdm.auto import tqdm
+
+from . import checkpoint as ckpt
+from . import distributed as dist_
+from .config import TrainConfig, config_differences, config_from_dict, config_to_dict, save_config_json
+from .data import NormalizedOperator, TrainingData, add_input_noise, build_training_data
+from .data import ensure_data_file, normalizer_from_state, open_split
+from .losses import relative_l2_per_sample, training_loss_per_sample
+
+
+class TrainingDiverged(RuntimeError):
+    """A non-finite loss or gradient: the message names the epoch and batch."""
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    train_loss: float
+    val_rel_l2: float
+    lr: float
+    seconds: float
+    best: bool
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    epochs_completed: int
+    best_epoch: int
+    best_val_rel_l2: float
+    stopped: str  # "completed" | "time budget" | "callback"
+    test: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+# --- evaluation (shared with `petrov evaluate`) -------------------------------------------------
+
+def _loader(dataset: Any, batch: int, sampler, workers: int = 0) -> DataLoader:
+    tensors = TensorDataset(dataset.x, dataset.y, torch.arange(len(dataset)))
+    return DataLoader(tensors, batch_size=batch, sampler=sampler, num_workers=workers)
+
+
+def _batch_pos(coords: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
+    return coords.to(device).unsqueeze(0).expand(b, *coords.shape)
+
+
+@torch.no_grad()
+def evaluate_relative_l2(
+    operator: NormalizedOperator,
+    dataset: Any,
+    *,
+    batch_size: int = 16,
+    device: torch.device | str | None = None,
+    noise: float = 0.0,
+    noise_seed: int = 0,
+    ctx: dist_.Context | None = None,
+) -> torch.Tensor:
+    """Per-sample relative L² ``(N,)`` of ``operator`` on ``dataset`` (raw units, dataset order).
+
+    ``dataset`` is GridDataset-like (``.x (N,*grid,c)``, ``.y``, ``.coords``, optional ``.indices``
+    = file sample numbers used to seed the input noise).  In a distributed run each rank evaluates
+    its share and every rank receives the full, de-duplicated result.
+    """
+    if device is None:
+        device = ctx.device if ctx is not None else next(operator.parameters()).device
+    device = torch.device(device)
+    ctx = ctx or dist_.Context(device=device)
+    ids = torch.as_tensor(np.asarray(getattr(dataset, "indices", np.arange(len(dataset)))))
+    was_training = operator.training
+    operator.eval()
+    values, where = [], []
+    for x, y, idx in _loader(dataset, batch_size, dist_.sampler(dataset.x, ctx, shuffle=False)):
+        x, y = x.to(device), y.to(device)
+        x_hat = add_input_noise(operator.encode(x), noise, noise_seed, ids[idx])
+        pred = operator.decode(operator.model(x_hat, _batch_pos(dataset.coords, len(x), device)).float())
+        values.append(relative_l2_per_sample(pred, y))
+        where.append(idx.to(device))
+    operator.train(was_training)
+    if not values:
+        return torch.zeros(0)
+    return dist_.gather_per_sample(torch.cat(values), torch.cat(where), len(dataset), ctx)
+
+
+def summarize(per_sample: torch.Tensor) -> dict[str, float]:
+    v = per_sample.double()
+    return {"mean": v.mean().item(), "std": v.std(unbiased=False).item(),
+            "median": v.median().item(), "max": v.max().item(), "n": int(v.numel())}
+
+
+def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> NormalizedOperator:
+    """A trained operator (raw units in and out, any resolution) from ``best.pt``/``last.pt``
+    or a run directory (its ``best.pt``)."""
+    from petrov.operators import build_model
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "best.pt"
+    state = ckpt.load_run_checkpoint(path, map_location=map_location)
+    model = build_model(state["model_name"], **state["config"])
+    model.load_state_dict(state["state_dict"])
+    norms = state["normalizers"]
+    op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]))
+    if isinstance(map_location, (str, torch.device)):
+        op.to(map_location)
+    return op.eval()
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+class RunLog:
+    """Per-epoch rows in ``log.csv`` and ``log.jsonl`` (rewritten atomically), plus TensorBoard."""
+
+    FIELDS = ["epoch", "train_loss", "val_rel_l2", "lr", "seconds", "best"]
+
+    def __init__(self, run_dir: Path, keep_until: int, tensorboard: bool):
+        self.run_dir = run_dir
+        self.rows: list[dict[str, Any]] = []
+        jsonl = run_dir / "log.jsonl"
+        if keep_until > 0 and jsonl.is_file():  # resume: drop epochs the checkpoint does not have
+            rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+            self.rows = [r for r in rows if r["epoch"] <= keep_until]
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise ValueError("run.tensorboard = true needs the tensorboard package "
+                                 "(pip install tensorboard), or set run.tensorboard = false") from None
+            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=keep_until + 1)
+
+    def _write(self, name: str, text: str) -> None:
+        tmp = self.run_dir / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.run_dir / name)
+
+    def append(self, record: EpochRecord) -> None:
+        row = dc_asdict(record)
+        self.rows.append(row)
+        self._write("log.jsonl", "".join(json.dumps(r) + "\n" for r in self.rows))
+        with contextlib.closing(_StringSink()) as sink:
+            w = csv.DictWriter(sink, fieldnames=self.FIELDS)
+            w.writeheader()
+            w.writerows(self.rows)
+            self._write("log.csv", sink.getvalue())
+        if self.writer is not None:
+            for key in ("train_loss", "val_rel_l2", "lr", "seconds"):
+                self.writer.add_scalar(key, row[key], record.epoch)
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+class _StringSink(list):
+    def write(self, s: str) -> None:
+        self.append(s)
+
+    def getvalue(self) -> str:
+        return "".join(self)
+
+    def close(self) -> None:
+        pass
+
+
+def _seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def _make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:
+    o = cfg.optim
+    cls = torch.optim.AdamW if o.optimizer == "adamw" else torch.optim.Adam
+    return cls(params, lr=o.lr, weight_decay=o.weight_decay)
+
+
+def _make_scheduler(cfg: TrainConfig, optimizer, steps_per_epoch: int):
+    o = cfg.optim
+    total = o.epochs * steps_per_epoch
+    pct = min(max(o.pct_start, o.min_warmup_steps / total), 0.9)
+    return torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=o.lr, total_steps=total, pct_start=pct, div_factor=o.div_factor,
+        final_div_factor=o.final_div_factor,
+    )
+
+
+def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str) -> None:
+    """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data."""
+    x, y = data.x[:1].to(device), data.y[:1]
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            out = model.eval()(x, _batch_pos(data.coords, 1, device))
+    except (RuntimeError, ValueError) as err:
+        raise ValueError(
+            f"model {getattr(model, 'model_name', '?')!r} cannot take inputs of shape "
+            f"{tuple(x.shape)} from {source} (check model.options, e.g. channels or grid sizes): {err}"
+        ) from None
+    if tuple(out.shape) != tuple(y.shape):
+        raise ValueError(
+            f"model {getattr(model, 'model_name', '?')!r} outputs shape {tuple(out.shape)} but the "
+            f"targets in {source} have shape {tuple(y.shape)}; check model.options"
+        )
+    model.train(was_training)
+
+
+class Trainer:
+    """One training run.  Use :func:`train`; the class exists to keep the state in one place."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, ctx: dist_.Context,
+                 data: TrainingData | None, callbacks: Iterable[Callable]):
+        from petrov.operators import build_model
+
+        self.cfg, self.run_dir, self.ctx = cfg, Path(run_dir), ctx
+        self.callbacks = list(callbacks)
+        if data is None:
+            dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx)
+            data = build_training_data(cfg.data)
+        self.data = data
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
+        self.periodic = bool(data.train.periodic)
+        _seed_all(cfg.run.seed)
+        model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
+        check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
+        torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
+        self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer)
+        self.ddp = dist_.wrap_model(model, ctx)
+        self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
+        self.train_sampler = dist_.sampler(data.train.x, ctx, shuffle=True, seed=cfg.run.seed)
+        self.train_loader = _loader(data.train, self.batch, self.train_sampler, cfg.run.num_workers)
+        self.train_ids = torch.as_tensor(np.asarray(data.train.indices))
+        self.optimizer = _make_optimizer(cfg, model.parameters())
+        self.scheduler = _make_scheduler(cfg, self.optimizer, len(self.train_loader))
+        self.amp = cfg.run.amp and ctx.device.type == "cuda"
+        self.amp_dtype = torch.bfloat16 if self.amp and torch.cuda.is_bf16_supported() else torch.float16
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp and self.amp_dtype == torch.float16 else None
+        self.epoch = 0
+        self.best_metric, self.best_epoch = math.inf, 0
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.operator.model
+
+    # --- state -------------------------------------------------------------------------------
+    def save(self, best: bool) -> None:
+        """``best.pt`` (if ``best``) then ``last.pt``; rank 0 writes, every rank must call."""
+        rngs = dist_.all_gather_objects(ckpt.rng_state(), self.ctx)  # collective
+        if not self.ctx.is_main:
+            return
+        state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch,
+                     best_metric=self.best_metric, best_epoch=self.best_epoch)
+        norms = self.operator.normalizer_states()
+        if best:
+            ckpt.save_run_checkpoint(self.run_dir / "best.pt", self.model, norms, **state)
+        ckpt.save_run_checkpoint(
+            self.run_dir / "last.pt", self.model, norms, **state,
+            optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
+            scaler=None if self.scaler is None else self.scaler.state_dict(), rng=rngs,
+        )
+
+    def restore(self) -> None:
+        state = ckpt.load_run_checkpoint(self.run_dir / "last.pt", map_location=self.ctx.device)
+        saved = config_from_dict(state["train_config"], check_model=False)
+        changed = config_differences(saved, self.cfg)
+        if changed:
+            raise ValueError(f"cannot resume {self.run_dir}: the config differs in {', '.join(changed)}")
+        self.model.load_state_dict(state["state_dict"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.epoch, self.best_epoch = int(state["epoch"]), int(state["best_epoch"])
+        self.best_metric = float(state["best_metric"])
+        rngs = state["rng"]
+        ckpt.set_rng_state(rngs[self.ctx.rank] if len(rngs) == self.ctx.world_size else rngs[0])
+
+    # --- epochs ------------------------------------------------------------------------------
+    def _autocast(self):
+        if not self.amp:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type="cuda", dtype=self.amp_dtype)
+
+    def _stop(self, what: str, value: float, batch: int) -> TrainingDiverged:
+        where = f"epoch {self.epoch + 1}, batch {batch} of {len(self.train_loader)}"
+        last = (f"{self.run_dir / 'last.pt'} (epoch {self.epoch})" if self.epoch
+                else "none (no epoch completed)")
+        return TrainingDiverged(
+            f"non-finite {what} ({value}) at {where}; training stopped. Last good checkpoint: {last}. "
+            f"Try a lower optim.lr, a longer warm-up (optim.min_warmup_steps) or optim.grad_clip."
+        )
+
+    def train_epoch(self) -> float:
+        cfg, ctx = self.cfg, self.ctx
+        self.model.train()
+        self.train_sampler.set_epoch(self.epoch + 1)
+        coords = self.data.train.coords
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
+        total, count = 0.0, 0
+        bar = tqdm(self.train_loader, desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
+                   disable=not (ctx.is_main and cfg.run.progress))
+        for batch, (x, y, idx) in enumerate(bar, start=1):
+            x, y = x.to(ctx.device), y.to(ctx.device)
+            x_hat = add_input_noise(self.operator.encode(x), self.data.noise, cfg.data.noise_seed,
+                                    self.train_ids[idx])
+            with self._autocast():
+                out = self.ddp(x_hat, _batch_pos(coords, len(x), ctx.device))
+            pred = self.operator.decode(out.float())
+            per_sample = training_loss_per_sample(pred, y, cfg.loss.h1_weight, self.periodic)
+            loss = per_sample.mean()
+            # summed over ranks before backward, so every rank stops together on a bad batch
+            stats = dist_.all_sum(torch.stack([per_sample.detach().sum(),
+                                               torch.tensor(float(len(x)), device=ctx.device)]), ctx)
+            batch_sum, batch_n = stats.tolist()
+            if not math.isfinite(batch_sum):
+                raise self._stop("loss", batch_sum, batch)
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(params, clip)
+                self.scaler.step(self.optimizer)  # skips steps with inf gradients
+                self.scaler.update()
+            else:
+                loss.backward()
+                norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+                if not math.isfinite(norm):
+                    raise self._stop("gradient norm", norm, batch)
+                self.optimizer.step()
+            self.scheduler.step()
+            total, count = total + batch_sum, count + int(batch_n)
+            bar.set_postfix(loss=f"{total / count:.3e}")
+        return total / max(count, 1)
+
+    def validate(self) -> float:
+        per_sample = evaluate_relative_l2(
+            self.operator, self.data.val, batch_size=self.eval_batch, device=self.ctx.device,
+            noise=self.data.noise, noise_seed=self.cfg.data.noise_seed, ctx=self.ctx,
+        )
+        return per_sample.mean().item()
+
+    @property
+    def eval_batch(self) -> int:
+        return self.cfg.run.eval_batch_size or self.batch
+
+    def fit(self, log: RunLog) -> str:
+        cfg, start = self.cfg, time.monotonic()
+        budget = cfg.run.time_budget_minutes
+        durations: list[float] = []
+        while self.epoch < cfg.optim.epochs:
+            t0 = time.monotonic()
+            train_loss = self.train_epoch()
+            val = self.validate()
+            self.epoch += 1
+            improved = val < self.best_metric
+            if improved:
+                self.best_metric, self.best_epoch = val, self.epoch
+            seconds = time.monotonic() - t0
+            durations.append(seconds)
+            record = EpochRecord(self.epoch, train_loss, val, self.scheduler.get_last_lr()[0],
+                                 seconds, improved)
+            if self.ctx.is_main:
+                log.append(record)  # before the checkpoint: a resume drops rows it does not cover
+                if cfg.run.progress:
+                    tqdm.write(f"epoch {self.epoch}/{cfg.optim.epochs}: train loss {train_loss:.4e}"
+                               f"  val relL2 {val:.4e}  lr {record.lr:.2e}  {seconds:.1f}s"
+                               + ("  (best)" if improved else ""))
+            self.save(best=improved)
+            if any(cb(self, record) for cb in self.callbacks):
+                return "callback"
+            if budget is not None:
+                elapsed = time.monotonic() - start
+                if elapsed + max(durations) > 60.0 * budget and self.epoch < cfg.optim.epochs:
+                    return "time budget"
+        return "completed"
+
+    def test(self) -> dict[str, dict[str, float]]:
+        """Best model on the test split at every evaluation resolution -> ``metrics.json``."""
+        d = self.cfg.data
+        splits = self.data.splits
+        if splits is None or len(splits.test) == 0:
+            return {}
+        best = ckpt.load_run_checkpoint(self.run_dir / "best.pt", map_location=self.ctx.device) \
+            if self.ctx.is_main else None
+        state = dist_.broadcast_object(None if best is None else best["state_dict"], self.ctx)
+        self.model.load_state_dict(state)
+        results = {}
+        resolutions = d.eval_resolutions or [self.data.train.resolution]
+        for res in resolutions:
+            test = open_split(d, splits.test, res)
+            per_sample = evaluate_relative_l2(
+                self.operator, test, batch_size=self.eval_batch, device=self.ctx.device,
+                noise=self.data.noise, noise_seed=d.noise_seed, ctx=self.ctx,
+            )
+            results[str(res)] = summarize(per_sample)
+        return results
+
+
+def train(
+    config: TrainConfig,
+    run_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    data: TrainingData | None = None,
+    callbacks: Iterable[Callable[[Trainer, EpochRecord], bool]] = (),
+) -> TrainResult:
+    """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``).
+
+    ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; then no
+    test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each
+    epoch's checkpoint; returning True stops the run cleanly.  Launched by torchrun, every process
+    calls this; rank 0 writes the run directory.
+    """
+    run_dir = Path(run_dir)
+    owns_group = not torch.distributed.is_initialized()
+    ctx = dist_.setup(config.run.device)
+    try:
+        dist_.run_on_main(lambda: _prepare_run_dir(run_dir, resume), ctx)
+        trainer = Trainer(config, run_dir, ctx, data, callbacks)
+        if resume:
+            trainer.restore()
+        elif ctx.is_main:
+            save_config_json(config, run_dir / "config.json")
+        log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None
+        try:
+            stopped = trainer.fit(log)
+        finally:
+            if log is not None:
+                log.close()
+        test = trainer.test() if stopped != "callback" else {}
+        if ctx.is_main and test:
+            tmp = run_dir / ".metrics.json.tmp"
+            tmp.write_text(json.dumps({"test_rel_l2": test, "best_epoch": trainer.best_epoch,
+                                       "best_val_rel_l2": trainer.best_metric}, indent=2) + "\n")
+            os.replace(tmp, run_dir / "metrics.json")
+        return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test)
+    finally:
+        if owns_group:
+            dist_.teardown(ctx)
+
+
+def _prepare_run_dir(run_dir: Path, resume: bool) -> None:
+    if resume:
+        if not (run_dir / "last.pt").is_file():
+            raise FileNotFoundError(
+                f"cannot resume: {run_dir / 'last.pt'} does not exist (no completed epoch in "
+                f"{str(run_dir)!r}); start the run without --resume"
+            )
+        return
+    if (run_dir / "last.pt").exists() or (run_dir / "config.json").exists():
+        raise FileExistsError(
+            f"{str(run_dir)!r} already holds a run; pass --resume to continue it or choose another --out"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
