@@ -98,9 +98,10 @@ def list_norms() -> list[str]:
 
 
 def build_norm(name: str | None, n_heads: int, head_dim: int, eps: float = 1e-5) -> nn.Module:
-    """The norm registered as ``name`` (``None`` -> identity); unknown names raise ``KeyError``."""
-    if name is None:
+    """The norm registered as ``name`` (``None`` or ``"none"`` -> identity; TOML has no null);
+    unknown names raise ``KeyError``."""
+    if name is None or name == "none":
         return NoNorm()
     if not isinstance(name, str) or name not in NORMS:
-        raise KeyError(NORMS.unknown_message(name) + ", or None for no normalization")
+        raise KeyError(NORMS.unknown_message(name) + ", or None/'none' for no normalization")
     return NORMS.get(name)(n_heads, head_dim, eps=eps)

@@ -130,6 +130,39 @@ def test_shipped_presets_load_and_validate():
     assert load_config("burgers-quick.toml") == load_config("burgers-quick")
 
 
+# The paper presets must build the reference architectures (parameter counts of the reference code).
+PAPER_PARAMETERS = {
+    "burgers-paper-2048": 530_305,
+    "burgers-paper-8192": 530_305,
+    "darcy-paper-141": 2_220_829,
+    "darcy-paper-211": 2_220_829,
+    "darcy-inverse-paper-noise0": 2_383_873,
+    "darcy-inverse-paper-noise001": 2_383_873,
+    "darcy-inverse-paper-noise01": 2_383_873,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PARAMETERS))
+def test_paper_presets_build_the_reference_models(name):
+    from petrov.operators import build_model
+    from petrov.operators.blocks import count_parameters
+
+    cfg = load_config(name)
+    model = build_model(cfg.model.name, **cfg.model.options)
+    assert count_parameters(model) == PAPER_PARAMETERS[name]
+
+
+def test_every_preset_builds_its_model_with_every_mixer():
+    from petrov.operators import build_model, list_mixers
+
+    for name in preset_names():
+        cfg = load_config(name)
+        if "mixer" not in cfg.model.options:
+            continue
+        for mixer in list_mixers():
+            build_model(cfg.model.name, **dict(cfg.model.options, mixer=mixer))
+
+
 def test_unknown_preset_lists_the_presets():
     with pytest.raises(FileNotFoundError, match="burgers-quick"):
         load_config("no-such-preset")
