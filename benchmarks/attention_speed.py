@@ -17,46 +17,17 @@ computed in O(n d²) by associativity (``associative=True``).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
+from _common import QUADRATIC, fwd_bwd_step, kernel_matrix_gb, machine_info, median_seconds, print_machine
+from _common import mixer_variants as variants
 from petrov.operators import Attention, list_mixers
-
-QUADRATIC = {"fourier", "softmax"}
-
-
-def variants(mixers: list[str]) -> list[tuple[str, str, dict]]:
-    """(label, mixer name, options) rows of the table."""
-    rows = []
-    for name in mixers:
-        options = {"seed": 0} if name == "performer" else {}
-        rows.append((name, name, options))
-        if name == "fourier":
-            rows.append(("fourier*", name, {"associative": True}))
-    return rows
-
-
-def kernel_matrix_gb(label: str, b: int, h: int, n: int) -> float:
-    """Memory the n x n matrices need (kernel + its gradient, float32); 0 for the others.
-
-    softmax goes through scaled_dot_product_attention, whose fused CPU kernel does not store the
-    matrix, so only its time is quadratic.
-    """
-    return 2 * b * h * n * n * 4 / 1e9 if label == "fourier" else 0.0
 
 
 def time_layer(layer: Attention, x: torch.Tensor, pos: torch.Tensor, repeats: int) -> float:
     """Median seconds of forward + backward (one untimed warm-up)."""
-    times = []
-    for i in range(repeats + 1):
-        layer.zero_grad(set_to_none=True)
-        start = time.perf_counter()
-        layer(x, pos).square().mean().backward()
-        if i:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_seconds(fwd_bwd_step(layer, x, pos), repeats)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     mixers = args.mixers or list_mixers()
     b, h = args.batch, args.heads
 
+    print_machine(machine_info())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; one Attention layer "
           f"(b={b}, heads={h}, head_dim={args.head_dim}, d_model={args.d_model}, pos_dim=1), "
           f"float32 forward+backward, median of {args.repeats}")
