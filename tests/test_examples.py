@@ -1,0 +1,63 @@
+"""The demo script end to end with tiny settings, and how it continues or refuses an existing --out."""
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from petrov.datasets import generate_dataset
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example(name):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TINY = ["--set", "data.n_train=8", "--set", "data.n_val=4", "--set", "data.n_test=4",
+        "--set", "optim.epochs=1", "--set", "optim.batch_size=4"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("demo")
+    data = root / "burgers-512.h5"
+    generate_dataset("burgers", data, 16, resolution=512, seed=1, progress=False)
+    argv = ["--quick", "--out", str(root / "out"), "--data", str(data), "--device", "cpu",
+            "--resolutions", "256,512", *TINY]
+    return load_example("burgers"), argv, root / "out"
+
+
+def test_demo_trains_evaluates_and_plots(demo):
+    burgers, argv, out = demo
+    rows = burgers.main(argv)
+    assert [r["resolution"] for r in rows] == [256, 512]
+    assert all(math.isfinite(r["mean"]) and r["n"] == 4 for r in rows)
+    for name in ("best.pt", "last.pt", "log.jsonl", "eval/metrics.csv", "eval/metrics.json",
+                 "eval/predictions.png", "eval/error_vs_resolution.png", "eval/training_curves.png"):
+        assert (out / name).is_file(), name
+
+
+def test_demo_rerun_continues_or_refuses(demo, capsys):
+    burgers, argv, out = demo
+    if not (out / "eval" / "metrics.json").exists():
+        burgers.main(argv)
+    capsys.readouterr()
+    # finished: nothing is redone, the saved table is shown
+    stamp = (out / "last.pt").stat().st_mtime_ns
+    assert burgers.main(argv) is None
+    assert "already holds a finished run" in capsys.readouterr().out
+    # trained but not evaluated (killed during evaluation): evaluates without retraining
+    for f in (out / "eval").iterdir():
+        f.unlink()
+    rows = burgers.main(argv)
+    assert len(rows) == 2 and (out / "last.pt").stat().st_mtime_ns == stamp
+    # a different config in the same --out is refused, naming the difference
+    (out / "eval" / "metrics.json").unlink()
+    with pytest.raises(SystemExit, match="optim.epochs"):
+        burgers.main(argv + ["--set", "optim.epochs=3"])

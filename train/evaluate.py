@@ -1,0 +1,532 @@
+"""Evaluate a trained operator at several grid resolutions: ``petrov evaluate`` and its Python API.
+
+    petrov evaluate RUN_DIR --data FILE.h5 --resolutions 256,512,1024,2048,4096,8192
+                    [--indices test|a:b|all] [--device auto|cpu|cuda] [--batch-size N] [--no-plots]
+
+The run's best model (``best.pt``, via ``load_operator``) is evaluated on the same samples at each
+resolution: the data file is strided from its native grid (``open_dataset``), the model sees them
+through the normalisers it was trained with (restricted to each grid), and the metric is the
+per-sample relative L² ``‖p − y‖ / ‖y‖`` in raw units (``evaluate_relative_l2``), summarised as mean,
+std, median and max.  By default the samples are the run's test split, defined exactly as in training
+(``petrov.train.data.split_indices``: the last ``data.n_test`` samples of the file), so model
+selection (on the validation split) never saw them.
+
+Results go to ``RUN_DIR/eval/metrics.csv`` and ``metrics.json`` (written atomically) and, unless
+``--no-plots``, ``RUN_DIR/eval/*.png`` (``petrov.train.plots``).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
+
+
+# --- what to evaluate -------------------------------------------------------------------------------
+
+@dataclass
+class EvalSetup:
+    """The operator and how its training data were read: kind, inverse target grid, input noise.
+
+    ``config`` is the run's :class:`~petrov.train.config.TrainConfig` (None for a bare operator).
+    """
+
+    operator: Any
+    config: Any = None
+    run_dir: Path | None = None
+    kind: str | None = None
+
+    @property
+    def data_config(self):
+        return None if self.config is None else self.config.data
+
+
+def load_run(run_dir: str | os.PathLike, map_location: Any = "cpu") -> EvalSetup:
+    """The best model and config of a run directory (clear errors if either is missing)."""
+    from .config import load_config_json
+    from .trainer import load_operator
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
+    config = load_config_json(run_dir / "config.json", check_model=False)
+    operator = load_operator(run_dir / "best.pt", map_location=map_location)
+    return EvalSetup(operator, config, run_dir, _trained_kind(config))
+
+
+def _trained_kind(config) -> str | None:
+    """The dataset kind the run was trained on: the config's, else its training file's, else generated."""
+    d = config.data
+    if d.kind:
+        return d.kind
+    if Path(d.path).exists():
+        from petrov.datasets import dataset_info
+
+        try:
+            return dataset_info(d.path)["kind"]
+        except (OSError, ValueError, KeyError):
+            pass
+    return d.generate.kind if d.generate is not None else None
+
+
+def _as_setup(source: Any, config: Any, map_location: Any) -> EvalSetup:
+    from .data import NormalizedOperator
+
+    if isinstance(source, EvalSetup):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return load_run(source, map_location=map_location)
+    if isinstance(source, NormalizedOperator):
+        op = source
+    elif isinstance(source, torch.nn.Module):
+        op = NormalizedOperator(source)  # a bare model: raw data in and out
+    else:
+        raise TypeError(f"expected a run directory, an EvalSetup or a model, got {type(source).__name__}")
+    return EvalSetup(op, config, None, None if config is None else _trained_kind(config))
+
+
+def parse_resolutions(text: str | Sequence[int] | None) -> list[int] | None:
+    """``"256,512"`` -> ``[256, 512]`` (also accepts a list); duplicates dropped, order kept."""
+    if text is None:
+        return None
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[int] = []
+    for item in items:
+        try:
+            r = int(str(item).strip())
+        except ValueError:
+            raise ValueError(f"resolutions must be integers separated by commas, got {text!r}") from None
+        if r not in out:
+            out.append(r)
+    if not out:
+        raise ValueError("give at least one resolution")
+    return out
+
+
+def parse_indices(text: str | None) -> Any:
+    """``"test"`` (default), ``"all"``, or ``"a:b"`` (a Python slice of the file's samples)."""
+    if text is None or text in ("test", "all"):
+        return text or "test"
+    a, sep, b = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return slice(int(a) if a.strip() else None, int(b) if b.strip() else None)
+    except ValueError:
+        raise ValueError(f"--indices must be 'test', 'all' or 'a:b' (e.g. 1000:1100), got {text!r}") from None
+
+
+def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: int) -> np.ndarray:
+    """File sample numbers to evaluate; ``"test"`` is the run's test split rule applied to this file."""
+    from .data import split_indices
+
+    if indices is None:
+        indices = "test" if setup.config is not None else "all"
+    if isinstance(indices, str):
+        if indices == "all":
+            return np.arange(n_complete)
+        if indices != "test":
+            return select_indices(setup, data_path, parse_indices(indices), n_complete)
+        if setup.config is None:
+            raise ValueError("indices='test' needs the run's config (evaluate a run directory, "
+                             "or give indices explicitly)")
+        d = setup.config.data
+        if d.n_test == 0:
+            raise ValueError("the run has no test split (data.n_test = 0); give the samples with --indices a:b")
+        try:
+            return split_indices(n_complete, d.n_train, d.n_val, d.n_test).test
+        except ValueError as err:
+            raise ValueError(f"{data_path}: cannot place the run's test split in this file ({err}); "
+                             f"give the samples with --indices a:b") from None
+    if isinstance(indices, slice):
+        if indices.stop is not None and indices.stop > n_complete:
+            raise ValueError(f"--indices {indices.start}:{indices.stop} goes past the {n_complete} "
+                             f"samples of {data_path}")
+        idx = np.arange(n_complete)[indices]
+    else:
+        from petrov.datasets.loading import as_indices
+
+        idx = as_indices(indices, n_complete)
+    if len(idx) == 0:
+        raise ValueError(f"no samples selected from {data_path} (indices {indices!r})")
+    return idx
+
+
+def _warn_if_seen(setup: EvalSetup, data_path: Path, idx: np.ndarray, n_complete: int) -> None:
+    d = setup.data_config
+    if d is None or not Path(d.path).exists() or Path(d.path).resolve() != data_path.resolve():
+        return
+    seen = np.intersect1d(idx, np.arange(min(d.n_train + d.n_val, n_complete)))
+    if len(seen):
+        warnings.warn(f"{len(seen)} of the evaluated samples belong to the run's training/validation "
+                      f"split (the first {d.n_train + d.n_val}); these are not test errors", stacklevel=3)
+
+
+# --- resolutions ----------------------------------------------------------------------------------
+
+def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
+    """Resolutions of the data file that the operator's normalisers (and, for the inverse problem,
+    the pooled target grid) can be taken to."""
+    from petrov.datasets import allowed_resolutions as reachable
+
+    allowed = list(info["resolutions"])
+    xn = setup.operator.x_normalizer
+    if xn is not None and getattr(xn, "pointwise", False) and xn.grid:
+        fitted = set(reachable(xn.grid[0], bool(xn.periodic)))
+        allowed = [r for r in allowed if r in fitted]
+    coarse = _coarse_resolution(setup)
+    if coarse is not None:
+        allowed = [r for r in allowed if r >= coarse and (r - 1) % (coarse - 1) == 0]
+    return sorted(allowed)
+
+
+def _is_inverse(kind: str | None) -> bool:
+    if kind is None:
+        return False
+    from petrov.datasets import get_recipe
+
+    return bool(get_recipe(kind).inverse)
+
+
+def _coarse_resolution(setup: EvalSetup) -> int | None:
+    """The inverse target grid: the config's, else the fitted target normaliser's grid."""
+    if not _is_inverse(setup.kind):
+        return None
+    d = setup.data_config
+    if d is not None and d.coarse_resolution is not None:
+        return int(d.coarse_resolution)
+    yn = setup.operator.y_normalizer
+    if yn is not None and getattr(yn, "grid", ()):
+        return int(yn.grid[0])
+    return None
+
+
+def check_resolutions(resolutions: list[int], allowed: list[int], data_path: Path) -> None:
+    bad = [r for r in resolutions if r not in allowed]
+    if bad:
+        raise ValueError(
+            f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} not available for this "
+            f"model from {data_path}; allowed resolutions: {', '.join(map(str, allowed))}"
+        )
+
+
+def _check_kind(setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
+    if setup.kind is None:
+        return
+    from petrov.datasets import get_recipe
+
+    trained, found = get_recipe(setup.kind), get_recipe(info["kind"])
+    if trained.family != found.family:
+        raise ValueError(
+            f"{data_path} holds {info['kind']!r} data but the model was trained on {setup.kind!r} data; "
+            f"evaluate it on a {trained.family} file"
+        )
+
+
+# --- evaluation -----------------------------------------------------------------------------------
+
+def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int):
+    from petrov.datasets import open_dataset
+
+    return open_dataset(data_path, resolution=resolution, indices=idx, kind=setup.kind,
+                        coarse_resolution=_coarse_resolution(setup))
+
+
+def _noise(setup: EvalSetup, dataset) -> tuple[float, int]:
+    """Input noise as in training: the config's level, else the file's (inverse problem)."""
+    d = setup.data_config
+    if d is None:
+        return float(dataset.noise), 0
+    return float(dataset.noise if d.noise is None else d.noise), int(d.noise_seed)
+
+
+def _device(device: Any) -> torch.device:
+    from .distributed import resolve_device
+
+    if device is None:
+        return torch.device("cpu")
+    return device if isinstance(device, torch.device) else resolve_device(str(device))
+
+
+def evaluate_resolutions(
+    source: Any,
+    data_path: str | os.PathLike | None = None,
+    resolutions: Sequence[int] | str | None = None,
+    *,
+    indices: Any = None,
+    batch_size: int | None = None,
+    device: Any = None,
+    config: Any = None,
+    out_dir: str | os.PathLike | None = None,
+    per_sample: bool = False,
+) -> list[dict[str, Any]]:
+    """Relative L² of one trained operator at each resolution, on the same samples.
+
+    ``source``: a run directory (its ``best.pt`` and ``config.json``), an :class:`EvalSetup`, or a
+    model/``NormalizedOperator`` (then ``config`` optionally gives the data settings).
+    ``data_path``: default the run's training file.  ``resolutions``: default the config's
+    ``eval_resolutions`` (else the training resolution).  ``indices``: ``"test"`` (default for runs:
+    the run's test split), ``"all"`` (default for bare models), a slice or index list.
+    ``batch_size``: default the run's ``run.eval_batch_size`` or ``optim.batch_size`` (else 8); the
+    quadratic mixers (fourier, softmax) hold ``batch·n²`` numbers per layer at resolution n.
+    Returns one row per resolution ``{"resolution", "n", "mean", "std", "median", "max"}`` (plus
+    ``"per_sample"``, a list, if ``per_sample``); with ``out_dir`` also writes
+    ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`).
+    """
+    from petrov.datasets import dataset_info
+
+    from .trainer import check_model_fits_data, evaluate_relative_l2, summarize
+
+    dev = _device(device)
+    setup = _as_setup(source, config, dev)
+    setup.operator.to(dev).eval()
+    data_path = _data_path(setup, data_path)
+    info = dataset_info(data_path)
+    _check_kind(setup, info, data_path)
+    resolutions = _default_resolutions(setup, info) if resolutions is None else parse_resolutions(resolutions)
+    check_resolutions(resolutions, allowed_resolutions(setup, info), data_path)
+    idx = select_indices(setup, data_path, indices, int(info["n_complete"]))
+    _warn_if_seen(setup, data_path, idx, int(info["n_complete"]))
+
+    batch_size = batch_size or _default_batch(setup)
+    rows = []
+    for res in resolutions:
+        dataset = _open(setup, data_path, idx, res)
+        check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}")
+        noise, seed = _noise(setup, dataset)
+        errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
+                                      noise=noise, noise_seed=seed)
+        if not torch.isfinite(errors).all():
+            raise ValueError(f"non-finite relative L2 at resolution {res} (model or data hold NaN/inf)")
+        stats = summarize(errors)
+        row = {"resolution": int(res), "n": int(stats["n"]),
+               **{k: float(stats[k]) for k in ("mean", "std", "median", "max")}}
+        if per_sample:
+            row["per_sample"] = errors.double().tolist()
+        rows.append(row)
+    if out_dir is not None:
+        write_metrics(rows, out_dir, meta=_meta(setup, data_path, idx))
+    return rows
+
+
+def _default_batch(setup: EvalSetup) -> int:
+    if setup.config is None:
+        return 8
+    return int(setup.config.run.eval_batch_size or setup.config.optim.batch_size)
+
+
+def _data_path(setup: EvalSetup, data_path) -> Path:
+    if data_path is None:
+        if setup.data_config is None:
+            raise ValueError("give the data file (data_path / --data)")
+        data_path = setup.data_config.path
+        if not Path(data_path).exists():
+            raise FileNotFoundError(
+                f"the run's data file {str(data_path)!r} (from its config.json, relative to the directory "
+                f"it was trained in) does not exist here; pass it with --data FILE"
+            )
+    data_path = Path(data_path)
+    if not data_path.exists():
+        raise FileNotFoundError(f"data file {str(data_path)!r} does not exist")
+    return data_path
+
+
+def _default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
+    d = setup.data_config
+    if d is not None and d.eval_resolutions:
+        return list(d.eval_resolutions)
+    if d is not None and d.train_resolution:
+        return [int(d.train_resolution)]
+    return [int(info["native_resolution"])]
+
+
+def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
+    d = setup.data_config
+    contiguous = len(idx) and bool(np.all(np.diff(idx) == 1))
+    return {
+        "run_dir": None if setup.run_dir is None else str(setup.run_dir),
+        "data": str(data_path),
+        "kind": setup.kind,
+        "train_resolution": None if d is None else d.train_resolution,
+        "samples": (f"{int(idx[0])}:{int(idx[-1]) + 1}" if contiguous else [int(i) for i in idx]),
+        "metric": "relative L2 per sample, raw units",
+    }
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
+                  meta: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """``out_dir/metrics.csv`` (one line per resolution, ``ROW_FIELDS``) and ``metrics.json``
+    (``{"rows": rows, **meta}``), each written to a temp file and renamed."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=ROW_FIELDS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)  # floats are written with repr: they read back exactly
+    _atomic_write(out / "metrics.csv", buf.getvalue())
+    _atomic_write(out / "metrics.json", json.dumps({**(meta or {}), "rows": rows}, indent=2) + "\n")
+    return out / "metrics.csv", out / "metrics.json"
+
+
+def read_metrics(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows saved by :func:`write_metrics` (from the JSON file)."""
+    path = Path(out_dir) / "metrics.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no evaluation results at {str(path)!r}; run `petrov evaluate` first")
+    return json.loads(path.read_text())["rows"]
+
+
+def format_table(rows: list[dict[str, Any]], train_resolution: int | None = None) -> str:
+    """A fixed-width text table of the rows (the training resolution marked with ``*``)."""
+    head = f"{'resolution':>11} {'n':>5} {'mean':>11} {'std':>10} {'median':>11} {'max':>10}"
+    lines = ["relative L2 on the test samples", head, "-" * len(head)]
+    for r in rows:
+        mark = "*" if train_resolution is not None and r["resolution"] == train_resolution else " "
+        lines.append(f"{r['resolution']:>10}{mark} {r['n']:>5} {r['mean']:>11.4e} {r['std']:>10.2e} "
+                     f"{r['median']:>11.4e} {r['max']:>10.2e}")
+    if train_resolution is not None and any(r["resolution"] == train_resolution for r in rows):
+        lines.append("* training resolution")
+    return "\n".join(lines)
+
+
+# --- predictions and plots ------------------------------------------------------------------------
+
+@torch.no_grad()
+def predict(setup: EvalSetup, dataset, positions: Sequence[int], device: Any = None) -> torch.Tensor:
+    """Predictions ``(k, *grid_out, c)`` (raw units, CPU) for the samples at ``positions`` of
+    ``dataset``, with the same input noise as the evaluation."""
+    from .data import add_input_noise
+
+    dev = _device(device)
+    op = setup.operator.to(dev).eval()
+    pos_idx = torch.as_tensor(list(positions), dtype=torch.long)
+    x = dataset.x[pos_idx].to(dev)
+    noise, seed = _noise(setup, dataset)
+    x_hat = add_input_noise(op.encode(x), noise, seed, np.asarray(dataset.indices)[pos_idx.numpy()])
+    pos = dataset.coords.to(dev).unsqueeze(0).expand(len(x), *dataset.coords.shape)
+    return op.decode(op.model(x_hat, pos).float()).cpu()
+
+
+def make_plots(
+    source: Any,
+    rows: list[dict[str, Any]],
+    out_dir: str | os.PathLike,
+    data_path: str | os.PathLike | None = None,
+    *,
+    indices: Any = None,
+    n_samples: int = 4,
+    resolution: int | None = None,
+    device: Any = None,
+) -> list[Path]:
+    """The evaluation figures in ``out_dir``: ``predictions.png`` (a few evaluated samples at
+    ``resolution``, default the finest evaluated one), ``error_vs_resolution.png`` and, for a run
+    directory, ``training_curves.png``.  Returns the written paths."""
+    from petrov.datasets import dataset_info
+
+    from . import plots
+
+    dev = _device(device)
+    setup = _as_setup(source, None, dev)
+    data_path = _data_path(setup, data_path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    d = setup.data_config
+    train_res = None if d is None else d.train_resolution
+    written = [plots.plot_error_vs_resolution(rows, out / "error_vs_resolution.png",
+                                              train_resolution=train_res)]
+    res = resolution or max(r["resolution"] for r in rows)
+    idx = select_indices(setup, data_path, indices, int(dataset_info(data_path)["n_complete"]))
+    dataset = _open(setup, data_path, idx[:n_samples], res)
+    pred = predict(setup, dataset, range(len(dataset)), dev)
+    noise = _noise(setup, dataset)[0]
+    title = f"test samples at resolution {res}" + (
+        f" (inputs drawn without the noise {noise:g} the model was given)" if noise else "")
+    written.append(plots.plot_predictions(dataset, pred, out / "predictions.png", title=title))
+    if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
+        written.append(plots.plot_training_curves(setup.run_dir, out / "training_curves.png"))
+    return written
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+
+def run_evaluation(
+    run_dir: str | os.PathLike,
+    data_path: str | os.PathLike | None = None,
+    resolutions: Sequence[int] | str | None = None,
+    *,
+    indices: Any = None,
+    device: Any = "auto",
+    batch_size: int | None = None,
+    plots: bool = True,
+    out_dir: str | os.PathLike | None = None,
+    echo: bool = True,
+) -> list[dict[str, Any]]:
+    """What ``petrov evaluate`` does: evaluate, write ``RUN_DIR/eval`` (or ``out_dir``), print, plot."""
+    dev = _device(device)
+    setup = load_run(run_dir, map_location=dev)
+    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "eval"
+    rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
+                                device=dev, out_dir=out)
+    if echo:
+        print(format_table(rows, setup.config.data.train_resolution))
+        print(f"saved {out / 'metrics.csv'} and {out / 'metrics.json'}")
+    if plots:
+        paths = make_plots(setup, rows, out, data_path, indices=indices, device=dev)
+        if echo:
+            print("plots: " + ", ".join(str(p) for p in paths))
+    return rows
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
+                   indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
+                   plots=args.plots, out_dir=args.out)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a trained run at several resolutions",
+        description="Evaluate RUN_DIR/best.pt on the test split at each resolution; print a table of "
+        "relative L2 and save RUN_DIR/eval/metrics.csv, metrics.json and plots.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `petrov train`")
+    p.add_argument("--data", metavar="FILE", help="dataset file (.h5 or FNO .mat; default: the run's)")
+    p.add_argument("--resolutions", metavar="R1,R2,...",
+                   help="comma-separated resolutions (default: the run's data.eval_resolutions)")
+    p.add_argument("--indices", default="test", metavar="test|all|A:B",
+                   help="samples to evaluate: the run's test split (default), all, or a slice A:B")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="evaluation batch (default: the run's run.eval_batch_size or optim.batch_size)")
+    p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True,
+                   help="write PNG figures next to the metrics (default: yes)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/eval)")
+    p.set_defaults(func=_run)
+
+
+__all__ = [
+    "EvalSetup", "evaluate_resolutions", "format_table", "load_run", "make_plots", "parse_indices",
+    "parse_resolutions", "predict", "read_metrics", "run_evaluation", "write_metrics",
+]

@@ -1,0 +1,229 @@
+"""Figures for trained operators (matplotlib, Agg backend, PNG written atomically).
+
+- :func:`plot_predictions`: prediction vs truth on a few samples — 1-D: input, truth and prediction,
+  point-wise error; 2-D: input, truth, prediction and |error| fields side by side.
+- :func:`plot_error_vs_resolution`: relative L² (mean ± std, median, max) against the grid size,
+  log-log, the training resolution marked.
+- :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
+  read from the run's ``log.jsonl`` (or ``log.csv``) written by the trainer.
+
+Every function takes plain data (tensors/arrays/dicts), writes one PNG and returns its path.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402,F401
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Save ``fig`` as PNG to a temp file next to ``path``, rename it into place, close the figure."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _np(t: Any) -> np.ndarray:
+    return t.detach().cpu().double().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=float)
+
+
+def _rel_l2(pred: np.ndarray, true: np.ndarray) -> float:
+    return float(np.linalg.norm(pred - true) / max(np.linalg.norm(true), 1e-300))
+
+
+# --- predictions ----------------------------------------------------------------------------------
+
+def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, *, n: int = 4,
+                     title: str | None = None) -> Path:
+    """Prediction vs truth for the first ``n`` samples of ``dataset`` (GridDataset-like: ``.x``,
+    ``.y``, ``.coords``, ``.coords_out``, ``.indices``); ``pred`` has ``y``'s shape for those samples."""
+    k = min(n, len(pred), len(dataset))
+    if k == 0:
+        raise ValueError("no samples to plot")
+    x, y, p = _np(dataset.x[:k]), _np(dataset.y[:k]), _np(pred[:k])
+    if p.shape != y.shape:
+        raise ValueError(f"predictions of shape {p.shape} do not match the targets {y.shape}")
+    ids = [int(i) for i in np.asarray(getattr(dataset, "indices", np.arange(k)))[:k]]
+    if y.ndim == 3:
+        return _predictions_1d(_np(dataset.coords)[..., 0], _np(dataset.coords_out)[..., 0], x, y, p, ids,
+                               path, title)
+    if y.ndim == 4:
+        return _predictions_2d(x, y, p, ids, path, title)
+    raise ValueError(f"can plot 1-D or 2-D fields, got targets of shape {y.shape}")
+
+
+def _predictions_1d(s_in, s_out, x, y, p, ids, path, title) -> Path:
+    k = len(y)
+    fig, axes = plt.subplots(3, k, figsize=(3.4 * k, 7.0), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [1, 2, 1]})
+    for j in range(k):
+        top, mid, low = axes[:, j]
+        top.plot(s_in, x[j, :, 0], color="0.4", lw=1)
+        top.set_title(f"sample {ids[j]}: relL2 {_rel_l2(p[j], y[j]):.2e}", fontsize=9)
+        mid.plot(s_out, y[j, :, 0], color="k", lw=1.6, label="truth")
+        mid.plot(s_out, p[j, :, 0], color="tab:red", lw=1.0, ls="--", label="prediction")
+        low.plot(s_out, p[j, :, 0] - y[j, :, 0], color="tab:blue", lw=0.9)
+        low.axhline(0.0, color="0.7", lw=0.6)
+        low.set_xlabel("x")
+        for ax in (top, mid, low):
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+            ax.tick_params(labelsize=8)
+    axes[0, 0].set_ylabel("input")
+    axes[1, 0].set_ylabel("output")
+    axes[2, 0].set_ylabel("prediction − truth")
+    axes[1, 0].legend(fontsize=8, loc="best")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _field(ax, fig, z, title, cmap="viridis", vmin=None, vmax=None):
+    im = ax.imshow(z.T, origin="lower", extent=(0, 1, 0, 1), cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([]), ax.set_yticks([])
+    cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+    cb.ax.tick_params(labelsize=7)
+    cb.formatter.set_powerlimits((-2, 3))
+    cb.update_ticks()
+
+
+def _predictions_2d(x, y, p, ids, path, title) -> Path:
+    k = len(y)
+    fig, axes = plt.subplots(k, 4, figsize=(13.0, 3.0 * k), squeeze=False)
+    for j in range(k):
+        lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())  # truth and prediction share a scale
+        _field(axes[j, 0], fig, x[j, ..., 0], f"sample {ids[j]}: input", cmap="cividis")
+        _field(axes[j, 1], fig, y[j, ..., 0], "truth", vmin=lo, vmax=hi)
+        _field(axes[j, 2], fig, p[j, ..., 0], "prediction", vmin=lo, vmax=hi)
+        _field(axes[j, 3], fig, np.abs(p[j, ..., 0] - y[j, ..., 0]),
+               f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", cmap="magma")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+# --- error vs resolution --------------------------------------------------------------------------
+
+def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.PathLike, *,
+                             train_resolution: int | None = None, target: float | None = None,
+                             title: str | None = None) -> Path:
+    """Relative L² against resolution from evaluation rows (``resolution, mean, std, median, max``):
+    mean with ±1 std bars, median and max markers; log-log axes."""
+    if not rows:
+        raise ValueError("no evaluation rows to plot")
+    rows = sorted(rows, key=lambda r: r["resolution"])
+    res = np.array([r["resolution"] for r in rows], dtype=float)
+    mean, std = np.array([r["mean"] for r in rows]), np.array([r["std"] for r in rows])
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    lower = np.minimum(std, mean * 0.999)  # keep the bar above zero on a log axis
+    ax.errorbar(res, mean, yerr=[lower, std], fmt="o-", color="tab:blue", capsize=3, label="mean ± std")
+    ax.plot(res, [r["median"] for r in rows], "s--", color="tab:green", ms=4, lw=0.8, label="median")
+    ax.plot(res, [r["max"] for r in rows], "v:", color="tab:red", ms=4, lw=0.8, label="max")
+    if train_resolution is not None:
+        ax.axvline(train_resolution, color="0.5", ls="-.", lw=0.8, label=f"trained at {train_resolution}")
+    if target is not None:
+        ax.axhline(target, color="k", ls=":", lw=0.8, label=f"target {target:g}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(res)
+    ax.set_xticklabels([str(int(r)) for r in res])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlim(res.min() / 1.25, res.max() * 1.25)
+    ax.set_xlabel("resolution (grid points per axis)")
+    ax.set_ylabel("relative L2 error")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or f"test error vs resolution (n = {rows[0]['n']})")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+# --- training curves ------------------------------------------------------------------------------
+
+def read_epoch_log(source: str | os.PathLike) -> list[dict[str, Any]]:
+    """The trainer's per-epoch rows from a run directory (``log.jsonl``, else ``log.csv``) or a file."""
+    source = Path(source)
+    if source.is_dir():
+        source = source / "log.jsonl" if (source / "log.jsonl").is_file() else source / "log.csv"
+    if not source.is_file():
+        raise FileNotFoundError(f"no training log at {str(source)!r} (a run directory has log.jsonl)")
+    if source.suffix == ".csv":
+        with source.open(newline="") as f:
+            rows = [{k: (v == "True" if k == "best" else float(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+    else:
+        rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"{source} holds no epochs yet")
+    return rows
+
+
+def plot_training_curves(source: str | os.PathLike, path: str | os.PathLike, *,
+                         title: str | None = None) -> Path:
+    """Training loss and validation relative L² (log scale) and the learning rate, per epoch."""
+    rows = read_epoch_log(source)
+    epoch = np.array([r["epoch"] for r in rows], dtype=float)
+    fig, (ax, ax_lr) = plt.subplots(2, 1, figsize=(6.0, 5.2), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    ax.semilogy(epoch, [r["train_loss"] for r in rows], "o-", ms=3, label="training loss")
+    ax.semilogy(epoch, [r["val_rel_l2"] for r in rows], "s-", ms=3, label="validation relative L2")
+    best = min(rows, key=lambda r: r["val_rel_l2"])
+    ax.plot([best["epoch"]], [best["val_rel_l2"]], "k*", ms=10,
+            label=f"best: epoch {int(best['epoch'])}, {best['val_rel_l2']:.2e}")
+    ax.set_ylabel("loss / error")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "training curves")
+    ax_lr.semilogy(epoch, [r["lr"] for r in rows], color="tab:gray")
+    ax_lr.set_ylabel("lr (end of epoch)")
+    ax_lr.set_xlabel("epoch")
+    ax_lr.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_comparison(labels: Sequence[str], values: Sequence[float], path: str | os.PathLike, *,
+                    ylabel: str = "relative L2 error", title: str | None = None) -> Path:
+    """One value per label (e.g. test error per mixer) as labelled points on a log axis (bars would
+    suggest a meaningful zero, which a log axis does not have)."""
+    if len(labels) != len(values) or not len(labels):
+        raise ValueError(f"need one value per label, got {len(labels)} labels and {len(values)} values")
+    fig, ax = plt.subplots(figsize=(1.1 * len(labels) + 2.5, 3.8))
+    x = np.arange(len(labels))
+    ax.plot(x, values, "o", color="tab:blue", ms=8)
+    for xi, v in zip(x, values):
+        ax.annotate(f"{v:.2e}", (xi, v), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
+    ax.set_xticks(x)
+    ax.set_xticklabels(list(labels))
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_yscale("log")
+    ax.margins(y=0.25)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+__all__ = [
+    "plot_comparison", "plot_error_vs_resolution", "plot_predictions", "plot_training_curves",
+    "read_epoch_log", "save_figure",
+]
