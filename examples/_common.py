@@ -4,7 +4,7 @@ A run directory written by an example goes through these states; re-running the 
 from wherever it stopped:
 
     new      -> train from scratch
-    started  (config.json but no completed epoch)  -> start again from scratch
+    started  (config.json but no completed epoch)  -> start again from scratch (the trainer does)
     partial  (last.pt, training unfinished)        -> resume training
     trained  (metrics.json, no eval/)              -> evaluate and plot only
     finished (eval/metrics.json)                   -> nothing to do: print the saved table
@@ -59,9 +59,6 @@ def train_or_resume(config, run_dir: Path) -> str:
         if changed:
             raise SystemExit(f"{run_dir} holds a run with another config (differs in {', '.join(changed)}); "
                              f"choose another --out, or delete it")
-    if state == "started":  # killed before the first epoch ended: nothing to resume from
-        for name in ("config.json", "log.csv", "log.jsonl"):
-            (run_dir / name).unlink(missing_ok=True)
     if state in ("new", "started", "partial"):
         resume = state == "partial"
         print(("resuming" if resume else "training") + f" {config.model.name} "

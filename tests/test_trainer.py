@@ -124,6 +124,18 @@ def test_existing_run_dir_is_not_overwritten(tmp_path):
         train(cfg, tmp_path / "run", data=tiny_data())
 
 
+def test_run_killed_before_its_first_checkpoint_starts_again(tmp_path):
+    cfg = tiny_config(optim={"epochs": 1})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")  # what a run killed during epoch 1 leaves behind
+    (run / "log.jsonl").write_text('{"epoch": 1}\n')
+    result = train(cfg, run, data=tiny_data())
+    assert result.epochs_completed == 1
+    assert [json.loads(line)["epoch"] for line in (run / "log.jsonl").read_text().splitlines()] == [1]
+    assert json.loads((run / "config.json").read_text())["optim"]["epochs"] == 1
+
+
 def test_cli_trains_on_a_generated_file_and_evaluates_at_several_resolutions(tmp_path, capsys):
     data = tmp_path / "burgers.h5"
     generate_dataset("burgers", data, n_samples=14, resolution=64, progress=False)

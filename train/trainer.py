@@ -486,7 +486,9 @@ def _prepare_run_dir(run_dir: Path, resume: bool) -> None:
                 f"{str(run_dir)!r}); start the run without --resume"
             )
         return
-    if (run_dir / "last.pt").exists() or (run_dir / "config.json").exists():
+    # config.json without last.pt is a run killed before its first epoch ended: nothing to keep,
+    # so it starts again from scratch
+    if (run_dir / "last.pt").exists():
         raise FileExistsError(
             f"{str(run_dir)!r} already holds a run; pass --resume to continue it or choose another --out"
         )
