@@ -11,6 +11,11 @@ For ``x: (b, n, d_model)`` sampled at points ``pos: (b, n, p)`` with quadrature 
 5. heads are concatenated, dropout, output projection
    ``Linear(h (head_dim + p), d_model)``                               ``(b, n, d_model)``
 
+Mixers linear in Q (Galerkin; Fourier with ``associative=True``) expose ``matrix(k, v, pos,
+weights) -> (b, h, e, e)`` with ``mixer(q, k, v) = q @ matrix``.  For them, when dropout is not
+active, steps 4-5 are computed as ``sum_h q_h (matrix_h W_hᵀ) + bias`` (same operator, products
+reassociated): one n-sized product instead of two, and z is never formed or kept for backward.
+
 Weights: nonnegative, normalized here to sum 1 per batch (so any positive multiple, e.g. cell
 areas, works); ``None`` means uniform ``1/n`` and takes the cheaper uniform code paths.
 
@@ -31,6 +36,7 @@ import torch
 from torch import nn
 
 from .mixers import MIXERS, build_mixer
+from .mixers._kernels import full_precision
 from .normalization import build_norm
 
 
@@ -125,9 +131,33 @@ class Attention(nn.Module):
             # cat promotes (under autocast bf16 q + float32 coords -> float32): coordinates keep
             # their precision, bf16 cannot resolve a 1/8192 grid spacing
             q, k, v = (torch.cat([t, coords], dim=-1) for t in (q, k, v))
+        matrix = getattr(self.mixer, "matrix", None)
+        if matrix is not None and not (self.training and self.dropout.p > 0):
+            kv = matrix(k, v, pos=pos, weights=weights)  # None: not linear in q after all
+            if kv is not None:
+                return self._project_through(q, kv)
         z = self.mixer(q, k, v, pos=pos, weights=weights)  # (b, h, n, head_dim + p)
         z = z.transpose(1, 2).reshape(b, n, -1)
         return self.out_proj(self.dropout(z))
+
+    def _project_through(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        """``out_proj(concat_h q_h kv_h) = sum_h q_h (kv_h W_hᵀ) + bias`` for a mixer linear in Q
+        (one whose ``matrix(k, v)`` gives ``mixer(q, k, v) = q @ matrix``).
+
+        ``q: (b, h, n, e)``, ``kv: (b, h, e, e)`` -> ``(b, n, d_model)``.  Multiplying the small
+        ``kv`` by the output weight first leaves one n-sized product instead of two (forward and
+        backward), and the mixer output z is never formed or kept for backward.  Only without
+        active dropout, which acts on z.
+        """
+        b, h, n, e = q.shape
+        w = self.out_proj.weight.view(self.d_model, h, e).permute(1, 2, 0)  # (h, e, d_model)
+        with full_precision(kv):
+            m = kv @ w.to(kv.dtype)  # (b, h, e, d_model), float32 at least like kv
+        q = q.transpose(1, 2).reshape(b, n, h * e)  # a view for one head
+        m = m.reshape(b, h * e, self.d_model)
+        if not torch.is_autocast_enabled(q.device.type):
+            m = m.to(q.dtype)
+        return torch.baddbmm(self.out_proj.bias.to(m.dtype), q, m)
 
     def _check_inputs(self, x, pos, weights):
         """Validate shapes; return pos expanded to ``(b, n, p)`` and weights normalized to sum 1."""

@@ -66,8 +66,11 @@ class SpectralBlock(nn.Module):
         self.act = activation(act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        skip = channels_first(self.skip(channels_last(x)))
-        return self.act(self.spectral(x) + skip)
+        # W x + b straight on the channels-first grid (bmm reads any strides): a Linear on the
+        # channels-last view would copy x into a contiguous matrix and keep that copy for backward
+        b = x.shape[0]
+        skip = torch.baddbmm(self.skip.bias.unsqueeze(-1), self.skip.weight.expand(b, -1, -1), x.flatten(2))
+        return self.act(self.spectral(x) + skip.view(b, -1, *x.shape[2:]))
 
 
 class FeedForward(nn.Module):

@@ -82,7 +82,17 @@ class HeadLayerNorm(_HeadAffine):
         super().__init__(n_heads, head_dim, eps)
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
-        return self.affine(F.layer_norm(x, x.shape[-1:], eps=self.eps))
+        # One fused layer_norm (affine included) per head: autograd then keeps only the input and
+        # the per-point mean and 1/std, not the normalized matrix as well (a separate affine
+        # step would save it for the gradient of gamma).
+        # (squeeze/unbind rather than indexing: their backward is a view / one stack, not a
+        # zero-filled tensor per head)
+        d = x.shape[-1]
+        if x.shape[-3] == 1:
+            return F.layer_norm(x.squeeze(-3), (d,), self.weight[0], self.bias[0], self.eps).unsqueeze(-3)
+        heads = [F.layer_norm(t, (d,), self.weight[i], self.bias[i], self.eps)
+                 for i, t in enumerate(x.unbind(-3))]
+        return torch.stack(heads, dim=-3)
 
 
 class NoNorm(nn.Module):

@@ -122,7 +122,9 @@ class SpectralConv(nn.Module):
         with torch.autocast(device_type=x.device.type, enabled=False):
             # Axis by axis = rfftn / irfftn, but each c2c transform only runs on the kept
             # columns of the axes already reduced.
-            x_ft = torch.fft.rfft(x, dim=last).narrow(last, 0, self.modes[-1])
+            # contiguous: the product below keeps its operand for backward, and a narrowed view
+            # would keep the whole half spectrum alive
+            x_ft = torch.fft.rfft(x, dim=last).narrow(last, 0, self.modes[-1]).contiguous()
             for axis, n, m in others:  # gather frequencies 0..m-1, -m..-1
                 x_ft = torch.fft.fft(x_ft, dim=axis).index_select(axis, kept_indices(n, m, x.device))
             weight = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)

@@ -10,6 +10,9 @@ to 1 or None for uniform ``1/n``; ``z: (b, h, n, d_v)``.  Its class attribute ``
 names which of "q", "k", "v" the attention layer normalizes before calling it; an optional class
 attribute ``requires_pos = True`` makes the layer insist on coordinates (``pos_dim > 0``).
 ``head_dim`` is the width of q, k, v as the mixer sees them (the layer's head_dim + pos_dim).
+A mixer linear in q may also define ``matrix(k, v, pos=None, weights=None) -> (b, h, d, d)`` with
+``forward(q, k, v) == q @ matrix(k, v)``; the layer then folds the output projection into that
+small matrix (see ``petrov.operators.attention``).
 
 Adding a mixer: write a module here with ``@MIXERS.register("name")`` on the class and import it
 below.

@@ -38,9 +38,14 @@ def weighted_mean(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor
 
 def weighted_outer(a: torch.Tensor, c: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """``sum_j w_j a_j c_jᵀ``: ``(b, h, n, f), (b, h, n, e) -> (b, h, f, e)``."""
-    if weights is None:
-        return a.transpose(-2, -1) @ c / a.shape[-2]
-    return (a * weights[:, None, :, None].to(a.dtype)).transpose(-2, -1) @ c
+    n, f, e = a.shape[-2], a.shape[-1], c.shape[-1]
+    if weights is not None:
+        a = a * weights[:, None, :, None].to(a.dtype)
+    # bmm on 3-D views reads aᵀ through its strides; a 4-D matmul would copy the transpose and
+    # keep that copy for backward
+    out = torch.bmm(a.reshape(-1, n, f).transpose(1, 2), c.reshape(-1, n, e))
+    out = out.view(*a.shape[:-2], f, e)
+    return out / n if weights is None else out
 
 
 def normalized_kernel_attention(

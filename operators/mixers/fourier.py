@@ -28,16 +28,26 @@ class FourierMixer(nn.Module):
             raise ValueError(f"associative must be True or False, got {associative!r}")
         self.associative = associative
 
+    def matrix(self, k, v, pos=None, weights=None):
+        """With ``associative=True``: ``K̃ᵀ diag(w) V`` ``(b,h,d,d)`` (at least float32), so that
+        ``forward(q, k, v) = q @ matrix(k, v)``; ``None`` for the dense kernel."""
+        if not self.associative:
+            return None
+        with full_precision(k):
+            return weighted_outer(upcast(k), upcast(v), weights)
+
     def forward(self, q, k, v, pos=None, weights=None):
         if self.associative:
-            dtype = v.dtype
+            kv = self.matrix(k, v, pos, weights)
             with full_precision(q):
-                return (upcast(q) @ weighted_outer(upcast(k), upcast(v), weights)).to(dtype)
-        n = k.shape[-2]
+                return (upcast(q) @ kv).to(v.dtype)
+        # the weights (or 1/n) scale K before the product: an n x d scaling instead of a second
+        # n x n matrix
         if weights is None:
-            kernel = (q @ k.transpose(-2, -1)) / n  # (b, h, n, n)
+            k = k / k.shape[-2]
         else:
-            kernel = q @ (k * weights[:, None, :, None].to(k.dtype)).transpose(-2, -1)
+            k = k * weights[:, None, :, None].to(k.dtype)
+        kernel = q @ k.transpose(-2, -1)  # (b, h, n, n)
         return kernel @ v
 
     def extra_repr(self) -> str:

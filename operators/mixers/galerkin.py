@@ -22,8 +22,14 @@ class GalerkinMixer(nn.Module):
     def __init__(self, head_dim: int, n_heads: int):
         super().__init__()
 
+    def matrix(self, k, v, pos=None, weights=None):
+        """``K̃ᵀ diag(w) Ṽ``: ``(b,h,n,d)`` x2 -> ``(b,h,d,d)`` (at least float32), so that
+        ``forward(q, k, v) = q @ matrix(k, v)``; the attention layer uses it to fold its output
+        projection into this d x d matrix."""
+        with full_precision(k):
+            return weighted_outer(upcast(k), upcast(v), weights)
+
     def forward(self, q, k, v, pos=None, weights=None):
-        dtype = v.dtype
+        kv = self.matrix(k, v, pos, weights)  # (b, h, d, d)
         with full_precision(q):
-            kv = weighted_outer(upcast(k), upcast(v), weights)  # (b, h, d, d)
-            return (upcast(q) @ kv).to(dtype)
+            return (upcast(q) @ kv).to(v.dtype)

@@ -14,6 +14,10 @@ function values only, so ``lift_coordinates=False``; coordinates enter every att
 The mixer is a config value: ``"galerkin"`` (the reference's 8192-point runs) or ``"fourier"``
 (its default), or any other registered mixer.
 
+``checkpoint_layers=True`` recomputes the encoder layers in backward: same numbers; the encoder
+keeps only each layer's input for backward instead of ~9 ``(b, n, d_model)`` tensors per layer,
+for one more encoder forward per training step.
+
 The defaults are a small version (d_model 64, 2 layers, decoder width 32) that trains on a
 2-core CPU in minutes at n = 512-2048.  ``pos`` defaults to the periodic grid ``x_i = i/n``.
 """
@@ -24,6 +28,7 @@ from typing import Optional
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ..blocks import EncoderLayer, SpectralDecoder
 from ..checks import check_grid_input, grid_pos
@@ -52,6 +57,10 @@ class Galerkin1dConfig:
     modes: int = 16
     decoder_activation: str = "silu"
     periodic: bool = True
+    # Recompute each encoder layer's activations during backward instead of keeping them
+    # (torch.utils.checkpoint): identical results, less training memory, one more encoder
+    # forward per step.  No effect without gradients.
+    checkpoint_layers: bool = False
 
 
 REFERENCE_CONFIG = {
@@ -97,6 +106,7 @@ class Galerkin1d(nn.Module):
         check_grid_input(x, 1, self.cfg.in_channels, self.model_name)
         pos = grid_pos(pos, x, self.cfg.periodic, self.model_name)
         h = self.lift(torch.cat([x, pos], dim=-1) if self.cfg.lift_coordinates else x)
+        recompute = self.cfg.checkpoint_layers and torch.is_grad_enabled()
         for layer in self.layers:  # a 1-D grid (b, n, d) is already a point cloud
-            h = layer(h, pos)
+            h = checkpoint(layer, h, pos, use_reentrant=False) if recompute else layer(h, pos)
         return self.decoder(h)
