@@ -20,6 +20,9 @@ the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Optional
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -124,6 +127,40 @@ class EncoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
         x = self.norm1(x + self.drop1(self.attention(x, pos, weights)))
         return self.norm2(x + self.drop2(self.ffn(x)))
+
+
+@dataclass
+class EncoderConfig:
+    """Config fields every attention model shares: channels and its stack of ``EncoderLayer``s.
+
+    Model configs extend it with their own fields (one flat table in TOML / ``build_model``).
+    """
+
+    in_channels: int = 1
+    out_channels: int = 1
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 1
+    head_dim: Optional[int] = None
+    mixer: str = "galerkin"
+    norm: Optional[str] = "column"
+    mixer_options: dict = field(default_factory=dict)
+    dim_feedforward: Optional[int] = None  # default 2 * d_model
+    ffn_activation: str = "relu"
+    layer_norm: bool = False
+    dropout: float = 0.0
+
+
+def encoder_stack(c: EncoderConfig, pos_dim: int) -> nn.ModuleList:
+    """``c.n_layers`` encoder layers as configured by ``c``, attending with ``pos_dim`` coordinates."""
+    return nn.ModuleList(
+        EncoderLayer(
+            c.d_model, c.n_heads, head_dim=c.head_dim, mixer=c.mixer, norm=c.norm, pos_dim=pos_dim,
+            dim_feedforward=c.dim_feedforward, dropout=c.dropout, ffn_activation=c.ffn_activation,
+            layer_norm=c.layer_norm, mixer_options=c.mixer_options,
+        )
+        for _ in range(c.n_layers)
+    )
 
 
 class SpectralDecoder(nn.Module):

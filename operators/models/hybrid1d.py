@@ -23,33 +23,20 @@ The defaults are a small version (d_model 64, 2 layers, decoder width 32) that t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..blocks import EncoderLayer, SpectralDecoder
+from ..blocks import EncoderConfig, SpectralDecoder, encoder_stack
 from ..checks import check_grid_input, grid_pos
 from . import register_model
 
 
 @dataclass
-class Galerkin1dConfig:
-    in_channels: int = 1
-    out_channels: int = 1
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 1
-    head_dim: Optional[int] = None
-    mixer: str = "galerkin"
-    norm: Optional[str] = "column"
-    mixer_options: dict = field(default_factory=dict)
-    dim_feedforward: Optional[int] = None  # default 2 * d_model
-    ffn_activation: str = "relu"
-    layer_norm: bool = False
-    dropout: float = 0.0
+class Galerkin1dConfig(EncoderConfig):
     lift_coordinates: bool = False
     decoder_width: int = 32
     decoder_layers: int = 2
@@ -88,15 +75,7 @@ class Galerkin1d(nn.Module):
         c = config
         self.cfg = c
         self.lift = nn.Linear(c.in_channels + (1 if c.lift_coordinates else 0), c.d_model)
-        self.layers = nn.ModuleList(
-            EncoderLayer(
-                c.d_model, c.n_heads, head_dim=c.head_dim, mixer=c.mixer, norm=c.norm, pos_dim=1,
-                dim_feedforward=c.dim_feedforward, dropout=c.dropout,
-                ffn_activation=c.ffn_activation, layer_norm=c.layer_norm,
-                mixer_options=c.mixer_options,
-            )
-            for _ in range(c.n_layers)
-        )
+        self.layers = encoder_stack(c, pos_dim=1)
         self.decoder = SpectralDecoder(
             c.d_model, c.out_channels, c.decoder_width, c.modes, ndim=1,
             n_layers=c.decoder_layers, hidden=c.decoder_hidden, act=c.decoder_activation,

@@ -27,68 +27,47 @@ a 2-core CPU (d_model 64, 2 layers, coarse grid 22, decoder width 16, 8 modes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..blocks import DownSampler2d, EncoderLayer, PointwiseDecoder, SpectralDecoder, UpSampler2d, resize2d
+from ..blocks import (
+    DownSampler2d, EncoderConfig, PointwiseDecoder, SpectralDecoder, UpSampler2d, encoder_stack, resize2d,
+)
 from ..checks import check_grid_input, grid_pos
 from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
 from . import register_model
 
 
 @dataclass
-class Galerkin2dConfig:
-    in_channels: int = 1
-    out_channels: int = 1
-    d_model: int = 64
-    n_layers: int = 2
+class CoarseGridConfig(EncoderConfig):
+    """The shared 2-D encoder: fine grid -> ``coarse_size``² points -> attention layers."""
+
     n_heads: int = 4
-    head_dim: Optional[int] = None
-    mixer: str = "galerkin"
-    norm: Optional[str] = "column"
-    mixer_options: dict = field(default_factory=dict)
-    dim_feedforward: Optional[int] = None  # default 2 * d_model
-    ffn_activation: str = "relu"
-    layer_norm: bool = False
-    dropout: float = 0.0
     coarse_size: int = 22
     downsampler_activation: str = "relu"
     upsampler_activation: str = "silu"
+    periodic: bool = False
+
+
+@dataclass
+class Galerkin2dConfig(CoarseGridConfig):
     decoder_width: int = 16
     decoder_layers: int = 2
     decoder_hidden: Optional[int] = None  # default 4 * decoder_width
     modes: int = 8
     decoder_activation: str = "silu"
     dirichlet: bool = True
-    periodic: bool = False
 
 
 @dataclass
-class Galerkin2dInverseConfig:
-    in_channels: int = 1
-    out_channels: int = 1
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    head_dim: Optional[int] = None
-    mixer: str = "galerkin"
-    norm: Optional[str] = "column"
-    mixer_options: dict = field(default_factory=dict)
-    dim_feedforward: Optional[int] = None  # default 2 * d_model
-    ffn_activation: str = "relu"
-    layer_norm: bool = False
-    dropout: float = 0.0
-    coarse_size: int = 22
-    downsampler_activation: str = "relu"
-    upsampler_activation: str = "silu"
+class Galerkin2dInverseConfig(CoarseGridConfig):
     decoder_hidden: Optional[int] = None  # default d_model
     decoder_layers: int = 1
     decoder_activation: str = "silu"
-    periodic: bool = False
 
 
 REFERENCE_CONFIG = {
@@ -130,21 +109,13 @@ class CoarseEncoder2d(nn.Module):
     ``(b, n_f, n_f, c_in)``, ``pos (b, n_f, n_f, 2)`` -> ``(b, n_c, n_c, d)``, ``pos_c (b, n_c, n_c, 2)``.
     """
 
-    def __init__(self, c):
+    def __init__(self, c: CoarseGridConfig):
         super().__init__()
         if c.coarse_size < 2:
             raise ValueError(f"coarse_size must be >= 2, got {c.coarse_size}")
         self.coarse = (c.coarse_size, c.coarse_size)
         self.down = DownSampler2d(c.in_channels, c.d_model, c.downsampler_activation, c.dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(
-                c.d_model, c.n_heads, head_dim=c.head_dim, mixer=c.mixer, norm=c.norm, pos_dim=2,
-                dim_feedforward=c.dim_feedforward, dropout=c.dropout,
-                ffn_activation=c.ffn_activation, layer_norm=c.layer_norm,
-                mixer_options=c.mixer_options,
-            )
-            for _ in range(c.n_layers)
-        )
+        self.layers = encoder_stack(c, pos_dim=2)
 
     def middle(self, fine: tuple[int, int]) -> tuple[int, int]:
         """Intermediate interpolation size between ``fine`` and the coarse grid."""
