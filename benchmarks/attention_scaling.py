@@ -142,8 +142,8 @@ def report(results: dict, args: argparse.Namespace) -> dict:
         print(f"\n{title}")
         print(format_table(["mixer"] + [f"n={n}" for n in ns], [[lab] + [cell(results[lab][n], key) for n in ns]
                                                                   for lab in labels]))
-    notes = sorted({f"{lab} n={n}: {e.get('skipped') or e.get('error')}" for lab in labels for n in ns
-                    if "seconds" not in results[lab][n]})
+    notes = sorted(f"{lab} n={n}: {entry.get('skipped') or entry.get('error')}"
+                   for lab in labels for n in ns if "seconds" not in (entry := results[lab][n]))
     if notes:
         print("\nnot measured:\n  " + "\n  ".join(notes))
 
