@@ -24,7 +24,8 @@ import sys
 import petrov.operators, petrov.datasets, petrov.train, petrov.train.cli
 bare = sorted(n for n in ("datasets", "operators", "train") if n in sys.modules)
 assert not bare, f"importing petrov put bare top-level modules in sys.modules: {bare}"
-import datasets
+import importlib
+datasets = importlib.import_module("datasets")  # the fake top-level package, not petrov's
 assert datasets is not petrov.datasets, "petrov.datasets is the top-level datasets package"
 assert datasets.MARKER == "top-level datasets package"
 assert not hasattr(petrov.datasets, "MARKER")
