@@ -20,14 +20,34 @@ def points_to_grid(x: torch.Tensor, grid: tuple[int, ...] | torch.Size) -> torch
     return x.reshape(x.shape[0], *grid, x.shape[-1])
 
 
+class _Relayout(torch.autograd.Function):
+    """``x.movedim(src, dst)`` materialized contiguously; its gradient materialized contiguously too.
+
+    A bare ``movedim`` view would hand its consumer a strided tensor, and autograd would hand the
+    producer a gradient in the *other* layout (channels-first strides in a channels-last
+    encoder, say); every elementwise op of the backward pass then walks memory transposed.  One
+    copy each way keeps both sides of the conversion in their own layout.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, src: int, dst: int) -> torch.Tensor:
+        ctx.src, ctx.dst = src, dst
+        out = x.movedim(src, dst)
+        return out.clone() if out.is_contiguous() else out.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad.movedim(ctx.dst, ctx.src).contiguous(), None, None
+
+
 def channels_first(x: torch.Tensor) -> torch.Tensor:
-    """``(b, *grid, c) -> (b, c, *grid)``."""
-    return x.movedim(-1, 1)
+    """``(b, *grid, c) -> (b, c, *grid)``, contiguous (and so is its gradient)."""
+    return _Relayout.apply(x, -1, 1)
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
-    """``(b, c, *grid) -> (b, *grid, c)``."""
-    return x.movedim(1, -1)
+    """``(b, c, *grid) -> (b, *grid, c)``, contiguous (and so is its gradient)."""
+    return _Relayout.apply(x, 1, -1)
 
 
 def grid_coordinates(

@@ -36,14 +36,34 @@ def weighted_mean(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor
     return torch.einsum("bhnf,bn->bhf", a, weights.to(a.dtype))
 
 
+class _OuterSum(torch.autograd.Function):
+    """``aᵀ c`` over the points of ``(m, n, f), (m, n, e) -> (m, f, e)``, with gradients
+    ``c gᵀ`` and ``a g`` computed in the points-major layout of ``a`` and ``c``.
+
+    (``torch.bmm(a.transpose(1, 2), c)`` gives the same numbers, but autograd returns the
+    gradient of ``a`` as the transpose of an ``(f, n)`` product, so everything upstream of it
+    then runs on transposed memory.)
+    """
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, c)
+        return torch.bmm(a.transpose(1, 2), c)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        a, c = ctx.saved_tensors
+        grad_a = torch.bmm(c, grad.transpose(1, 2)) if ctx.needs_input_grad[0] else None
+        grad_c = torch.bmm(a, grad) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_c
+
+
 def weighted_outer(a: torch.Tensor, c: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """``sum_j w_j a_j c_jᵀ``: ``(b, h, n, f), (b, h, n, e) -> (b, h, f, e)``."""
     n, f, e = a.shape[-2], a.shape[-1], c.shape[-1]
     if weights is not None:
         a = a * weights[:, None, :, None].to(a.dtype)
-    # bmm on 3-D views reads aᵀ through its strides; a 4-D matmul would copy the transpose and
-    # keep that copy for backward
-    out = torch.bmm(a.reshape(-1, n, f).transpose(1, 2), c.reshape(-1, n, e))
+    out = _OuterSum.apply(a.reshape(-1, n, f), c.reshape(-1, n, e))
     out = out.view(*a.shape[:-2], f, e)
     return out / n if weights is None else out
 
