@@ -38,6 +38,10 @@ validation epoch is tested):
   layer output).  The model still trains, but it is not the documented operator.  Both rows are
   reported; the table marks the shipped one "odd-grid fftshift bug active".
 
+Parallel: ``--jobs N`` trains N contenders at a time, each in its own process pinned to its own
+CPU core with one torch thread (N at most the usable cores); every contender then gets the same
+single core for its budget.  ``--jobs 2`` halves the wall-clock of the full run on 2 cores.
+
 Equal budget: each contender gets ``--budget-minutes`` of training wall-clock (data loading, the timing
 probe and the final test evaluation excluded).  A short probe times its training step and forward
 pass; the number of epochs is chosen so the whole OneCycle schedule fits in the budget, and the trainer
@@ -306,6 +310,8 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     from petrov.train.data import build_training_data
     from petrov.train.trainer import TrainingDiverged
 
+    if spec.get("cpu") is not None:  # --jobs: one core per contender
+        os.sched_setaffinity(0, {spec["cpu"]})
     if spec["threads"]:
         torch.set_num_threads(spec["threads"])
     result: dict[str, Any] = {"key": spec["key"], "label": spec["label"], "note": spec["note"]}
@@ -442,6 +448,46 @@ def write_csv(path: Path, results: dict[str, list[dict]], probs: dict[str, Probl
     os.replace(tmp, path)
 
 
+def run_one(name: str, problem: Problem, c: dict, args: argparse.Namespace, runs_dir: Path,
+            cpu: int | None) -> dict[str, Any]:
+    spec = {**c, "config": train_config(problem, c, args, args.epochs or 1), "threads": args.threads,
+            "max_epochs": args.max_epochs, "run_dir": str(runs_dir / f"{name}-{c['key']}"), "cpu": cpu}
+    print(f"  {name}: training {c['label']}" + (f" on core {cpu}" if cpu is not None else "") + " ...", flush=True)
+    result = run_contender_safely(spec) if args.in_process else run_worker(__file__, spec)
+    result.setdefault("label", c["label"])
+    result.setdefault("key", c["key"])
+    result.setdefault("note", c["note"])
+    if "error" in result:
+        print(f"    {name} {c['label']} failed: {result['error']}", flush=True)
+    else:
+        at = mean_at(result, problem.train_res)
+        print(f"    {name} {c['label']}: {result.get('epochs')} epochs, stopped: {result.get('stopped')}, "
+              + (f"relL2 at {problem.train_res}: {at:.3e}" if at is not None else "no test result"), flush=True)
+    return result
+
+
+def run_all(jobs: list, args: argparse.Namespace, runs_dir: Path) -> list[dict[str, Any]]:
+    """Train every (problem, contender); ``--jobs`` at a time, each worker on a core of its own."""
+    if args.jobs == 1:
+        return [run_one(name, problem, c, args, runs_dir, None) for name, problem, c in jobs]
+    from concurrent.futures import ThreadPoolExecutor
+    import queue
+
+    free = queue.Queue()
+    for cpu in sorted(os.sched_getaffinity(0))[:args.jobs]:
+        free.put(cpu)
+
+    def pinned(job):
+        cpu = free.get()
+        try:
+            return run_one(*job, args, runs_dir, cpu)
+        finally:
+            free.put(cpu)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        return list(pool.map(pinned, jobs))
+
+
 # --- main --------------------------------------------------------------------------------------------
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -462,7 +508,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--darcy-file", default=None, help="existing Darcy file (petrov .h5 or FNO .mat)")
     parser.add_argument("--data-dir", default="data/bench")
     parser.add_argument("--data-workers", type=int, default=2, help="processes for the Darcy solves")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's; 1 with --jobs > 1)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="contenders trained at once, each pinned to its own core with 1 thread")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--in-process", action="store_true", help="train contenders in this process "
                         "(default: each in its own process; --quick implies it unless --isolate)")
@@ -472,6 +520,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: ~100 samples, small grids and models, 0.05 min per contender, in process")
     args = parser.parse_args(argv)
+    cores = sorted(os.sched_getaffinity(0))
+    if not 1 <= args.jobs <= len(cores):
+        parser.error(f"--jobs must be between 1 and the {len(cores)} usable cores, got {args.jobs}")
+    if args.jobs > 1:
+        if args.threads not in (None, 1):
+            parser.error("--jobs > 1 runs each contender with one thread on its own core; drop --threads")
+        args.threads = 1
     if args.budget_minutes is None:
         args.budget_minutes = 0.05 if args.quick else 20.0
     if args.quick:
@@ -479,6 +534,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.min_warmup_steps = 0
         args.batch_size = min(args.batch_size, 4)
         args.data_dir = str(Path(args.data_dir) / "quick")
+    if args.jobs > 1:  # contenders must not share a process (threads, affinity)
+        args.in_process = False
     return args
 
 
@@ -501,30 +558,15 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"unknown --contenders {unknown}; choose from {sorted(known)}")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     runs_dir = Path(args.runs_dir or Path(args.out).parent / f"accuracy-runs-{stamp}")
-    all_results: dict[str, list[dict]] = {}
-    summaries: dict[str, Any] = {}
-    for name, problem in probs.items():
+    for problem in probs.values():
         ensure_data(problem, args.data_workers)
-        results = []
-        for c in contenders(problem, args.quick):
-            if args.contenders and c["key"] not in args.contenders:
-                continue
-            spec = {**c, "config": train_config(problem, c, args, args.epochs or 1), "threads": args.threads,
-                    "max_epochs": args.max_epochs, "run_dir": str(runs_dir / f"{name}-{c['key']}")}
-            print(f"  {name}: training {c['label']} ...", flush=True)
-            result = run_contender_safely(spec) if args.in_process else run_worker(__file__, spec)
-            result.setdefault("label", c["label"])
-            result.setdefault("key", c["key"])
-            result.setdefault("note", c["note"])
-            if "error" in result:
-                print(f"    failed: {result['error']}", flush=True)
-            else:
-                at = mean_at(result, problem.train_res)
-                print(f"    {result.get('epochs')} epochs, stopped: {result.get('stopped')}, "
-                      f"relL2 at {problem.train_res}: {at:.3e}" if at is not None else "    no test result", flush=True)
-            results.append(result)
-        all_results[name] = results
-        summaries[name] = report(problem, results)
+    jobs = [(name, problem, c) for name, problem in probs.items() for c in contenders(problem, args.quick)
+            if not args.contenders or c["key"] in args.contenders]
+    results = run_all(jobs, args, runs_dir)
+    all_results: dict[str, list[dict]] = {name: [] for name in probs}
+    for (name, _, _), result in zip(jobs, results):
+        all_results[name].append(result)
+    summaries = {name: report(problem, all_results[name]) for name, problem in probs.items()}
     out = Path(args.out)
     write_json(out, {"benchmark": "compare_accuracy", "machine": info,
                      "settings": {k: v for k, v in vars(args).items()},
