@@ -297,7 +297,7 @@ def evaluate_best(cfg, run_dir: Path, splits) -> dict[str, dict[str, float]]:
     """Test the best checkpoint at every resolution (used when a run diverged before its own test)."""
     from petrov.train import evaluate_relative_l2, load_operator
     from petrov.train.data import open_split
-    from petrov.train.trainer import summarize
+    from petrov.train.evaluate import summarize
 
     op = load_operator(run_dir / "best.pt")
     return {str(r): summarize(evaluate_relative_l2(op, open_split(cfg.data, splits.test, r), batch_size=4))
@@ -339,7 +339,8 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         out = train(cfg, run_dir, data=data)
         result.update(stopped=out.stopped, epochs=out.epochs_completed, best_epoch=out.best_epoch,
-                      best_val_rel_l2=out.best_val_rel_l2, test=out.test)
+                      best_val_rel_l2=out.best_val_rel_l2,
+                      test={str(row["resolution"]): row for row in out.test})
     except TrainingDiverged as err:
         result.update(stopped="diverged", diverged=str(err).split(";")[0])
         if (run_dir / "best.pt").is_file():

@@ -37,7 +37,7 @@ import pyamg
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..operators.registry import Registry
+from petrov.common.registry import Registry
 
 SOLVERS: Registry = Registry("darcy solver")
 AVERAGING: Registry = Registry("face averaging")

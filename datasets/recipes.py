@@ -23,8 +23,8 @@ from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
 
-from ..operators.config import asdict, from_dict
-from ..operators.registry import Registry
+from petrov.common.config import asdict, from_dict
+from petrov.common.registry import Registry
 from .sampling import pool_kernel
 
 

@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,7 +26,8 @@ import h5py
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..operators.config import asdict
+from petrov.common.config import asdict
+from petrov.common.version import petrov_version
 from .darcy import darcy_worker_pool
 from .recipes import Recipe, get_recipe
 
@@ -35,13 +35,6 @@ FORMAT = "petrov-dataset"
 FORMAT_VERSION = 1
 # Attributes that must match for a partial file to be resumed.
 _IDENTITY = ("format_version", "kind", "params", "seed", "native_resolution", "n_samples")
-
-
-def petrov_version() -> str:
-    try:
-        return metadata.version("petrov")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def partial_path(path: str | os.PathLike) -> Path:

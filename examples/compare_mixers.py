@@ -26,7 +26,7 @@ from _common import base_parser, out_dir, run_example  # noqa: E402
 
 from petrov.operators import list_mixers  # noqa: E402
 from petrov.train.plots import plot_comparison, read_epoch_log  # noqa: E402
-from petrov.train.trainer import load_operator  # noqa: E402
+from petrov.train import load_operator  # noqa: E402
 
 FIELDS = ["mixer", "params", "seconds_per_epoch", "epochs", "train_resolution", "rel_l2_train_res",
           "eval_resolution", "rel_l2_eval_res"]

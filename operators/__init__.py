@@ -3,8 +3,8 @@ from .attention import Attention
 from .io import load_model, save_model
 from .layout import grid_coordinates
 from .mixers import MIXERS, list_mixers
-from .models import MODELS, build_model, list_models, register_model
-from .registry import Registry
+from .models import MODELS, build_model, list_models, model_config, model_name, register_model
+from petrov.common.registry import Registry
 from .spectral import SpectralConv
 
 __all__ = [
@@ -18,6 +18,8 @@ __all__ = [
     "list_mixers",
     "list_models",
     "load_model",
+    "model_config",
+    "model_name",
     "register_model",
     "save_model",
 ]

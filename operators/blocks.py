@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from .attention import Attention
 from .layout import channels_first, channels_last
-from .registry import Registry
+from petrov.common.registry import Registry
 from .spectral import SpectralConv
 
 ACTIVATIONS: Registry = Registry("activation")

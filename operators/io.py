@@ -20,68 +20,39 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from .models import MODELS, build_model
+from petrov.common.files import atomic_path
+from petrov.common.version import petrov_version
+
+from .models import MODELS, build_model, model_config, model_name
 
 FORMAT = "petrov-model"
 _REQUIRED = ("model_name", "config", "state_dict")
 
 
-def _version() -> str:
-    try:
-        return metadata.version("petrov")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model`` (built by ``build_model``) and ``extra`` to ``path`` atomically; returns the path."""
-    name = getattr(model, "model_name", None)
-    config = getattr(model, "config", None)
-    if name is None or not isinstance(config, dict):
-        raise ValueError(
-            "save_model needs a model made by petrov.operators.build_model (with .model_name and "
-            f"a dict .config); got {type(model).__name__}"
-        )
+    """Write ``model`` (any registered model class, however it was built) and ``extra`` to ``path``
+    atomically; returns the path."""
+    name, config = model_name(model), model_config(model)
     if extra is not None and not isinstance(extra, dict):
         raise ValueError(f"extra must be a dict of plain data, got {type(extra).__name__}")
     path = Path(path)
-    if not path.parent.exists():
-        raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist")
     checkpoint = {
         "format": FORMAT,
         "model_name": name,
-        "config": dict(config),
+        "config": config,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "petrov_version": _version(),
+        "petrov_version": petrov_version(),
         "extra": extra or {},
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the mode a plain open() would
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        torch.save(checkpoint, tmp)
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -92,12 +63,16 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        if "Unsupported global" in str(err):  # a class or function, i.e. pickled code
+        # torch words it "Unsupported global" or "unsupported GLOBAL" depending on the version
+        if "unsupported global" in str(err).lower():  # a class or function, i.e. pickled code
             raise ValueError(
-                f"{str(path)!r} holds objects other than tensors and plain data, which are not "
-                "loaded (weights_only=True); re-save it with petrov.operators.save_model"
+                f"{str(path)!r} holds pickled code (classes or functions), not only tensors and plain "
+                "data; petrov never loads code from a checkpoint. Re-save the model with "
+                "petrov.operators.save_model"
             ) from None
-        raise ValueError(f"{str(path)!r} is not a readable checkpoint (corrupt?): {err}") from None
+        # torch's message would advise weights_only=False, i.e. running the file's code: not repeated
+        raise ValueError(f"{str(path)!r} is not a readable checkpoint (corrupt, or not a petrov "
+                         "model file)") from None
     except Exception as err:  # torch raises RuntimeError/EOFError/KeyError/... on damaged files
         raise ValueError(
             f"{str(path)!r} is not a readable checkpoint (corrupt or truncated?): "
@@ -112,9 +87,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return checkpoint
 
 
-def load_model(path: str | os.PathLike, map_location: Any = "cpu", return_extra: bool = False):
-    """Rebuild the model saved at ``path`` (eval mode); with ``return_extra`` also return ``extra``."""
-    checkpoint = load_checkpoint(path, map_location)
+def model_from_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> nn.Module:
+    """The model of a validated ``checkpoint`` (from :func:`load_checkpoint`), rebuilt from its
+    name and config alone, with its weights; the one way petrov rebuilds a saved model."""
     name = checkpoint["model_name"]
     if name not in MODELS:
         raise KeyError(f"checkpoint {str(path)!r}: {MODELS.unknown_message(name)}")
@@ -128,6 +103,13 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", return_extra:
         raise ValueError(
             f"checkpoint {str(path)!r}: weights do not match model {name!r} built from its config: {err}"
         ) from None
+    return model
+
+
+def load_model(path: str | os.PathLike, map_location: Any = "cpu", return_extra: bool = False):
+    """Rebuild the model saved at ``path`` (eval mode); with ``return_extra`` also return ``extra``."""
+    checkpoint = load_checkpoint(path, map_location)
+    model = model_from_checkpoint(checkpoint, path)
     if isinstance(map_location, (str, torch.device)):
         model.to(map_location)
     model.eval()

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .registry import Registry
+from petrov.common.registry import Registry
 
 NORMS: Registry = Registry("norm")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from petrov.operators import build_model, grid_coordinates, list_mixers, list_models
+from petrov.operators import build_model, grid_coordinates, list_mixers, list_models, model_config, model_name
 from petrov.operators.blocks import EncoderLayer, count_parameters
 from petrov.operators.models import fno, hybrid1d, hybrid2d
 
@@ -48,7 +48,7 @@ def test_default_pos_equals_explicit_grid(name):
     torch.manual_seed(0)
     model = build_model(name, **config).eval()
     x = torch.randn(shape(n))
-    periodic = model.config["periodic"]
+    periodic = model.cfg.periodic
     pos = grid_coordinates(x.shape[1:-1], periodic=periodic).unsqueeze(0)
     torch.testing.assert_close(model(x), model(x, pos))
     shifted = model(x, pos + 0.25)  # coordinates matter (they enter lifting or attention)
@@ -135,8 +135,8 @@ def test_fno_reference_presets_build():
 def test_config_is_plain_and_rebuilds_the_same_architecture():
     for name, (config, _, _) in TINY.items():
         model = build_model(name, **config)
-        assert isinstance(model.config, dict) and model.model_name == name
-        twin = build_model(name, **model.config)
+        assert isinstance(model_config(model), dict) and model_name(model) == name
+        twin = build_model(name, **model_config(model))
         twin.load_state_dict(model.state_dict(), strict=True)
 
 

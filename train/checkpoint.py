@@ -14,6 +14,10 @@ They hold only tensors, numbers, strings, lists and dicts::
 
 The DataLoader order needs no stored generator: the sampler permutation is a function of
 (seed, epoch) (``DistributedSampler.set_epoch``) and the epoch is stored.
+
+:func:`load_operator` turns a run checkpoint back into the trained operator (model rebuilt by
+``petrov.operators.io.model_from_checkpoint``, the one way petrov rebuilds a saved model, plus the
+run's normalisers).
 """
 from __future__ import annotations
 
@@ -25,6 +29,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from petrov.operators import save_model
+from petrov.operators.io import load_checkpoint, model_from_checkpoint
+
+from .data import NormalizedOperator, normalizer_from_state
+
 RUN_FORMAT = 1
 
 
@@ -32,16 +41,12 @@ def save_run_checkpoint(
     path: str | os.PathLike, model: torch.nn.Module, normalizers: dict[str, Any], **state: Any
 ) -> None:
     """Write ``model`` with its normaliser states and ``state`` (plain data) to ``path`` atomically."""
-    from petrov.operators import save_model
-
     norms = {k: (None if n is None else n.to_state()) for k, n in normalizers.items()}
     save_model(model, path, extra={"run_format": RUN_FORMAT, "normalizers": norms, **state})
 
 
 def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """The checkpoint dict with ``extra`` merged in; clear errors for missing or foreign files."""
-    from petrov.operators.io import load_checkpoint
-
     path = Path(path)
     if not path.is_file():
         hint = ""
@@ -61,6 +66,21 @@ def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> d
     out = {k: v for k, v in raw.items() if k != "extra"}
     out.update(extra)
     return out
+
+
+def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> NormalizedOperator:
+    """A trained operator (raw units in and out, any resolution) from ``best.pt``/``last.pt``
+    or a run directory (its ``best.pt``); in eval mode."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "best.pt"
+    state = load_run_checkpoint(path, map_location=map_location)
+    model = model_from_checkpoint(state, path)
+    norms = state["normalizers"]
+    op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]))
+    if isinstance(map_location, (str, torch.device)):
+        op.to(map_location)
+    return op.eval()
 
 
 # --- random number generator states as tensors/lists (weights_only-safe) -----------------------

@@ -9,37 +9,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from importlib import metadata
+
+from petrov.common.version import petrov_version
 
 COMMAND_MODULES = [
     "petrov.train.commands_registry",
     "petrov.datasets.commands",
     "petrov.train.commands",
-    "petrov.train.evaluate",
 ]
-
-
-def _version() -> str:
-    try:
-        return metadata.version("petrov")
-    except metadata.PackageNotFoundError:  # running from a source tree without install
-        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="petrov", description="Neural operators for PDEs: data, training, evaluation."
     )
-    parser.add_argument("--version", action="version", version=f"petrov {_version()}")
+    parser.add_argument("--version", action="version", version=f"petrov {petrov_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:  # subcommand module not written yet
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -1,13 +1,15 @@
-"""``petrov train``: train an operator from a TOML config (or a shipped preset) into a run directory.
+"""``petrov train`` and ``petrov evaluate``: the command-line side of training and evaluation.
 
     petrov train CONFIG.toml --out RUN_DIR [--set section.key=value ...] [--device cpu|cuda]
     petrov train burgers-quick --out runs/b --set optim.epochs=5
     petrov train --out RUN_DIR --resume            # continue a killed run (config from RUN_DIR)
     torchrun --nproc-per-node=2 -m petrov.train.cli train CONFIG --out RUN_DIR   # data parallel
 
-Each subcommand is an ``add(subparsers)`` function in ``SUBCOMMANDS``; another subcommand (e.g.
-``petrov evaluate`` in train/evaluate.py) is one more entry there, or its own module with a
-``register(subparsers)`` listed in ``petrov.train.cli.COMMAND_MODULES``.
+    petrov evaluate RUN_DIR --data FILE.h5 --resolutions 256,512,1024,2048,4096,8192
+                    [--indices test|a:b|all] [--device auto|cpu|cuda] [--batch-size N] [--no-plots]
+
+The work is done by :func:`petrov.train.trainer.train` and
+:func:`petrov.train.evaluate.run_evaluation`; this module parses arguments and prints summaries.
 """
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ import json
 import os
 from pathlib import Path
 
+from .config import (
+    apply_overrides, check_resumable, config_from_dict, config_to_dict, load_config, load_config_json, preset_names,
+)
+from .evaluate import parse_indices, parse_resolutions, run_evaluation
+from .trainer import train
+
 
 def _run_train(args: argparse.Namespace) -> int:
-    from .config import apply_overrides, config_differences, config_from_dict, config_to_dict
-    from .config import load_config, load_config_json
-    from .trainer import train
-
     overrides = list(args.set or [])
     if args.device:
         overrides.append(f"run.device={json.dumps(args.device)}")
@@ -31,25 +35,21 @@ def _run_train(args: argparse.Namespace) -> int:
             raise ValueError("give a CONFIG (a .toml file or a preset name), or --resume an existing run")
         saved = load_config_json(run_dir / "config.json")
         config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))
-        changed = config_differences(saved, config)
-        if changed:
-            raise ValueError(f"--set may only change runtime keys when resuming; changed: {', '.join(changed)}")
+        check_resumable(saved, config, run_dir)
     else:
         config = load_config(args.config, overrides)
     result = train(config, run_dir, resume=args.resume)
     lines = [f"run {result.run_dir}: {result.stopped} after {result.epochs_completed} epochs; "
              f"best val relL2 {result.best_val_rel_l2:.4e} (epoch {result.best_epoch})"]
-    for res, stats in result.test.items():
-        lines.append(f"  test relL2 at resolution {res}: {stats['mean']:.4e} "
-                     f"(std {stats['std']:.2e}, max {stats['max']:.2e}, n={stats['n']})")
+    for row in result.test:
+        lines.append(f"  test relL2 at resolution {row['resolution']}: {row['mean']:.4e} "
+                     f"(std {row['std']:.2e}, max {row['max']:.2e}, n={row['n']})")
     if int(os.environ.get("RANK", "0")) == 0:  # one summary under torchrun
         print("\n".join(lines))
     return 0
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    from .config import preset_names
-
     p = sub.add_parser(
         "train",
         help="train an operator from a TOML config",
@@ -66,9 +66,37 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_train)
 
 
-SUBCOMMANDS = [_add_train]
+def _run_evaluate(args: argparse.Namespace) -> int:
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
+                   indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
+                   plots=args.plots, out_dir=args.out)
+    return 0
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a trained run at several resolutions",
+        description="Evaluate RUN_DIR/best.pt on the test split at each resolution; print a table of "
+        "relative L2 and save RUN_DIR/eval/metrics.csv, metrics.json and plots.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `petrov train`")
+    p.add_argument("--data", metavar="FILE", help="dataset file (.h5 or FNO .mat; default: the run's)")
+    p.add_argument("--resolutions", metavar="R1,R2,...",
+                   help="comma-separated resolutions (default: the run's data.eval_resolutions)")
+    p.add_argument("--indices", default="test", metavar="test|all|A:B",
+                   help="samples to evaluate: the run's test split (default), all, or a slice A:B")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="evaluation batch (default: the run's run.eval_batch_size or optim.batch_size)")
+    p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True,
+                   help="write PNG figures next to the metrics (default: yes)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/eval)")
+    p.set_defaults(func=_run_evaluate)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for add in SUBCOMMANDS:
-        add(sub)
+    _add_train(sub)
+    _add_evaluate(sub)

@@ -31,7 +31,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from petrov.operators.config import asdict, from_dict
+from petrov.common.config import asdict, from_dict
+from petrov.common.files import write_json
 
 
 @dataclass
@@ -186,12 +187,10 @@ def apply_overrides(raw: Mapping[str, Any], overrides: list[str]) -> dict[str, A
 
 def validate_model_options(model: ModelConfig) -> None:
     """Check the model name and its options against the model's config class."""
-    from petrov.operators.models import MODELS
+    from petrov.operators.models import config_class
 
-    cls = MODELS.get(model.name)  # KeyError naming the registered models
-    config_class = getattr(cls, "config_class", None)
-    if config_class is not None:
-        from_dict(config_class, model.options, context=f"model.options ({model.name!r})")
+    # KeyError naming the registered models; ValueError naming a wrong option
+    from_dict(config_class(model.name), model.options, context=f"model.options ({model.name!r})")
 
 
 def _check_values(cfg: TrainConfig) -> None:
@@ -268,18 +267,25 @@ def flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def config_differences(a: TrainConfig, b: TrainConfig, ignore=RUNTIME_KEYS) -> list[str]:
-    """Dotted keys whose values differ (used to refuse resuming with a changed config)."""
+    """Dotted keys whose values differ, runtime keys (``RUNTIME_KEYS``) aside."""
     fa, fb = flatten(config_to_dict(a)), flatten(config_to_dict(b))
     keys = sorted(set(fa) | set(fb))
     return [k for k in keys if k not in ignore and fa.get(k) != fb.get(k)]
 
 
+def check_resumable(saved: TrainConfig, config: TrainConfig, run_dir: str | os.PathLike) -> None:
+    """The one rule for resuming: only runtime keys may differ from the run's saved config."""
+    changed = config_differences(saved, config)
+    if changed:
+        raise ValueError(
+            f"cannot resume {str(run_dir)!r}: the config differs in {', '.join(changed)}; only the "
+            f"runtime keys ({', '.join(sorted(RUNTIME_KEYS))}) may change when resuming"
+        )
+
+
 def save_config_json(cfg: TrainConfig, path: str | os.PathLike) -> None:
     """Write the resolved config as JSON, atomically."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(config_to_dict(cfg), indent=2) + "\n")
-    os.replace(tmp, path)
+    write_json(path, config_to_dict(cfg))
 
 
 def load_config_json(path: str | os.PathLike, check_model: bool = True) -> TrainConfig:

@@ -21,6 +21,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from petrov.datasets import (
+    PointwiseGaussianNormalizer, add_noise, dataset_info, fit_normalizer, generate_dataset, open_dataset,
+)
+
 from .config import DataConfig
 
 
@@ -57,8 +61,6 @@ def _norm_at(normalizer: Any, grid: tuple[int, ...], device: torch.device) -> An
 def normalizer_from_state(state: dict[str, Any] | None) -> Any:
     if state is None:
         return None
-    from petrov.datasets import PointwiseGaussianNormalizer
-
     return PointwiseGaussianNormalizer.from_state(state)
 
 
@@ -95,8 +97,27 @@ class NormalizedOperator(nn.Module):
         norm = self._at("y", y_hat.shape[1:-1], y_hat.device)
         return y_hat if norm is None else norm.decode(y_hat)
 
+    def predict(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor | None = None,
+        *,
+        noise: float = 0.0,
+        noise_seed: int = 0,
+        sample_ids: torch.Tensor | np.ndarray | None = None,
+        net=None,
+    ) -> torch.Tensor:
+        """``decode(net(encode(x) + noise·ξ, pos))``: the one path from raw inputs to raw predictions.
+
+        ``noise·ξ`` is the input noise of the inverse problem, fixed per (``noise_seed``, file sample
+        number in ``sample_ids``) (see :func:`add_input_noise`); ``net`` defaults to ``self.model``
+        (the trainer passes its DDP-wrapped model under autocast).
+        """
+        x_hat = add_input_noise(self.encode(x), noise, noise_seed, sample_ids)
+        return self.decode((net or self.model)(x_hat, pos).float())
+
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        return self.decode(self.model(self.encode(x), pos).float())
+        return self.predict(x, pos)
 
     def normalizer_states(self) -> dict[str, Any]:
         return {"x": self.x_normalizer, "y": self.y_normalizer}
@@ -108,8 +129,6 @@ def add_input_noise(
     """``x̂ + noise·ξ`` with ξ ~ N(0, 1) seeded per (seed, file sample index): fixed per sample."""
     if not noise:
         return x_hat
-    from petrov.datasets import add_noise
-
     return add_noise(x_hat, noise, seed, sample_ids)
 
 
@@ -138,8 +157,6 @@ def ensure_data_file(cfg: DataConfig, progress: bool = True) -> Path:
             f"data file {str(path)!r} does not exist; create it with `petrov generate` or add a "
             f"[data.generate] table to the config"
         )
-    from petrov.datasets import generate_dataset
-
     g = cfg.generate
     path.parent.mkdir(parents=True, exist_ok=True)
     print(f"generating {g.n_samples} {g.kind} samples into {path} ...", flush=True)
@@ -150,8 +167,6 @@ def ensure_data_file(cfg: DataConfig, progress: bool = True) -> Path:
 
 
 def n_samples_in(path: str | os.PathLike) -> int:
-    from petrov.datasets import dataset_info
-
     return int(dataset_info(path)["n_complete"])
 
 
@@ -161,8 +176,6 @@ def data_splits(cfg: DataConfig) -> Splits:
 
 def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | None = None) -> Any:
     """The samples ``indices`` of ``cfg.path`` at ``resolution`` (default: the training one)."""
-    from petrov.datasets import open_dataset
-
     res = cfg.train_resolution if resolution is None else resolution
     return open_dataset(
         cfg.path, resolution=res, indices=indices, coarse_resolution=cfg.coarse_resolution,
@@ -172,8 +185,6 @@ def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | None = No
 
 def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray) -> tuple[Any, Any]:
     """Point-wise Gaussian normalisers of x and y fitted on the train split (native resolution)."""
-    from petrov.datasets import fit_normalizer
-
     def fit(field: str, enabled: bool) -> Any:
         if not enabled:
             return None

@@ -1,22 +1,20 @@
-"""Evaluate a trained operator at several grid resolutions: ``petrov evaluate`` and its Python API.
+"""Evaluation of trained operators: the one module that computes test errors.
 
-    petrov evaluate RUN_DIR --data FILE.h5 --resolutions 256,512,1024,2048,4096,8192
-                    [--indices test|a:b|all] [--device auto|cpu|cuda] [--batch-size N] [--no-plots]
-
-The run's best model (``best.pt``, via ``load_operator``) is evaluated on the same samples at each
-resolution: the data file is strided from its native grid (``open_dataset``), the model sees them
-through the normalisers it was trained with (restricted to each grid), and the metric is the
-per-sample relative L² ``‖p − y‖ / ‖y‖`` in raw units (``evaluate_relative_l2``), summarised as mean,
-std, median and max.  By default the samples are the run's test split, defined exactly as in training
-(``petrov.train.data.split_indices``: the last ``data.n_test`` samples of the file), so model
-selection (on the validation split) never saw them.
-
-Results go to ``RUN_DIR/eval/metrics.csv`` and ``metrics.json`` (written atomically) and, unless
-``--no-plots``, ``RUN_DIR/eval/*.png`` (``petrov.train.plots``).
+- :func:`evaluate_relative_l2`: per-sample relative L² ``‖p − y‖ / ‖y‖`` (raw units) of an operator
+  on one dataset, batched, with the input noise of training, sharded over ranks in a distributed run
+  (the trainer's validation and test use it too);
+- :func:`resolution_row`: the one metrics format, a row ``{"resolution", "n", "mean", "std",
+  "median", "max"}`` per resolution; :func:`write_metrics` / :func:`read_metrics` store rows as
+  ``metrics.csv`` + ``metrics.json`` (``{**meta, "rows": [...]}``), for training
+  (``RUN_DIR/metrics.json``) and ``petrov evaluate`` (``RUN_DIR/eval/``) alike;
+- :func:`evaluate_resolutions`: one trained operator on the same samples at several resolutions
+  of a data file (the file is strided from its native grid, the normalisers restricted to each
+  grid); by default the run's test split (``split_indices``: the last ``data.n_test`` samples), so
+  model selection (on the validation split) never saw them;
+- :func:`predict`, :func:`make_plots`, :func:`run_evaluation` (what ``petrov evaluate`` does).
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -28,8 +26,117 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from petrov.common.files import atomic_write, write_json
+from petrov.datasets import allowed_resolutions as reachable_resolutions
+from petrov.datasets import dataset_info, get_recipe, open_dataset
+from petrov.datasets.loading import as_indices
+
+from . import distributed as dist_
+from . import plots
+from .checkpoint import load_operator
+from .config import load_config_json
+from .data import NormalizedOperator, split_indices
+from .losses import relative_l2_per_sample
 
 ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
+
+
+# --- the metric -------------------------------------------------------------------------------------
+
+def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0) -> DataLoader:
+    """Batches ``(x, y, position)`` of a GridDataset-like ``dataset`` (``.x``, ``.y``)."""
+    tensors = TensorDataset(dataset.x, dataset.y, torch.arange(len(dataset)))
+    return DataLoader(tensors, batch_size=batch, sampler=sampler, num_workers=workers)
+
+
+def batch_pos(coords: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
+    """Grid coordinates ``(*grid, d)`` as a batch ``(b, *grid, d)`` (a view) on ``device``."""
+    return coords.to(device).unsqueeze(0).expand(b, *coords.shape)
+
+
+def sample_ids(dataset: Any) -> torch.Tensor:
+    """File sample numbers of ``dataset`` (they seed the input noise), default ``0..N-1``."""
+    return torch.as_tensor(np.asarray(getattr(dataset, "indices", np.arange(len(dataset)))))
+
+
+@torch.no_grad()
+def evaluate_relative_l2(
+    operator: NormalizedOperator,
+    dataset: Any,
+    *,
+    batch_size: int = 16,
+    device: torch.device | str | None = None,
+    noise: float = 0.0,
+    noise_seed: int = 0,
+    ctx: dist_.Context | None = None,
+) -> torch.Tensor:
+    """Per-sample relative L² ``(N,)`` of ``operator`` on ``dataset`` (raw units, dataset order).
+
+    ``dataset`` is GridDataset-like (``.x (N,*grid,c)``, ``.y``, ``.coords``, optional ``.indices``
+    = file sample numbers used to seed the input noise).  In a distributed run each rank evaluates
+    its share and every rank receives the full, de-duplicated result.
+    """
+    if device is None:
+        device = ctx.device if ctx is not None else next(operator.parameters()).device
+    device = torch.device(device)
+    ctx = ctx or dist_.Context(device=device)
+    ids = sample_ids(dataset)
+    was_training = operator.training
+    operator.eval()
+    values, where = [], []
+    for x, y, idx in data_loader(dataset, batch_size, dist_.sampler(dataset.x, ctx, shuffle=False)):
+        x, y = x.to(device), y.to(device)
+        pred = operator.predict(x, batch_pos(dataset.coords, len(x), device), noise=noise,
+                              noise_seed=noise_seed, sample_ids=ids[idx])
+        values.append(relative_l2_per_sample(pred, y))
+        where.append(idx.to(device))
+    operator.train(was_training)
+    if not values:
+        return torch.zeros(0)
+    return dist_.gather_per_sample(torch.cat(values), torch.cat(where), len(dataset), ctx)
+
+
+def summarize(per_sample: torch.Tensor) -> dict[str, float]:
+    """``{"mean", "std", "median", "max", "n"}`` of per-sample errors."""
+    v = per_sample.double()
+    return {"mean": v.mean().item(), "std": v.std(unbiased=False).item(),
+            "median": v.median().item(), "max": v.max().item(), "n": int(v.numel())}
+
+
+def resolution_row(resolution: int, per_sample: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
+    """The metrics row of one resolution: ``ROW_FIELDS`` (+ ``"per_sample"`` if ``keep_samples``)."""
+    if not torch.isfinite(per_sample).all():
+        raise ValueError(f"non-finite relative L2 at resolution {resolution} (model or data hold NaN/inf)")
+    stats = summarize(per_sample)
+    row = {"resolution": int(resolution), "n": int(stats["n"]),
+           **{k: float(stats[k]) for k in ("mean", "std", "median", "max")}}
+    if keep_samples:
+        row["per_sample"] = per_sample.double().tolist()
+    return row
+
+
+def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str) -> None:
+    """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data."""
+    x, y = data.x[:1].to(device), data.y[:1]
+    was_training = model.training
+    name = type(model).__name__
+    try:
+        with torch.no_grad():
+            out = model.eval()(x, batch_pos(data.coords, 1, device))
+    except (RuntimeError, ValueError) as err:
+        raise ValueError(
+            f"model {name} cannot take inputs of shape {tuple(x.shape)} from {source} "
+            f"(check model.options, e.g. channels or grid sizes): {err}"
+        ) from None
+    finally:
+        model.train(was_training)
+    if tuple(out.shape) != tuple(y.shape):
+        raise ValueError(
+            f"model {name} outputs shape {tuple(out.shape)} but the targets in {source} have shape "
+            f"{tuple(y.shape)}; check model.options"
+        )
 
 
 # --- what to evaluate -------------------------------------------------------------------------------
@@ -53,9 +160,6 @@ class EvalSetup:
 
 def load_run(run_dir: str | os.PathLike, map_location: Any = "cpu") -> EvalSetup:
     """The best model and config of a run directory (clear errors if either is missing)."""
-    from .config import load_config_json
-    from .trainer import load_operator
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
@@ -70,8 +174,6 @@ def _trained_kind(config) -> str | None:
     if d.kind:
         return d.kind
     if Path(d.path).exists():
-        from petrov.datasets import dataset_info
-
         try:
             return dataset_info(d.path)["kind"]
         except (OSError, ValueError, KeyError):
@@ -80,8 +182,6 @@ def _trained_kind(config) -> str | None:
 
 
 def _as_setup(source: Any, config: Any, map_location: Any) -> EvalSetup:
-    from .data import NormalizedOperator
-
     if isinstance(source, EvalSetup):
         return source
     if isinstance(source, (str, os.PathLike)):
@@ -128,8 +228,6 @@ def parse_indices(text: str | None) -> Any:
 
 def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: int) -> np.ndarray:
     """File sample numbers to evaluate; ``"test"`` is the run's test split rule applied to this file."""
-    from .data import split_indices
-
     if indices is None:
         indices = "test" if setup.config is not None else "all"
     if isinstance(indices, str):
@@ -154,8 +252,6 @@ def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: 
                              f"samples of {data_path}")
         idx = np.arange(n_complete)[indices]
     else:
-        from petrov.datasets.loading import as_indices
-
         idx = as_indices(indices, n_complete)
     if len(idx) == 0:
         raise ValueError(f"no samples selected from {data_path} (indices {indices!r})")
@@ -177,12 +273,10 @@ def _warn_if_seen(setup: EvalSetup, data_path: Path, idx: np.ndarray, n_complete
 def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
     """Resolutions of the data file that the operator's normalisers (and, for the inverse problem,
     the pooled target grid) can be taken to."""
-    from petrov.datasets import allowed_resolutions as reachable
-
     allowed = list(info["resolutions"])
     xn = setup.operator.x_normalizer
     if xn is not None and getattr(xn, "pointwise", False) and xn.grid:
-        fitted = set(reachable(xn.grid[0], bool(xn.periodic)))
+        fitted = set(reachable_resolutions(xn.grid[0], bool(xn.periodic)))
         allowed = [r for r in allowed if r in fitted]
     coarse = _coarse_resolution(setup)
     if coarse is not None:
@@ -193,8 +287,6 @@ def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
 def _is_inverse(kind: str | None) -> bool:
     if kind is None:
         return False
-    from petrov.datasets import get_recipe
-
     return bool(get_recipe(kind).inverse)
 
 
@@ -223,8 +315,6 @@ def check_resolutions(resolutions: list[int], allowed: list[int], data_path: Pat
 def _check_kind(setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
     if setup.kind is None:
         return
-    from petrov.datasets import get_recipe
-
     trained, found = get_recipe(setup.kind), get_recipe(info["kind"])
     if trained.family != found.family:
         raise ValueError(
@@ -236,8 +326,6 @@ def _check_kind(setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None
 # --- evaluation -----------------------------------------------------------------------------------
 
 def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int):
-    from petrov.datasets import open_dataset
-
     return open_dataset(data_path, resolution=resolution, indices=idx, kind=setup.kind,
                         coarse_resolution=_coarse_resolution(setup))
 
@@ -251,11 +339,9 @@ def _noise(setup: EvalSetup, dataset) -> tuple[float, int]:
 
 
 def _device(device: Any) -> torch.device:
-    from .distributed import resolve_device
-
     if device is None:
         return torch.device("cpu")
-    return device if isinstance(device, torch.device) else resolve_device(str(device))
+    return device if isinstance(device, torch.device) else dist_.resolve_device(str(device))
 
 
 def evaluate_resolutions(
@@ -283,10 +369,6 @@ def evaluate_resolutions(
     ``"per_sample"``, a list, if ``per_sample``); with ``out_dir`` also writes
     ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`).
     """
-    from petrov.datasets import dataset_info
-
-    from .trainer import check_model_fits_data, evaluate_relative_l2, summarize
-
     dev = _device(device)
     setup = _as_setup(source, config, dev)
     setup.operator.to(dev).eval()
@@ -306,14 +388,7 @@ def evaluate_resolutions(
         noise, seed = _noise(setup, dataset)
         errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
                                       noise=noise, noise_seed=seed)
-        if not torch.isfinite(errors).all():
-            raise ValueError(f"non-finite relative L2 at resolution {res} (model or data hold NaN/inf)")
-        stats = summarize(errors)
-        row = {"resolution": int(res), "n": int(stats["n"]),
-               **{k: float(stats[k]) for k in ("mean", "std", "median", "max")}}
-        if per_sample:
-            row["per_sample"] = errors.double().tolist()
-        rows.append(row)
+        rows.append(resolution_row(res, errors, keep_samples=per_sample))
     if out_dir is not None:
         write_metrics(rows, out_dir, meta=_meta(setup, data_path, idx))
     return rows
@@ -365,12 +440,6 @@ def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
 
 # --- output ---------------------------------------------------------------------------------------
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
                   meta: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """``out_dir/metrics.csv`` (one line per resolution, ``ROW_FIELDS``) and ``metrics.json``
@@ -381,8 +450,8 @@ def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
     writer = csv.DictWriter(buf, fieldnames=ROW_FIELDS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)  # floats are written with repr: they read back exactly
-    _atomic_write(out / "metrics.csv", buf.getvalue())
-    _atomic_write(out / "metrics.json", json.dumps({**(meta or {}), "rows": rows}, indent=2) + "\n")
+    atomic_write(out / "metrics.csv", buf.getvalue())
+    write_json(out / "metrics.json", {**(meta or {}), "rows": rows})
     return out / "metrics.csv", out / "metrics.json"
 
 
@@ -413,16 +482,13 @@ def format_table(rows: list[dict[str, Any]], train_resolution: int | None = None
 def predict(setup: EvalSetup, dataset, positions: Sequence[int], device: Any = None) -> torch.Tensor:
     """Predictions ``(k, *grid_out, c)`` (raw units, CPU) for the samples at ``positions`` of
     ``dataset``, with the same input noise as the evaluation."""
-    from .data import add_input_noise
-
     dev = _device(device)
     op = setup.operator.to(dev).eval()
     pos_idx = torch.as_tensor(list(positions), dtype=torch.long)
     x = dataset.x[pos_idx].to(dev)
     noise, seed = _noise(setup, dataset)
-    x_hat = add_input_noise(op.encode(x), noise, seed, np.asarray(dataset.indices)[pos_idx.numpy()])
-    pos = dataset.coords.to(dev).unsqueeze(0).expand(len(x), *dataset.coords.shape)
-    return op.decode(op.model(x_hat, pos).float()).cpu()
+    return op.predict(x, batch_pos(dataset.coords, len(x), dev), noise=noise, noise_seed=seed,
+                    sample_ids=sample_ids(dataset)[pos_idx]).cpu()
 
 
 def make_plots(
@@ -439,10 +505,6 @@ def make_plots(
     """The evaluation figures in ``out_dir``: ``predictions.png`` (a few evaluated samples at
     ``resolution``, default the finest evaluated one), ``error_vs_resolution.png`` and, for a run
     directory, ``training_curves.png``.  Returns the written paths."""
-    from petrov.datasets import dataset_info
-
-    from . import plots
-
     dev = _device(device)
     setup = _as_setup(source, None, dev)
     data_path = _data_path(setup, data_path)
@@ -465,7 +527,7 @@ def make_plots(
     return written
 
 
-# --- CLI ------------------------------------------------------------------------------------------
+# --- what `petrov evaluate` does -------------------------------------------------------------------
 
 def run_evaluation(
     run_dir: str | os.PathLike,
@@ -495,38 +557,8 @@ def run_evaluation(
     return rows
 
 
-def _run(args: argparse.Namespace) -> int:
-    if args.batch_size is not None and args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
-                   indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
-                   plots=args.plots, out_dir=args.out)
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "evaluate",
-        help="evaluate a trained run at several resolutions",
-        description="Evaluate RUN_DIR/best.pt on the test split at each resolution; print a table of "
-        "relative L2 and save RUN_DIR/eval/metrics.csv, metrics.json and plots.",
-    )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `petrov train`")
-    p.add_argument("--data", metavar="FILE", help="dataset file (.h5 or FNO .mat; default: the run's)")
-    p.add_argument("--resolutions", metavar="R1,R2,...",
-                   help="comma-separated resolutions (default: the run's data.eval_resolutions)")
-    p.add_argument("--indices", default="test", metavar="test|all|A:B",
-                   help="samples to evaluate: the run's test split (default), all, or a slice A:B")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="evaluation batch (default: the run's run.eval_batch_size or optim.batch_size)")
-    p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True,
-                   help="write PNG figures next to the metrics (default: yes)")
-    p.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/eval)")
-    p.set_defaults(func=_run)
-
-
 __all__ = [
-    "EvalSetup", "evaluate_resolutions", "format_table", "load_run", "make_plots", "parse_indices",
-    "parse_resolutions", "predict", "read_metrics", "run_evaluation", "write_metrics",
+    "EvalSetup", "check_model_fits_data", "evaluate_relative_l2", "evaluate_resolutions", "format_table",
+    "load_run", "make_plots", "parse_indices", "parse_resolutions", "predict", "read_metrics",
+    "resolution_row", "run_evaluation", "summarize", "write_metrics",
 ]

@@ -1,6 +1,6 @@
 """The training loop: one function, :func:`train`, from a validated config to a run directory.
 
-Recipe (DESIGN §6): Adam/AdamW; OneCycleLR stepped per global batch; gradient clipping by global
+Recipe (the reference Galerkin Transformer's): Adam/AdamW; OneCycleLR stepped per global batch; gradient clipping by global
 norm; loss ``relL2 + γ·relH1`` in raw units (predictions decoded by the y-normaliser, see
 ``petrov.train.data``); model selection on the validation split (``best.pt``); the test split is only
 evaluated, after training, with the best model, at each ``data.eval_resolutions``.
@@ -9,7 +9,8 @@ Run directory (rank 0 writes it)::
 
     config.json      the resolved config          log.csv / log.jsonl   one row per epoch
     last.pt          resume point (each epoch)    best.pt               best validation model
-    metrics.json     test relL2 per resolution    tensorboard/          if run.tensorboard
+    metrics.json/csv test relL2 per resolution    tensorboard/          if run.tensorboard
+                     (petrov.train.evaluate's rows)
 
 Robustness: a non-finite loss or gradient norm stops the run with a ``TrainingDiverged`` naming the
 epoch and batch; ``last.pt`` then still holds the last completed (finite) epoch.  The OneCycle warm-up
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -35,15 +37,19 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
+
+from petrov.common.files import atomic_write
+from petrov.operators import build_model
 
 from . import checkpoint as ckpt
 from . import distributed as dist_
-from .config import TrainConfig, config_differences, config_from_dict, config_to_dict, save_config_json
-from .data import NormalizedOperator, TrainingData, add_input_noise, build_training_data
-from .data import ensure_data_file, normalizer_from_state, open_split
-from .losses import relative_l2_per_sample, training_loss_per_sample
+from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
+from .data import NormalizedOperator, TrainingData, build_training_data, ensure_data_file, open_split
+from .evaluate import (
+    batch_pos, check_model_fits_data, data_loader, evaluate_relative_l2, resolution_row, sample_ids, write_metrics,
+)
+from .losses import training_loss_per_sample
 
 
 class TrainingDiverged(RuntimeError):
@@ -67,79 +73,7 @@ class TrainResult:
     best_epoch: int
     best_val_rel_l2: float
     stopped: str  # "completed" | "time budget" | "callback"
-    test: dict[str, dict[str, float]] = field(default_factory=dict)
-
-
-# --- evaluation (shared with `petrov evaluate`) -------------------------------------------------
-
-def _loader(dataset: Any, batch: int, sampler, workers: int = 0) -> DataLoader:
-    tensors = TensorDataset(dataset.x, dataset.y, torch.arange(len(dataset)))
-    return DataLoader(tensors, batch_size=batch, sampler=sampler, num_workers=workers)
-
-
-def _batch_pos(coords: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
-    return coords.to(device).unsqueeze(0).expand(b, *coords.shape)
-
-
-@torch.no_grad()
-def evaluate_relative_l2(
-    operator: NormalizedOperator,
-    dataset: Any,
-    *,
-    batch_size: int = 16,
-    device: torch.device | str | None = None,
-    noise: float = 0.0,
-    noise_seed: int = 0,
-    ctx: dist_.Context | None = None,
-) -> torch.Tensor:
-    """Per-sample relative L² ``(N,)`` of ``operator`` on ``dataset`` (raw units, dataset order).
-
-    ``dataset`` is GridDataset-like (``.x (N,*grid,c)``, ``.y``, ``.coords``, optional ``.indices``
-    = file sample numbers used to seed the input noise).  In a distributed run each rank evaluates
-    its share and every rank receives the full, de-duplicated result.
-    """
-    if device is None:
-        device = ctx.device if ctx is not None else next(operator.parameters()).device
-    device = torch.device(device)
-    ctx = ctx or dist_.Context(device=device)
-    ids = torch.as_tensor(np.asarray(getattr(dataset, "indices", np.arange(len(dataset)))))
-    was_training = operator.training
-    operator.eval()
-    values, where = [], []
-    for x, y, idx in _loader(dataset, batch_size, dist_.sampler(dataset.x, ctx, shuffle=False)):
-        x, y = x.to(device), y.to(device)
-        x_hat = add_input_noise(operator.encode(x), noise, noise_seed, ids[idx])
-        pred = operator.decode(operator.model(x_hat, _batch_pos(dataset.coords, len(x), device)).float())
-        values.append(relative_l2_per_sample(pred, y))
-        where.append(idx.to(device))
-    operator.train(was_training)
-    if not values:
-        return torch.zeros(0)
-    return dist_.gather_per_sample(torch.cat(values), torch.cat(where), len(dataset), ctx)
-
-
-def summarize(per_sample: torch.Tensor) -> dict[str, float]:
-    v = per_sample.double()
-    return {"mean": v.mean().item(), "std": v.std(unbiased=False).item(),
-            "median": v.median().item(), "max": v.max().item(), "n": int(v.numel())}
-
-
-def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> NormalizedOperator:
-    """A trained operator (raw units in and out, any resolution) from ``best.pt``/``last.pt``
-    or a run directory (its ``best.pt``)."""
-    from petrov.operators import build_model
-
-    path = Path(path)
-    if path.is_dir():
-        path = path / "best.pt"
-    state = ckpt.load_run_checkpoint(path, map_location=map_location)
-    model = build_model(state["model_name"], **state["config"])
-    model.load_state_dict(state["state_dict"])
-    norms = state["normalizers"]
-    op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]))
-    if isinstance(map_location, (str, torch.device)):
-        op.to(map_location)
-    return op.eval()
+    test: list[dict[str, Any]] = field(default_factory=list)  # metrics rows, one per resolution
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -165,20 +99,15 @@ class RunLog:
                                  "(pip install tensorboard), or set run.tensorboard = false") from None
             self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=keep_until + 1)
 
-    def _write(self, name: str, text: str) -> None:
-        tmp = self.run_dir / f".{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, self.run_dir / name)
-
     def append(self, record: EpochRecord) -> None:
         row = dc_asdict(record)
         self.rows.append(row)
-        self._write("log.jsonl", "".join(json.dumps(r) + "\n" for r in self.rows))
-        with contextlib.closing(_StringSink()) as sink:
-            w = csv.DictWriter(sink, fieldnames=self.FIELDS)
-            w.writeheader()
-            w.writerows(self.rows)
-            self._write("log.csv", sink.getvalue())
+        atomic_write(self.run_dir / "log.jsonl", "".join(json.dumps(r) + "\n" for r in self.rows))
+        sink = io.StringIO()
+        w = csv.DictWriter(sink, fieldnames=self.FIELDS)
+        w.writeheader()
+        w.writerows(self.rows)
+        atomic_write(self.run_dir / "log.csv", sink.getvalue())
         if self.writer is not None:
             for key in ("train_loss", "val_rel_l2", "lr", "seconds"):
                 self.writer.add_scalar(key, row[key], record.epoch)
@@ -187,17 +116,6 @@ class RunLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-class _StringSink(list):
-    def write(self, s: str) -> None:
-        self.append(s)
-
-    def getvalue(self) -> str:
-        return "".join(self)
-
-    def close(self) -> None:
-        pass
 
 
 def _seed_all(seed: int) -> None:
@@ -222,33 +140,11 @@ def _make_scheduler(cfg: TrainConfig, optimizer, steps_per_epoch: int):
     )
 
 
-def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str) -> None:
-    """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data."""
-    x, y = data.x[:1].to(device), data.y[:1]
-    was_training = model.training
-    try:
-        with torch.no_grad():
-            out = model.eval()(x, _batch_pos(data.coords, 1, device))
-    except (RuntimeError, ValueError) as err:
-        raise ValueError(
-            f"model {getattr(model, 'model_name', '?')!r} cannot take inputs of shape "
-            f"{tuple(x.shape)} from {source} (check model.options, e.g. channels or grid sizes): {err}"
-        ) from None
-    if tuple(out.shape) != tuple(y.shape):
-        raise ValueError(
-            f"model {getattr(model, 'model_name', '?')!r} outputs shape {tuple(out.shape)} but the "
-            f"targets in {source} have shape {tuple(y.shape)}; check model.options"
-        )
-    model.train(was_training)
-
-
 class Trainer:
     """One training run.  Use :func:`train`; the class exists to keep the state in one place."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, ctx: dist_.Context,
                  data: TrainingData | None, callbacks: Iterable[Callable]):
-        from petrov.operators import build_model
-
         self.cfg, self.run_dir, self.ctx = cfg, Path(run_dir), ctx
         self.callbacks = list(callbacks)
         if data is None:
@@ -266,8 +162,8 @@ class Trainer:
         self.ddp = dist_.wrap_model(model, ctx)
         self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
         self.train_sampler = dist_.sampler(data.train.x, ctx, shuffle=True, seed=cfg.run.seed)
-        self.train_loader = _loader(data.train, self.batch, self.train_sampler, cfg.run.num_workers)
-        self.train_ids = torch.as_tensor(np.asarray(data.train.indices))
+        self.train_loader = data_loader(data.train, self.batch, self.train_sampler, cfg.run.num_workers)
+        self.train_ids = sample_ids(data.train)
         self.optimizer = _make_optimizer(cfg, model.parameters())
         self.scheduler = _make_scheduler(cfg, self.optimizer, len(self.train_loader))
         self.amp = cfg.run.amp and ctx.device.type == "cuda"
@@ -299,10 +195,7 @@ class Trainer:
 
     def restore(self) -> None:
         state = ckpt.load_run_checkpoint(self.run_dir / "last.pt", map_location=self.ctx.device)
-        saved = config_from_dict(state["train_config"], check_model=False)
-        changed = config_differences(saved, self.cfg)
-        if changed:
-            raise ValueError(f"cannot resume {self.run_dir}: the config differs in {', '.join(changed)}")
+        check_resumable(config_from_dict(state["train_config"], check_model=False), self.cfg, self.run_dir)
         self.model.load_state_dict(state["state_dict"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -318,6 +211,11 @@ class Trainer:
         if not self.amp:
             return contextlib.nullcontext()
         return torch.autocast(device_type="cuda", dtype=self.amp_dtype)
+
+    def _net(self, x_hat: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """The (DDP-wrapped) model under autocast: what a training step differentiates."""
+        with self._autocast():
+            return self.ddp(x_hat, pos)
 
     def _stop(self, what: str, value: float, batch: int) -> TrainingDiverged:
         where = f"epoch {self.epoch + 1}, batch {batch} of {len(self.train_loader)}"
@@ -340,11 +238,9 @@ class Trainer:
                    disable=not (ctx.is_main and cfg.run.progress))
         for batch, (x, y, idx) in enumerate(bar, start=1):
             x, y = x.to(ctx.device), y.to(ctx.device)
-            x_hat = add_input_noise(self.operator.encode(x), self.data.noise, cfg.data.noise_seed,
-                                    self.train_ids[idx])
-            with self._autocast():
-                out = self.ddp(x_hat, _batch_pos(coords, len(x), ctx.device))
-            pred = self.operator.decode(out.float())
+            pred = self.operator.predict(x, batch_pos(coords, len(x), ctx.device), noise=self.data.noise,
+                                       noise_seed=cfg.data.noise_seed, sample_ids=self.train_ids[idx],
+                                       net=self._net)
             per_sample = training_loss_per_sample(pred, y, cfg.loss.h1_weight, self.periodic)
             loss = per_sample.mean()
             # summed over ranks before backward, so every rank stops together on a bad batch
@@ -413,26 +309,24 @@ class Trainer:
                     return "time budget"
         return "completed"
 
-    def test(self) -> dict[str, dict[str, float]]:
-        """Best model on the test split at every evaluation resolution -> ``metrics.json``."""
+    def test(self) -> list[dict[str, Any]]:
+        """Best model on the test split at every evaluation resolution: one metrics row each."""
         d = self.cfg.data
         splits = self.data.splits
         if splits is None or len(splits.test) == 0:
-            return {}
+            return []
         best = ckpt.load_run_checkpoint(self.run_dir / "best.pt", map_location=self.ctx.device) \
             if self.ctx.is_main else None
         state = dist_.broadcast_object(None if best is None else best["state_dict"], self.ctx)
         self.model.load_state_dict(state)
-        results = {}
-        resolutions = d.eval_resolutions or [self.data.train.resolution]
-        for res in resolutions:
-            test = open_split(d, splits.test, res)
+        rows = []
+        for res in d.eval_resolutions or [self.data.train.resolution]:
             per_sample = evaluate_relative_l2(
-                self.operator, test, batch_size=self.eval_batch, device=self.ctx.device,
-                noise=self.data.noise, noise_seed=d.noise_seed, ctx=self.ctx,
+                self.operator, open_split(d, splits.test, res), batch_size=self.eval_batch,
+                device=self.ctx.device, noise=self.data.noise, noise_seed=d.noise_seed, ctx=self.ctx,
             )
-            results[str(res)] = summarize(per_sample)
-        return results
+            rows.append(resolution_row(res, per_sample))
+        return rows
 
 
 def train(
@@ -466,12 +360,11 @@ def train(
         finally:
             if log is not None:
                 log.close()
-        test = trainer.test() if stopped != "callback" else {}
+        test = trainer.test() if stopped != "callback" else []
         if ctx.is_main and test:
-            tmp = run_dir / ".metrics.json.tmp"
-            tmp.write_text(json.dumps({"test_rel_l2": test, "best_epoch": trainer.best_epoch,
-                                       "best_val_rel_l2": trainer.best_metric}, indent=2) + "\n")
-            os.replace(tmp, run_dir / "metrics.json")
+            write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
+                                               "best_val_rel_l2": trainer.best_metric,
+                                               "metric": "relative L2 per sample, raw units"})
         return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test)
     finally:
         if owns_group:

@@ -23,7 +23,7 @@ import inspect
 
 from torch import nn
 
-from ..registry import Registry
+from petrov.common.registry import Registry
 
 MIXERS: Registry = Registry("mixer")
 

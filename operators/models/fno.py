@@ -65,7 +65,7 @@ class _FNO(nn.Module):
         super().__init__()
         c = config
         if c.n_layers < 1 or c.width < 1 or c.padding < 0:
-            raise ValueError(f"{self.model_name}: need n_layers >= 1, width >= 1, padding >= 0")
+            raise ValueError(f"{type(self).__name__}: need n_layers >= 1, width >= 1, padding >= 0")
         self.cfg = c
         self.lift = nn.Linear(c.in_channels + self.ndim, c.width)
         self.blocks = nn.ModuleList(
@@ -76,8 +76,8 @@ class _FNO(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """``(b, *grid, c_in)`` -> ``(b, *grid, c_out)``; ``pos`` defaults to the uniform grid."""
-        check_grid_input(x, self.ndim, self.cfg.in_channels, self.model_name)
-        pos = grid_pos(pos, x, self.cfg.periodic, self.model_name)
+        check_grid_input(x, self.ndim, self.cfg.in_channels, type(self).__name__)
+        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h = channels_first(self.lift(torch.cat([x, pos], dim=-1)))
         p = self.cfg.padding
         if p:

@@ -82,8 +82,8 @@ class Galerkin1d(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 1, self.cfg.in_channels, self.model_name)
-        pos = grid_pos(pos, x, self.cfg.periodic, self.model_name)
+        check_grid_input(x, 1, self.cfg.in_channels, type(self).__name__)
+        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h = self.lift(torch.cat([x, pos], dim=-1) if self.cfg.lift_coordinates else x)
         recompute = self.cfg.checkpoint_layers and torch.is_grad_enabled()
         for layer in self.layers:  # a 1-D grid (b, n, d) is already a point cloud

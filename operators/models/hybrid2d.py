@@ -147,8 +147,8 @@ class Galerkin2d(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 2, self.cfg.in_channels, self.model_name)
-        pos = grid_pos(pos, x, self.cfg.periodic, self.model_name)
+        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__)
+        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h, _ = self.encoder(x, pos)
         fine = tuple(x.shape[1:3])
         h = channels_last(self.up(channels_first(h), self.encoder.middle(fine), fine))
@@ -175,8 +175,8 @@ class Galerkin2dInverse(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 2, self.cfg.in_channels, self.model_name)
-        pos = grid_pos(pos, x, self.cfg.periodic, self.model_name)
+        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__)
+        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h, pos_c = self.encoder(x, pos)
         coarse = self.encoder.coarse
         h = channels_last(self.up(channels_first(h), coarse, coarse))

@@ -1,0 +1,8 @@
+"""petrov.common: the small utilities every part of petrov shares.
+
+- :mod:`.registry`: ``Registry``, named tables (mixers, models, solvers, recipes) with typo hints;
+- :mod:`.config`: strict dataclass configs (``from_dict``/``asdict``: unknown keys are errors);
+- :mod:`.files`: atomic writes (temp file, fsync, rename) for every file petrov writes;
+- :mod:`.dtypes`: ``upcast``, the one rule for computing sums of 16-bit tensors in float32;
+- :mod:`.version`: the installed petrov version.
+"""

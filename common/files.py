@@ -1,0 +1,93 @@
+"""Atomic file writes: a reader never sees a half-written file, and a crash keeps the old one.
+
+Every file petrov writes (checkpoints, configs, logs, metrics, figures, benchmark tables) goes
+through :func:`atomic_path`: the writer fills a temporary file in the target's directory, which
+is flushed to disk (``fsync``) and renamed over the target (``os.replace`` is atomic within one
+file system); the directory entry is synced too, so the rename survives a power cut.  The file
+gets the mode a plain ``open()`` would give (``0666 & ~umask``), not ``mkstemp``'s ``0600``.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def fsync_file(path: str | os.PathLike) -> None:
+    """Flush ``path``'s data to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Flush the directory entry list of ``path`` (where the platform allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_synced(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """fsync ``tmp``, rename it to ``path`` and sync the directory: the last step of every atomic write."""
+    fsync_file(tmp)
+    os.replace(tmp, path)
+    fsync_dir(Path(path).parent)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; if the block succeeds, it becomes ``path``.
+
+    ``with atomic_path("best.pt") as tmp: torch.save(obj, tmp)``.  On an exception the temporary
+    file is removed and ``path`` is untouched.  A missing directory is a ``FileNotFoundError``
+    naming it; an unwritable one a ``PermissionError`` naming it.
+    """
+    path = Path(path)
+    directory = path.parent
+    if not directory.is_dir():
+        raise FileNotFoundError(f"directory {str(directory)!r} does not exist (cannot write {path.name})")
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except PermissionError:
+        raise PermissionError(f"directory {str(directory)!r} is not writable (cannot write {path.name})") from None
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())
+        replace_synced(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically; returns the path."""
+    with atomic_path(path) as tmp:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """``obj`` as indented JSON (one trailing newline), written atomically."""
+    return atomic_write(path, json.dumps(obj, indent=2) + "\n")
