@@ -73,7 +73,7 @@ def build_layer(label: str, spec: dict) -> torch.nn.Module:
 
     variants = {lab: (name, opts) for lab, name, opts in mixer_variants([spec["mixer"]])}
     name, opts = variants[label]
-    return Attention(spec["d_model"], spec["heads"], head_dim=spec["head_dim"], mixer=name, pos_dim=1, **opts)
+    return Attention(spec["d_model"], n_heads=spec["heads"], head_dim=spec["head_dim"], mixer=name, pos_dim=1, **opts)
 
 
 def measure(spec: dict) -> dict:

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[tuple[str, int], float | str] = {}
     for label, name, options in variants(mixers):
         torch.manual_seed(0)
-        layer = Attention(args.d_model, h, head_dim=args.head_dim, mixer=name, pos_dim=1, **options)
+        layer = Attention(args.d_model, n_heads=h, head_dim=args.head_dim, mixer=name, pos_dim=1, **options)
         previous: tuple[int, float] | None = None
         for n in args.n:
             gb = kernel_matrix_gb(label, b, h, n)

@@ -1,5 +1,5 @@
 """petrov.operators: attention mixers, spectral layers, blocks and operator models."""
-from .attention import Attention
+from .attention import Attention, AttentionConfig
 from .io import load_model, save_model
 from .layout import grid_coordinates
 from .mixers import MIXERS, list_mixers
@@ -9,6 +9,7 @@ from .spectral import SpectralConv
 
 __all__ = [
     "Attention",
+    "AttentionConfig",
     "MIXERS",
     "MODELS",
     "Registry",

@@ -30,7 +30,10 @@ projection keeps PyTorch's default ``nn.Linear`` initialization.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 from torch import nn
@@ -46,36 +49,53 @@ def _positive_int(name: str, value: object, low: int = 1) -> int:
     return value
 
 
+@dataclass
+class AttentionConfig:
+    """Everything an attention layer is built from besides its width and its coordinates.
+
+    ``head_dim`` defaults to ``d_model // n_heads`` but is independent of it; ``mixer_options`` go
+    to the mixer's constructor (unknown options raise ``ValueError``); ``dropout`` acts on the
+    concatenated mixer output; ``init_gain``/``init_diagonal`` set the Q/K/V initialization and
+    ``norm_eps`` the eps of the normalization.  Model configs extend this dataclass, so one config
+    object is passed whole from a TOML table down to every layer.
+    """
+
+    n_heads: int = 1
+    head_dim: Optional[int] = None
+    mixer: str = "galerkin"
+    norm: Optional[str] = "column"
+    mixer_options: dict = field(default_factory=dict)
+    dropout: float = 0.0
+    init_gain: float = 1e-2
+    init_diagonal: float = 1e-2
+    norm_eps: float = 1e-5
+
+
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(AttentionConfig)}
+
+
 class Attention(nn.Module):
-    """``Attention(d_model, n_heads, head_dim=None, mixer="galerkin", norm="column", pos_dim=0,
-    dropout=0.0, *, init_gain=1e-2, init_diagonal=1e-2, norm_eps=1e-5, **mixer_options)``.
+    """``Attention(d_model, config=None, *, pos_dim=0, **options)``.
+
+    ``config`` is an :class:`AttentionConfig` (or a config extending it, e.g. a model's);
+    keyword ``options`` name its fields (``n_heads=4, mixer="fourier"``) and override it; any other
+    keyword is a mixer option (``Attention(64, n_heads=4, mixer="performer", n_features=128)``).
 
     ``forward(x, pos=None, weights=None) -> (b, n, d_model)`` with ``x: (b, n, d_model)``,
     ``pos: (b, n, pos_dim)`` (required iff ``pos_dim > 0``; batch size 1 broadcasts) and
     ``weights: (b, n)`` nonnegative quadrature weights (batch size 1 broadcasts).
-
-    ``head_dim`` defaults to ``d_model // n_heads`` but is independent of it.  ``mixer_options``
-    go to the mixer's constructor (unknown options raise ``ValueError``).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        head_dim: int | None = None,
-        mixer: str = "galerkin",
-        norm: str | None = "column",
-        pos_dim: int = 0,
-        dropout: float = 0.0,
-        *,
-        init_gain: float = 1e-2,
-        init_diagonal: float = 1e-2,
-        norm_eps: float = 1e-5,
-        **mixer_options,
-    ):
+    def __init__(self, d_model: int, config: AttentionConfig | None = None, *, pos_dim: int = 0, **options):
         super().__init__()
+        fields = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
+        extra = {k: v for k, v in options.items() if k not in _CONFIG_FIELDS}
+        c = dataclasses.replace(config or AttentionConfig(), **fields)
+        mixer_options = {**c.mixer_options, **extra}
+        mixer, norm, dropout, head_dim = c.mixer, c.norm, c.dropout, c.head_dim
+        init_gain, init_diagonal = c.init_gain, c.init_diagonal
         self.d_model = _positive_int("d_model", d_model)
-        self.n_heads = _positive_int("n_heads", n_heads)
+        self.n_heads = n_heads = _positive_int("n_heads", c.n_heads)
         if head_dim is None:
             if d_model < n_heads:
                 raise ValueError(f"d_model // n_heads = 0 ({d_model} // {n_heads}); pass head_dim")
@@ -94,7 +114,7 @@ class Attention(nn.Module):
             raise ValueError(f"mixer {mixer!r} needs point coordinates: build Attention with pos_dim > 0")
         self.mixer_name, self.norm_name = mixer, norm
         normalized = tuple(getattr(self.mixer, "normalized", ()))
-        norms = {name: build_norm(norm, self.n_heads, self.head_dim, eps=norm_eps) for name in normalized}
+        norms = {name: build_norm(norm, self.n_heads, self.head_dim, eps=c.norm_eps) for name in normalized}
         self.norms = nn.ModuleDict(norms if norm is not None else {})
 
         inner = self.n_heads * self.head_dim

@@ -20,14 +20,14 @@ the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .attention import Attention
+from .attention import Attention, AttentionConfig
 from .layout import channels_first, channels_last
 from petrov.common.registry import Registry
 from .spectral import SpectralConv
@@ -92,75 +92,50 @@ class FeedForward(nn.Module):
         return self.net(x)
 
 
-class EncoderLayer(nn.Module):
-    """``(b, n, d) -> (b, n, d)``: ``x + Attn(x, pos)`` then ``x + FFN(x)`` (post-norm if ``layer_norm``).
-
-    ``mixer``, ``norm`` and ``mixer_options`` go to :class:`~petrov.operators.attention.Attention`
-    unchanged, so any registered mixer plugs in by name.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        head_dim: int | None = None,
-        mixer: str = "galerkin",
-        norm: str | None = "column",
-        pos_dim: int = 0,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.0,
-        ffn_activation: str = "relu",
-        layer_norm: bool = False,
-        mixer_options: dict | None = None,
-    ):
-        super().__init__()
-        self.attention = Attention(
-            d_model, n_heads, head_dim=head_dim, mixer=mixer, norm=norm, pos_dim=pos_dim,
-            dropout=dropout, **(mixer_options or {}),
-        )
-        self.ffn = FeedForward(d_model, dim_feedforward or 2 * d_model, ffn_activation, dropout)
-        self.drop1 = nn.Dropout(dropout)
-        self.drop2 = nn.Dropout(dropout)
-        self.norm1 = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
-        self.norm2 = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
-        x = self.norm1(x + self.drop1(self.attention(x, pos, weights)))
-        return self.norm2(x + self.drop2(self.ffn(x)))
-
-
 @dataclass
-class EncoderConfig:
-    """Config fields every attention model shares: channels and its stack of ``EncoderLayer``s.
-
-    Model configs extend it with their own fields (one flat table in TOML / ``build_model``).
+class EncoderConfig(AttentionConfig):
+    """Config fields every attention model shares: its attention (the inherited
+    :class:`~petrov.operators.attention.AttentionConfig` fields), channels, and its stack of
+    ``EncoderLayer``s.  Model configs extend it with their own fields (one flat table in TOML /
+    ``build_model``); ``dropout`` acts in the attention, the FFN and both residual branches.
     """
 
     in_channels: int = 1
     out_channels: int = 1
     d_model: int = 64
     n_layers: int = 2
-    n_heads: int = 1
-    head_dim: Optional[int] = None
-    mixer: str = "galerkin"
-    norm: Optional[str] = "column"
-    mixer_options: dict = field(default_factory=dict)
     dim_feedforward: Optional[int] = None  # default 2 * d_model
     ffn_activation: str = "relu"
     layer_norm: bool = False
-    dropout: float = 0.0
+
+
+class EncoderLayer(nn.Module):
+    """``(b, n, d) -> (b, n, d)``: ``x + Attn(x, pos)`` then ``x + FFN(x)`` (post-norm if ``layer_norm``).
+
+    Built from an :class:`EncoderConfig` passed whole (``d_model``, the attention fields,
+    ``dim_feedforward``, ``ffn_activation``, ``layer_norm``, ``dropout``); the attention is
+    :class:`~petrov.operators.attention.Attention` of the same config, so any registered mixer plugs
+    in by name.
+    """
+
+    def __init__(self, config: EncoderConfig, pos_dim: int = 0):
+        super().__init__()
+        c = config
+        self.attention = Attention(c.d_model, c, pos_dim=pos_dim)
+        self.ffn = FeedForward(c.d_model, c.dim_feedforward or 2 * c.d_model, c.ffn_activation, c.dropout)
+        self.drop1 = nn.Dropout(c.dropout)
+        self.drop2 = nn.Dropout(c.dropout)
+        self.norm1 = nn.LayerNorm(c.d_model) if c.layer_norm else nn.Identity()
+        self.norm2 = nn.LayerNorm(c.d_model) if c.layer_norm else nn.Identity()
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
+        x = self.norm1(x + self.drop1(self.attention(x, pos, weights)))
+        return self.norm2(x + self.drop2(self.ffn(x)))
 
 
 def encoder_stack(c: EncoderConfig, pos_dim: int) -> nn.ModuleList:
     """``c.n_layers`` encoder layers as configured by ``c``, attending with ``pos_dim`` coordinates."""
-    return nn.ModuleList(
-        EncoderLayer(
-            c.d_model, c.n_heads, head_dim=c.head_dim, mixer=c.mixer, norm=c.norm, pos_dim=pos_dim,
-            dim_feedforward=c.dim_feedforward, dropout=c.dropout, ffn_activation=c.ffn_activation,
-            layer_norm=c.layer_norm, mixer_options=c.mixer_options,
-        )
-        for _ in range(c.n_layers)
-    )
+    return nn.ModuleList(EncoderLayer(c, pos_dim) for _ in range(c.n_layers))
 
 
 class SpectralDecoder(nn.Module):

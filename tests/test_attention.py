@@ -25,7 +25,7 @@ def _randomize(layer: Attention, seed=0, std=0.5) -> Attention:
 
 def _layer(mixer="galerkin", norm="column", pos_dim=1, d_model=4, n_heads=2, head_dim=3, **kw):
     extra = {"seed": 0} if mixer == "performer" else {}
-    layer = Attention(d_model, n_heads, head_dim=head_dim, mixer=mixer, norm=norm, pos_dim=pos_dim,
+    layer = Attention(d_model, n_heads=n_heads, head_dim=head_dim, mixer=mixer, norm=norm, pos_dim=pos_dim,
                       **extra, **kw)
     return _randomize(layer).double().eval()
 
@@ -203,11 +203,11 @@ def test_eval_is_deterministic_and_dropout_is_off(mixer):
 
 
 def test_performer_layers_with_the_same_seed_agree():
-    a = Attention(8, 2, mixer="performer", seed=11, pos_dim=1).double().eval()
-    b = Attention(8, 2, mixer="performer", seed=11, pos_dim=1).double().eval()
+    a = Attention(8, n_heads=2, mixer="performer", seed=11, pos_dim=1).double().eval()
+    b = Attention(8, n_heads=2, mixer="performer", seed=11, pos_dim=1).double().eval()
     b.load_state_dict(a.state_dict())  # same weights; features must already agree by seed
     torch.manual_seed(5)
-    c = Attention(8, 2, mixer="performer", seed=11, pos_dim=1).double().eval()
+    c = Attention(8, n_heads=2, mixer="performer", seed=11, pos_dim=1).double().eval()
     assert torch.equal(c.mixer.omega, a.mixer.omega)
     x, pos = torch.randn(1, 6, 8, dtype=DT), torch.rand(1, 6, 1, dtype=DT)
     assert torch.equal(a(x, pos), b(x, pos))
@@ -217,7 +217,7 @@ def test_performer_layers_with_the_same_seed_agree():
 def test_autocast_bfloat16_close_to_float32(mixer):
     torch.manual_seed(0)
     extra = {"seed": 0} if mixer == "performer" else {}
-    layer = _randomize(Attention(32, 4, mixer=mixer, pos_dim=1, **extra), std=0.2).eval()
+    layer = _randomize(Attention(32, n_heads=4, mixer=mixer, pos_dim=1, **extra), std=0.2).eval()
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 512, 32, generator=g)
     pos = (torch.arange(512) / 512.0).expand(2, 512)[..., None]
@@ -232,18 +232,18 @@ def test_autocast_bfloat16_close_to_float32(mixer):
 # ---------------------------------------------------------------- construction and init
 
 def test_head_dim_is_independent_of_d_model_over_heads():
-    layer = Attention(12, 3, head_dim=7, mixer="galerkin", pos_dim=2)
+    layer = Attention(12, n_heads=3, head_dim=7, mixer="galerkin", pos_dim=2)
     assert layer.q_proj.weight.shape == (21, 12)
     assert layer.out_proj.weight.shape == (12, 3 * (7 + 2))
     assert layer.norms["k"].weight.shape == (3, 7)
     out = layer(torch.randn(2, 5, 12), torch.rand(2, 5, 2))
     assert out.shape == (2, 5, 12)
-    assert Attention(12, 3).head_dim == 4
+    assert Attention(12, n_heads=3).head_dim == 4
 
 
 def test_initialization_is_small_xavier_plus_diagonal_with_zero_bias():
     torch.manual_seed(0)
-    layer = Attention(16, 2, head_dim=12, init_gain=1e-2, init_diagonal=1e-2)
+    layer = Attention(16, n_heads=2, head_dim=12, init_gain=1e-2, init_diagonal=1e-2)
     bound = 1e-2 * math.sqrt(6.0 / (16 + 24))  # xavier-uniform bound for a 24 x 16 matrix
     for proj in (layer.q_proj, layer.k_proj, layer.v_proj):
         rest = proj.weight - 1e-2 * torch.eye(24, 16)
@@ -252,17 +252,17 @@ def test_initialization_is_small_xavier_plus_diagonal_with_zero_bias():
 
 
 def test_normalized_matrices_follow_the_mixer():
-    assert set(Attention(8, 2, mixer="galerkin").norms) == {"k", "v"}
-    assert set(Attention(8, 2, mixer="fourier").norms) == {"q", "k"}
-    assert set(Attention(8, 2, mixer="linear").norms) == set()
-    assert set(Attention(8, 2, mixer="galerkin", norm=None).norms) == set()
-    assert isinstance(Attention(8, 2, mixer="fourier", norm="layer").norms["q"], HeadLayerNorm)
+    assert set(Attention(8, n_heads=2, mixer="galerkin").norms) == {"k", "v"}
+    assert set(Attention(8, n_heads=2, mixer="fourier").norms) == {"q", "k"}
+    assert set(Attention(8, n_heads=2, mixer="linear").norms) == set()
+    assert set(Attention(8, n_heads=2, mixer="galerkin", norm=None).norms) == set()
+    assert isinstance(Attention(8, n_heads=2, mixer="fourier", norm="layer").norms["q"], HeadLayerNorm)
 
 
 def test_every_registered_mixer_and_norm_builds_and_backpropagates():
     for mixer in list_mixers():
         for norm in ("column", "layer", None):
-            layer = Attention(8, 2, mixer=mixer, norm=norm, pos_dim=1)
+            layer = Attention(8, n_heads=2, mixer=mixer, norm=norm, pos_dim=1)
             out = layer(torch.randn(2, 9, 8), torch.rand(2, 9, 1), torch.rand(2, 9))
             out.sum().backward()
             assert out.shape == (2, 9, 8) and torch.isfinite(layer.q_proj.weight.grad).all()
@@ -271,7 +271,7 @@ def test_every_registered_mixer_and_norm_builds_and_backpropagates():
 # ---------------------------------------------------------------- bad input
 
 def test_bad_inputs_raise_clear_errors():
-    layer = Attention(8, 2, pos_dim=2)
+    layer = Attention(8, n_heads=2, pos_dim=2)
     x, pos = torch.randn(2, 5, 8), torch.rand(2, 5, 2)
     with pytest.raises(ValueError, match=r"\(b, n, 8\)"):
         layer(torch.randn(5, 8), pos)  # wrong rank
@@ -284,7 +284,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="pass pos"):
         layer(x)  # missing pos
     with pytest.raises(ValueError, match="pos_dim=0"):
-        Attention(8, 2)(x, pos)
+        Attention(8, n_heads=2)(x, pos)
     with pytest.raises(ValueError, match="weights must have shape"):
         layer(x, pos, torch.rand(2, 4))
     with pytest.raises(ValueError, match="nonnegative"):
@@ -297,17 +297,17 @@ def test_bad_inputs_raise_clear_errors():
 
 def test_bad_construction_raises_clear_errors():
     with pytest.raises(KeyError, match="galerkin"):
-        Attention(8, 2, mixer="galerkn")
+        Attention(8, n_heads=2, mixer="galerkn")
     with pytest.raises(KeyError, match="column"):
-        Attention(8, 2, norm="batch")
+        Attention(8, n_heads=2, norm="batch")
     with pytest.raises(ValueError, match="no option"):
-        Attention(8, 2, mixer="galerkin", n_features=4)
+        Attention(8, n_heads=2, mixer="galerkin", n_features=4)
     with pytest.raises(ValueError, match="pos_dim > 0"):
-        Attention(8, 2, mixer="cosformer")
+        Attention(8, n_heads=2, mixer="cosformer")
     with pytest.raises(ValueError, match="head_dim"):
-        Attention(8, 2, head_dim=0)
+        Attention(8, n_heads=2, head_dim=0)
     with pytest.raises(ValueError, match="dropout"):
-        Attention(8, 2, dropout=1.0)
+        Attention(8, n_heads=2, dropout=1.0)
 
 
 def test_norm_builder_rejects_unknown_names():

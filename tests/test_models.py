@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from petrov.operators import build_model, grid_coordinates, list_mixers, list_models, model_config, model_name
-from petrov.operators.blocks import EncoderLayer, count_parameters
+from petrov.operators.blocks import EncoderConfig, EncoderLayer, count_parameters
 from petrov.operators.models import fno, hybrid1d, hybrid2d
 
 ATTN_1D = dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3)
@@ -73,7 +73,7 @@ def test_mixer_options_reach_the_mixer():
     config, shape, (n, _) = TINY["galerkin1d"]
     with pytest.raises(ValueError, match="no option"):
         build_model("galerkin1d", **dict(config, mixer="galerkin", mixer_options={"bogus": 1}))
-    model = build_model("galerkin1d", **dict(config, mixer_options={"init_gain": 0.5}))
+    model = build_model("galerkin1d", **dict(config, init_gain=0.5))  # an attention option, now a config key
     assert model.layers[0].attention.init_gain == 0.5
 
 
@@ -142,11 +142,11 @@ def test_config_is_plain_and_rebuilds_the_same_architecture():
 
 def test_encoder_layer_is_post_norm_like_the_reference():
     torch.manual_seed(0)
-    layer = EncoderLayer(8, 2, pos_dim=1, layer_norm=True)
+    layer = EncoderLayer(EncoderConfig(d_model=8, n_heads=2, layer_norm=True), pos_dim=1)
     x, pos = torch.randn(2, 10, 8), torch.rand(2, 10, 1)
     h = layer.norm1(x + layer.attention(x, pos))
     torch.testing.assert_close(layer(x, pos), layer.norm2(h + layer.ffn(h)))
-    plain = EncoderLayer(8, 2, pos_dim=1, layer_norm=False)
+    plain = EncoderLayer(EncoderConfig(d_model=8, n_heads=2, layer_norm=False), pos_dim=1)
     h = x + plain.attention(x, pos)
     torch.testing.assert_close(plain(x, pos), h + plain.ffn(h))
 
