@@ -28,6 +28,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from petrov.common import files
+
 # --- machine --------------------------------------------------------------------------------------
 
 def cpu_model() -> str:
@@ -235,9 +237,7 @@ def write_json(path: str | Path, data: Any) -> None:
     """Write ``data`` as JSON atomically (temp file in the same directory, then rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    files.write_json(path, data)
 
 
 def verdict(met: bool | None) -> str:

@@ -19,9 +19,9 @@ Contenders (each trained by ``petrov.train.train`` with the same recipe: Adam, O
 gamma (Burgers 0.1, Darcy 0.5), point-wise Gaussian normalisers fitted on the training split; the best
 validation epoch is tested):
 
-- petrov hybrids, one per registered mixer: Burgers ``galerkin1d`` with ``hybrid1d.REFERENCE_CONFIG``
+- petrov hybrids, one per registered mixer: Burgers ``galerkin1d`` with ``galerkin1d.REFERENCE_CONFIG``
   (the reference SimpleTransformer, 530,305 parameters), Darcy ``galerkin2d`` with
-  ``hybrid2d.REFERENCE_CONFIG`` and ``coarse_size = 29`` (the reference README's setting for an 85 x 85
+  ``galerkin2d.REFERENCE_CONFIG`` and ``coarse_size = 29`` (the reference README's setting for an 85 x 85
   fine grid: ``--subsample-attn 15 --subsample-nodes 5``);
 - petrov FNO: ``fno1d`` / ``fno2d`` with ``fno.REFERENCE_CONFIG`` (the FNO paper's settings);
 - neuraloperator's ``neuralop.models.FNO`` as installed, wrapped only to take petrov's channels-last
@@ -69,6 +69,8 @@ from typing import Any
 
 import torch
 from torch.nn import functional as F
+
+from petrov.common.files import atomic_write
 
 from _common import emit_result, format_table, machine_info, print_machine, run_worker, verdict, worker_spec, write_json
 
@@ -189,10 +191,10 @@ def problems(args: argparse.Namespace) -> dict[str, Problem]:
 def contenders(problem: Problem, quick: bool) -> list[dict[str, Any]]:
     """(key, label, model name, options, note) of every contender on ``problem``."""
     from petrov.operators import list_mixers
-    from petrov.operators.models import fno, hybrid1d, hybrid2d
+    from petrov.operators.models import fno, galerkin1d, galerkin2d
 
     if problem.ndim == 1:
-        hybrid_name, hybrid = "galerkin1d", dict(hybrid1d.REFERENCE_CONFIG)
+        hybrid_name, hybrid = "galerkin1d", dict(galerkin1d.REFERENCE_CONFIG)
         fno_name, fno_opts = "fno1d", dict(fno.REFERENCE_CONFIG["fno1d"])
         nop = {"n_modes": [32], "hidden_channels": 64, "projection_channel_ratio": 2}
         if quick:
@@ -200,7 +202,7 @@ def contenders(problem: Problem, quick: bool) -> list[dict[str, Any]]:
             fno_opts.update(width=16, modes=8, proj_hidden=32)
             nop.update(n_modes=[16], hidden_channels=16)
     else:
-        hybrid_name, hybrid = "galerkin2d", {**hybrid2d.REFERENCE_CONFIG, "coarse_size": 29}
+        hybrid_name, hybrid = "galerkin2d", {**galerkin2d.REFERENCE_CONFIG, "coarse_size": 29}
         fno_name, fno_opts = "fno2d", dict(fno.REFERENCE_CONFIG["fno2d"])
         nop = {"n_modes": [16, 16], "hidden_channels": 32, "projection_channel_ratio": 2}
         if quick:
@@ -444,9 +446,7 @@ def write_csv(path: Path, results: dict[str, list[dict]], probs: dict[str, Probl
                 w.writerow([name, r["label"], r.get("parameters", ""), r.get("seconds_per_epoch", ""), r.get("epochs", ""),
                             r.get("epochs_planned", ""), r.get("stopped", ""), res, probs[name].train_res,
                             s.get("mean", ""), s.get("median", ""), s.get("max", ""), r.get("note", ""), r.get("error", "")])
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(sink.getvalue())
-    os.replace(tmp, path)
+    atomic_write(path, sink.getvalue())
 
 
 def run_one(name: str, problem: Problem, c: dict, args: argparse.Namespace, runs_dir: Path,

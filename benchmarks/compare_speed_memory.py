@@ -10,7 +10,7 @@ FFN 192, attention normalisation on, spectral decoder 2 layers of width 48 with 
 parameters each.  The reference model is ``galerkin_transformer.SimpleTransformer(**EX1_BURGERS)``
 with ``attention_type`` set to the mixer; the values of ``EX1_BURGERS`` are the ``ex1_burgers`` entry
 of the reference's ``config.yml`` (scaomath/galerkin-transformer; the PyPI wheel does not ship that
-file).  petrov's model is ``build_model("galerkin1d", **hybrid1d.REFERENCE_CONFIG, mixer=...)``.
+file).  petrov's model is ``build_model("galerkin1d", **galerkin1d.REFERENCE_CONFIG, mixer=...)``.
 
 One training step (identical for both): forward on a batch of 4 inputs ``(4, n, 1)`` with coordinates,
 loss = mean per-sample relative L2 against a target, backward, gradient clipping at norm 1, Adam
@@ -84,7 +84,7 @@ def build(impl: str, mixer: str) -> torch.nn.Module:
 
         return SimpleTransformer(**{**EX1_BURGERS, "attention_type": mixer})
     from petrov.operators import build_model
-    from petrov.operators.models.hybrid1d import REFERENCE_CONFIG
+    from petrov.operators.models.galerkin1d import REFERENCE_CONFIG
 
     return build_model("galerkin1d", **{**REFERENCE_CONFIG, "mixer": mixer,
                                         "checkpoint_layers": impl == "petrov+checkpoint"})

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -155,9 +155,7 @@ def open_dataset(
         idx = as_indices(indices, src.n_complete)
         attrs = dict(src.attrs)
         if recipe.inverse:
-            if coarse_resolution is None:
-                default = recipe.params_cls().coarse_resolution
-                coarse_resolution = int(attrs.get("coarse_resolution", default))
+            coarse_resolution = target_grid(recipe, attrs, coarse_resolution)
             pool_kernel(resolution, coarse_resolution)  # fail before reading anything
             attrs.setdefault("noise", recipe.params_cls().noise)
             attrs["coarse_resolution"] = coarse_resolution
@@ -177,6 +175,14 @@ def open_dataset(
             attrs=attrs,
             coarse_resolution=coarse_resolution if recipe.inverse else None,
         )
+
+
+def target_grid(recipe: Any, attrs: Mapping[str, Any], requested: int | None = None) -> int:
+    """The inverse problem's target grid: ``requested``, else the file's ``coarse_resolution``
+    attribute, else the recipe's default (the one rule for loaders and normalizers)."""
+    if requested is not None:
+        return int(requested)
+    return int(attrs.get("coarse_resolution", recipe.params_cls().coarse_resolution))
 
 
 def read_pooled(src: StoredData, idx: np.ndarray, stride: int, coarse: int, block: int = 32) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .loading import as_indices, open_source, read_pooled, resolve_kind
+from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
 from .sampling import stride_for
 
@@ -171,7 +171,7 @@ def fit_normalizer(
         if pooled:
             res = src.native_resolution if resolution is None else resolution
             stride = stride_for(src.native_resolution, res, src.periodic)
-            coarse = coarse_resolution or int(src.attrs.get("coarse_resolution", recipe.params_cls().coarse_resolution))
+            coarse = target_grid(recipe, src.attrs, coarse_resolution)
         moments = _RunningMoments()
         for lo in range(0, len(idx), block):
             part = idx[lo : lo + block]

@@ -16,7 +16,6 @@ Kinds (recipes from DESIGN.md section 5):
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
@@ -25,6 +24,8 @@ import numpy as np
 
 from petrov.common.config import asdict, from_dict
 from petrov.common.registry import Registry
+from .darcy import SOLVERS, solve_darcy
+from .grf import darcy_coefficient, neumann_grf_2d
 from .sampling import pool_kernel
 
 
@@ -49,7 +50,7 @@ class DarcyParams:
     alpha: float = 2.0  # GRF smoothness exponent
     tau: float = 3.0  # GRF inverse length scale
     averaging: Literal["arithmetic", "harmonic"] = "arithmetic"  # face coefficients
-    solver: Literal["auto", "superlu", "amg", "spsolve"] = "auto"  # linear solver used by solve_darcy
+    solver: str = "auto"  # linear solver of solve_darcy: a name in petrov.datasets.darcy.SOLVERS
 
 
 @dataclass(frozen=True)
@@ -171,13 +172,12 @@ def _validate_darcy(p: DarcyParams, resolution: int) -> None:
         raise ValueError(f"f must be finite, got {p.f}")
     if not p.alpha > 1.0:  # the 2-D field needs alpha > 1 to have finite variance
         raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+    if p.solver not in SOLVERS:
+        raise ValueError(SOLVERS.unknown_message(p.solver))
     _check_resolution(resolution, 3)
 
 
 def _produce_darcy(p: DarcyParams, resolution: int, seed: int, indices, workers: int = 0):
-    from .darcy import solve_darcy
-    from .grf import darcy_coefficient, neumann_grf_2d
-
     psi = neumann_grf_2d(resolution, seed, indices, alpha=p.alpha, tau=p.tau)
     a = darcy_coefficient(psi, high=p.high, low=p.low)
     u = solve_darcy(a, p.f, averaging=p.averaging, solver=p.solver, workers=workers)
@@ -229,13 +229,3 @@ RECIPES.register("darcy-inverse")(
         **_DARCY_COMMON,
     )
 )
-
-# File attributes that are not parameters; a parameter may not reuse one of these names.
-RESERVED_ATTRS = {
-    "format", "format_version", "kind", "family", "equation", "params", "seed", "native_resolution", "grid",
-    "dim", "solver_settings", "petrov_version", "created", "n_samples", "n_complete", "x_name", "y_name",
-    "chunk_size",
-}
-for _kind in RECIPES:
-    _clash = {f.name for f in dataclasses.fields(RECIPES.get(_kind).params_cls)} & RESERVED_ATTRS
-    assert not _clash, f"{_kind} parameters reuse reserved attribute names {_clash}"

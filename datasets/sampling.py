@@ -39,11 +39,16 @@ def stride_for(native: int, resolution: int, periodic: bool) -> int:
     )
 
 
+def poolable(fine: int, coarse: int) -> bool:
+    """Whether a ``fine`` node grid average-pools to a ``coarse`` one: ``fine-1 = k (coarse-1)``, k >= 1."""
+    return 2 <= coarse <= fine and (fine - 1) % (coarse - 1) == 0
+
+
 def pool_kernel(fine: int, coarse: int) -> int:
     """Kernel ``k`` of the average pooling from a ``fine`` node grid to a ``coarse`` one: ``fine-1 = k (coarse-1)``."""
     if isinstance(coarse, bool) or not isinstance(coarse, (int, np.integer)) or coarse < 2:
         raise ValueError(f"coarse_resolution must be an integer >= 2, got {coarse!r}")
-    if coarse > fine or (fine - 1) % (coarse - 1):
+    if not poolable(fine, coarse):
         options = allowed_resolutions(fine, periodic=False)
         raise ValueError(
             f"coarse_resolution {coarse} is not reachable from the {fine}-point grid by pooling "

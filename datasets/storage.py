@@ -27,6 +27,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from petrov.common.config import asdict
+from petrov.common.files import replace_synced
 from petrov.common.version import petrov_version
 from .darcy import darcy_worker_pool
 from .recipes import Recipe, get_recipe
@@ -97,6 +98,9 @@ def _attrs_for(recipe: Recipe, params, resolution: int, seed: int, n_samples: in
         "y_name": recipe.y_name,
         "chunk_size": int(chunk_size),
     }
+    clash = sorted(attrs.keys() & plain_params.keys())
+    if clash:  # parameters are stored as attributes too, beside the file's own
+        raise ValueError(f"{recipe.name} parameters reuse file attribute names {clash}; rename them")
     attrs.update(plain_params)
     return attrs
 
@@ -208,7 +212,7 @@ def generate_dataset(
                 bar.update(hi - lo)
                 if callback is not None:
                     callback(hi, n_samples)
-    os.replace(tmp, path)
+    replace_synced(tmp, path)
     return path
 
 

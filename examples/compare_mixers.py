@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from _common import base_parser, out_dir, run_example  # noqa: E402
 
 from petrov.operators import list_mixers  # noqa: E402
 from petrov.train.plots import plot_comparison, read_epoch_log  # noqa: E402
+from petrov.common.files import atomic_write  # noqa: E402
 from petrov.train import load_operator  # noqa: E402
 
 FIELDS = ["mixer", "params", "seconds_per_epoch", "epochs", "train_resolution", "rel_l2_train_res",
@@ -53,9 +53,7 @@ def write_table(table: list[dict], out: Path) -> None:
     w.writeheader()
     w.writerows(table)
     for name, text in (("mixers.csv", buf.getvalue()), ("mixers.json", json.dumps(table, indent=2) + "\n")):
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, out / name)
+        atomic_write(out / name, text)
 
 
 def main(argv=None):

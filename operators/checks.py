@@ -1,13 +1,33 @@
 """Entry checks shared by the models: clear errors for wrong shapes, channel counts and NaN.
 
 Models call :func:`check_grid_input` on ``x`` and :func:`grid_pos` for ``pos`` at the top of
-``forward``; both raise ``ValueError`` naming the expected and the received value.
+``forward`` (once per model call, never per layer); both raise ``ValueError`` naming the expected
+and the received value.
+
+The NaN/inf check reads every input value and, on an accelerator, makes the host wait for the
+device at each forward.  :func:`set_finite_check` chooses: ``"cpu"`` (default: check tensors on
+the CPU, where it costs one pass over the input and no synchronization; data files are checked
+once when they are loaded), ``"always"`` or ``"never"``.
 """
 from __future__ import annotations
 
 import torch
 
 from .layout import grid_coordinates
+
+_FINITE_CHECK = {"mode": "cpu"}
+
+
+def set_finite_check(mode: str) -> None:
+    """When models check their inputs for NaN/inf: ``"cpu"`` (default), ``"always"`` or ``"never"``."""
+    if mode not in ("cpu", "always", "never"):
+        raise ValueError(f"finite check mode must be 'cpu', 'always' or 'never', got {mode!r}")
+    _FINITE_CHECK["mode"] = mode
+
+
+def _checks_finite(x: torch.Tensor) -> bool:
+    mode = _FINITE_CHECK["mode"]
+    return mode == "always" or (mode == "cpu" and x.device.type == "cpu")
 
 
 def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str) -> None:
@@ -27,7 +47,7 @@ def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str) -> N
         )
     if not torch.is_floating_point(x):
         raise ValueError(f"{where}: x must be a floating-point tensor, got {x.dtype}")
-    if not bool(torch.isfinite(x).all()):
+    if _checks_finite(x) and not bool(torch.isfinite(x).all()):
         n_bad = int((~torch.isfinite(x)).sum())
         raise ValueError(
             f"{where}: input contains NaN or inf ({n_bad} of {x.numel()} values); "
@@ -58,6 +78,6 @@ def grid_pos(
             f"{where}: expected pos of shape {expected} (coordinates of the input grid), "
             f"got {tuple(pos.shape)}"
         )
-    if not bool(torch.isfinite(pos).all()):
+    if _checks_finite(pos) and not bool(torch.isfinite(pos).all()):
         raise ValueError(f"{where}: pos contains NaN or inf")
     return pos.to(x.dtype).expand(x.shape[0], *pos.shape[1:])

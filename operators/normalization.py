@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from petrov.common.dtypes import upcast
 from petrov.common.registry import Registry
 
 NORMS: Registry = Registry("norm")
@@ -60,8 +61,7 @@ class ColumnNorm(_HeadAffine):
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         dtype = x.dtype
-        if dtype in (torch.float16, torch.bfloat16):
-            x = x.float()  # sums over many points and the centring lose all digits in 16 bits
+        x = upcast(x)  # sums over many points and the centring lose all digits in 16 bits
         if weights is None:
             mean = x.mean(dim=-2, keepdim=True)
             centered = x - mean
@@ -100,11 +100,6 @@ class NoNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         return x
-
-
-def list_norms() -> list[str]:
-    """Names accepted by ``build_norm`` (besides ``None``)."""
-    return NORMS.names()
 
 
 def build_norm(name: str | None, n_heads: int, head_dim: int, eps: float = 1e-5) -> nn.Module:

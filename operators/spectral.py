@@ -29,6 +29,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from petrov.common.dtypes import upcast
+
 
 def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:
     if isinstance(modes, int) and not isinstance(modes, bool):
@@ -116,8 +118,7 @@ class SpectralConv(nn.Module):
         self.check_grid(grid)
         dims = tuple(range(2, 2 + self.ndim))
         dtype = x.dtype
-        if dtype in (torch.float16, torch.bfloat16):  # FFTs of arbitrary sizes need >= float32
-            x = x.float()
+        x = upcast(x)  # FFTs of arbitrary sizes need >= float32
         last, others = dims[-1], list(zip(dims[:-1], grid[:-1], self.modes[:-1]))
         with torch.autocast(device_type=x.device.type, enabled=False):
             # Axis by axis = rfftn / irfftn, but each c2c transform only runs on the kept

@@ -6,7 +6,7 @@ import torch
 
 from petrov.operators import build_model, grid_coordinates, list_mixers, list_models, model_config, model_name
 from petrov.operators.blocks import EncoderConfig, EncoderLayer, count_parameters
-from petrov.operators.models import fno, hybrid1d, hybrid2d
+from petrov.operators.models import fno, galerkin1d, galerkin2d
 
 ATTN_1D = dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3)
 ATTN_2D = dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5)
@@ -113,9 +113,9 @@ def test_fno_padding_keeps_the_grid():
 @pytest.mark.parametrize(
     "name, preset, expected",
     [
-        ("galerkin1d", hybrid1d.REFERENCE_CONFIG, 530_305),
-        ("galerkin2d", hybrid2d.REFERENCE_CONFIG, 2_220_829),
-        ("galerkin2d_inverse", hybrid2d.INVERSE_REFERENCE_CONFIG, 2_383_873),
+        ("galerkin1d", galerkin1d.REFERENCE_CONFIG, 530_305),
+        ("galerkin2d", galerkin2d.REFERENCE_CONFIG, 2_220_829),
+        ("galerkin2d_inverse", galerkin2d.INVERSE_REFERENCE_CONFIG, 2_383_873),
     ],
 )
 def test_reference_presets_have_the_reference_parameter_counts(name, preset, expected):
@@ -221,3 +221,22 @@ def test_checkpointed_encoder_gives_the_same_outputs_and_gradients(mixer):
     assert len(grads0) == len(grads1) and all(g is not None for g in grads1)
     for a, b in zip(grads0, grads1):
         torch.testing.assert_close(a, b)
+
+
+def test_finite_check_can_be_switched_off_and_on():
+    from petrov.operators.checks import set_finite_check
+
+    config, shape, (n, _) = TINY["fno1d"]
+    model = build_model("fno1d", **config)
+    x = torch.randn(shape(n))
+    x.view(-1)[0] = float("inf")
+    try:
+        set_finite_check("never")  # no per-call pass over the input: the inf goes through
+        assert not torch.isfinite(model(x)).all()
+        set_finite_check("always")
+        with pytest.raises(ValueError, match="input contains NaN or inf"):
+            model(x)
+        with pytest.raises(ValueError, match="'cpu', 'always' or 'never'"):
+            set_finite_check("sometimes")
+    finally:
+        set_finite_check("cpu")

@@ -123,6 +123,11 @@ class NormalizedOperator(nn.Module):
         return {"x": self.x_normalizer, "y": self.y_normalizer}
 
 
+def input_noise(cfg: DataConfig | None, dataset: Any) -> float:
+    """The input noise level: the config's ``data.noise``, else the file's (the inverse problem's)."""
+    return float(dataset.noise if cfg is None or cfg.noise is None else cfg.noise)
+
+
 def add_input_noise(
     x_hat: torch.Tensor, noise: float, seed: int, sample_ids: torch.Tensor | np.ndarray
 ) -> torch.Tensor:
@@ -203,5 +208,4 @@ def build_training_data(cfg: DataConfig) -> TrainingData:
     splits = data_splits(cfg)
     train, val = open_split(cfg, splits.train), open_split(cfg, splits.val)
     x_norm, y_norm = fit_normalizers(cfg, splits.train)
-    noise = train.noise if cfg.noise is None else cfg.noise
-    return TrainingData(train, val, x_norm, y_norm, float(noise), splits)
+    return TrainingData(train, val, x_norm, y_norm, input_noise(cfg, train), splits)

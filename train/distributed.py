@@ -85,10 +85,6 @@ def wrap_model(model: torch.nn.Module, ctx: Context) -> torch.nn.Module:
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
 
-def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
-
-
 def sampler(dataset, ctx: Context, shuffle: bool, seed: int = 0) -> DistributedSampler:
     """The sampler for every loader, one process or many: order = f(seed, epoch) only."""
     return DistributedSampler(

@@ -32,12 +32,13 @@ from petrov.common.files import atomic_write, write_json
 from petrov.datasets import allowed_resolutions as reachable_resolutions
 from petrov.datasets import dataset_info, get_recipe, open_dataset
 from petrov.datasets.loading import as_indices
+from petrov.datasets.sampling import poolable
 
 from . import distributed as dist_
 from . import plots
 from .checkpoint import load_operator
 from .config import load_config_json
-from .data import NormalizedOperator, split_indices
+from .data import NormalizedOperator, input_noise, split_indices
 from .losses import relative_l2_per_sample
 
 ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
@@ -280,7 +281,7 @@ def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
         allowed = [r for r in allowed if r in fitted]
     coarse = _coarse_resolution(setup)
     if coarse is not None:
-        allowed = [r for r in allowed if r >= coarse and (r - 1) % (coarse - 1) == 0]
+        allowed = [r for r in allowed if poolable(r, coarse)]
     return sorted(allowed)
 
 
@@ -333,9 +334,7 @@ def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int):
 def _noise(setup: EvalSetup, dataset) -> tuple[float, int]:
     """Input noise as in training: the config's level, else the file's (inverse problem)."""
     d = setup.data_config
-    if d is None:
-        return float(dataset.noise), 0
-    return float(dataset.noise if d.noise is None else d.noise), int(d.noise_seed)
+    return input_noise(d, dataset), 0 if d is None else int(d.noise_seed)
 
 
 def _device(device: Any) -> torch.device:

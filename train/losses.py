@@ -28,12 +28,9 @@ from __future__ import annotations
 
 import torch
 
+from petrov.common.dtypes import upcast
+
 EPS = 1e-12  # floor for denominators; never reached by a non-degenerate target
-
-
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    """Half precision (autocast outputs) is promoted to float32; float32/64 kept."""
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
 def _check_pair(pred: torch.Tensor, target: torch.Tensor) -> None:
@@ -49,7 +46,7 @@ def _check_pair(pred: torch.Tensor, target: torch.Tensor) -> None:
 def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """``‖pred_b − target_b‖ / ‖target_b‖`` for each sample b; inputs ``(b, *grid, c)`` -> ``(b,)``."""
     _check_pair(pred, target)
-    pred, target = _wide(pred), _wide(target)
+    pred, target = upcast(pred), upcast(target)
     diff = (pred - target).flatten(1).norm(dim=1)
     return diff / target.flatten(1).norm(dim=1).clamp_min(EPS)
 
@@ -87,7 +84,7 @@ def h1_seminorm(u: torch.Tensor, periodic: bool) -> torch.Tensor:
     """Discrete ``|u|_{H¹} ≈ ‖∇u‖_{L²(Ω)}`` per sample; ``u: (b, *grid, c)`` -> ``(b,)``."""
     if u.dim() < 3:
         raise ValueError(f"expected a (b, *grid, c) tensor, got shape {tuple(u.shape)}")
-    u = _wide(u)
+    u = upcast(u)
     cell = 1.0
     for n in u.shape[1:-1]:
         cell *= grid_spacing(n, periodic)
@@ -100,7 +97,7 @@ def relative_h1_per_sample(
 ) -> torch.Tensor:
     """``|pred − target|_{H¹} / |target|_{H¹}`` per sample -> ``(b,)``."""
     _check_pair(pred, target)
-    num = h1_seminorm(_wide(pred) - _wide(target), periodic)
+    num = h1_seminorm(upcast(pred) - upcast(target), periodic)
     return num / h1_seminorm(target, periodic).clamp_min(EPS)
 
 

@@ -25,18 +25,18 @@ import matplotlib.ticker  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from petrov.common.files import atomic_path  # noqa: E402
+
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
     """Save ``fig`` as PNG to a temp file next to ``path``, rename it into place, close the figure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -14,12 +14,7 @@ from typing import Iterator
 
 import torch
 
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
-
-
-def upcast(x: torch.Tensor) -> torch.Tensor:
-    """float16/bfloat16 -> float32; float32/float64 unchanged."""
-    return x.float() if x.dtype in _LOW_PRECISION else x
+from petrov.common.dtypes import upcast  # noqa: F401  (the mixers import it from here)
 
 
 @contextlib.contextmanager
