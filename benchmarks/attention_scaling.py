@@ -18,7 +18,7 @@ the shapes the layer uses (d' = head_dim + 1 coordinate): the projections ``x W_
 ``(n, d') x (d', d')``, and the output projection ``(b, n, 4 d') x (4 d', 128)``, forward and backward.
 The row "floor" times exactly those products (``torch.einsum``/``@``, no biases, normalisation,
 concatenation or scaling) with the same loss; ``galerkin / floor`` is the overhead of everything else.
-Target (issue 5): Galerkin attention at n = 65536 within 3x of its floor.
+Target: Galerkin attention at n = 65536 within 3x of its floor.
 
 Skipped, and said so in the table: the dense Fourier kernel where its n x n matrices (kernel and
 gradient, ``2 b h n^2 4`` bytes) would exceed ``--max-mem-gb``; any mixer whose time, extrapolated from
@@ -41,7 +41,7 @@ from _common import (
 FLOOR = "floor"
 TARGET_RATIO = 3.0
 TARGET_N = 65536
-# DESIGN.md section 7: measured earlier on this 2-core machine (noisy), not rerun by this script.
+# Measured earlier on a 2-core machine of this kind (noisy), not rerun by this script.
 EARLIER = {4096: "8-13x", 16384: "~78x"}
 
 
@@ -158,7 +158,7 @@ def report(results: dict, args: argparse.Namespace) -> dict:
         print("\ngalerkin / floor time: " + ", ".join(f"n={n}: {r:.2f}x" for n, r in summary["galerkin_over_floor"].items()))
     if summary["softmax_over_galerkin"]:
         print("softmax / galerkin time (ours): " + ", ".join(
-            f"n={n}: {r:.1f}x" + (f" [DESIGN.md §7, earlier run here, not rerun: {EARLIER[int(n)]}]" if int(n) in EARLIER else "")
+            f"n={n}: {r:.1f}x" + (f" [earlier run on a machine of this kind, not rerun: {EARLIER[int(n)]}]" if int(n) in EARLIER else "")
             for n, r in summary["softmax_over_galerkin"].items()))
     ratio = summary["galerkin_over_floor"].get(str(TARGET_N))
     summary["target"] = {"text": f"Galerkin attention at n={TARGET_N} within {TARGET_RATIO:g}x of its dense-matmul floor",

@@ -49,7 +49,7 @@ also stops at the budget (the table reports epochs done/planned and why it stopp
 trains every contender N epochs instead.
 
 Output: a table per problem (test relL2 mean per resolution, parameters, seconds per epoch, epochs),
-the targets of issue 5 as met/not met, the published figures of DESIGN.md section 7 beside ours
+the targets as met/not met, the published figures beside ours
 ("published, not rerun"), ``--out`` JSON and a CSV next to it.
 """
 from __future__ import annotations
@@ -80,7 +80,7 @@ TARGET_UNSEEN_RATIO = 1.5
 # per-epoch bookkeeping, and a schedule cut short by the budget ends before its low-lr tail.
 PLAN_FRACTION = 0.9
 
-# DESIGN.md section 7 (published, not rerun here).
+# Published figures (sources in benchmarks/README.md; not rerun here).
 PUBLISHED = {
     "burgers": [
         ("FNO (FNO paper, 500 epochs)", "s=256 ... 8192: 0.0149 ... 0.0139"),
@@ -402,7 +402,7 @@ def report(problem: Problem, results: list[dict]) -> dict[str, Any]:
     print(f"\n{problem.name}: test relative L2 (mean over {problem.n_test} samples) per resolution; "
           f"* = training resolution ({problem.train_res}); trained on {problem.n_train}")
     print(format_table(headers, table))
-    print(f"published figures (DESIGN.md §7, published, not rerun):")
+    print("published figures (not rerun):")
     for what, figure in PUBLISHED[problem.name]:
         print(f"  {what}: {figure}")
 
@@ -424,7 +424,7 @@ def report(problem: Problem, results: list[dict]) -> dict[str, Any]:
         summary["targets"].append({"text": f"{problem.name}: {best['label']} error at unseen resolutions within "
                                            f"{TARGET_UNSEEN_RATIO}x of its training-resolution error",
                                    "ratio": ratio, "met": None if ratio is None else ratio <= TARGET_UNSEEN_RATIO})
-    print("targets (issue 5):")
+    print("targets:")
     for t in summary["targets"]:
         detail = (f"{t['ours']:.3e} vs {t['theirs']:.3e}, ratio {t['ratio']:.2f}" if "ours" in t
                   else (f"max unseen/train {t['ratio']:.2f}" if t["ratio"] is not None else "no unseen resolution"))

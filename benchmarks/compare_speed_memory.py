@@ -37,7 +37,7 @@ keeping its activations — one more encoder forward per step for less memory).
 The reference computes its attention with dropout p = 0.5 on the attention matrix even where the
 config says 0 (``F.dropout`` defaults); that is part of the code as installed and is measured as is.
 
-Targets (issue 5): petrov trains >= 1.5x faster than the reference at the same config, and uses <= 0.6x
+Targets: petrov trains >= 1.5x faster than the reference at the same config, and uses <= 0.6x
 its peak memory at n = 8192.  Dense Fourier attention keeps several n x n matrices per layer; a run whose
 estimate exceeds ``--max-mem-gb`` (or 85% of the available memory) is skipped and reported as such.
 """
@@ -72,9 +72,9 @@ ALLOCATOR_ENV = {"default": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"}}
 SPEED_TARGET, MEMORY_TARGET, MEMORY_TARGET_N = 1.5, 0.6, 8192
 # n x n float32 matrices alive per layer at the peak of a training step of the dense Fourier kernel,
 # calibrated on the peaks measured at n = 2048 (reference +1.04 GB ~ 3.9 copies, petrov +0.60 GB ~ 2.2
-# copies) and rounded up; DESIGN.md's +12-15 GB for the reference at 8192 is ~3.5 copies.
+# copies) and rounded up; the +12-15 GB measured earlier for the reference at 8192 is ~3.5 copies.
 NN_COPIES = {"reference": 4, "petrov": 3, "petrov+checkpoint": 3}
-# DESIGN.md section 7, measured earlier on this machine: reference peak extra memory at n = 8192.
+# Measured earlier on a machine of this kind: reference peak extra memory at n = 8192.
 EARLIER_REFERENCE_MEMORY = {"galerkin": "+1.0 GB", "fourier": "+12-15 GB"}
 
 
@@ -182,7 +182,7 @@ def report(rows: list[dict], allocator: str) -> dict:
                       f"{r['samples_per_second']:.2f}" if ok else "-",
                       f"{r['seconds_per_step']:.3f}" if ok else "-",
                       f"+{r['peak_extra_bytes'] / 1e9:.2f}" if ok else ("skipped" if "skipped" in r else "failed"),
-                      f"{earlier} (DESIGN.md §7, published, not rerun)" if earlier else ""])
+                      f"{earlier} (earlier measurement, not rerun)" if earlier else ""])
     print()
     print(format_table(["implementation", "mixer", "n", "params", "samples/s", "s/step", "peak extra GB",
                         "earlier figure"], table))
@@ -207,7 +207,7 @@ def report(rows: list[dict], allocator: str) -> dict:
         if n == MEMORY_TARGET_N:
             targets.append({"text": f"{impl} {mixer} n={n}: <= {MEMORY_TARGET}x peak memory", "ratio": mem,
                             "met": mem <= MEMORY_TARGET})
-    print(f"\ntargets (issue 5; allocator: {allocator}):")
+    print(f"\ntargets (allocator: {allocator}):")
     for t in targets:
         print(f"  {t['text']}: {verdict(t['met'])} (measured {t['ratio']:.2f}x)")
     if not any(f"n={MEMORY_TARGET_N}" in t["text"] for t in targets):

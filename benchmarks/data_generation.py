@@ -7,7 +7,7 @@ Burgers at 8192 (GRF + solve, batched) vs the naive baseline: a per-sample loop 
 the reference time step dt = 1e-4 and no batching; the baseline is timed on one sample (its cost does not
 depend on the sample; over t = 0.01 only in --quick mode) and extrapolated. Darcy at 85, 141, 421 (GRF + threshold + solve with
 worker processes) vs default scipy.sparse.linalg.spsolve per sample in this process, both timed on a few
-samples and extrapolated to 1000. Targets (issue 3): Burgers 1000 x 8192 under 30 s; Darcy 421 at least 2.5x
+samples and extrapolated to 1000. Targets: Burgers 1000 x 8192 under 30 s; Darcy 421 at least 2.5x
 faster than the baseline. Wall-clock times: on a shared machine they depend on the load.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ node grid, native resolution), which parameters it takes (a strict dataclass: un
 error) and how to produce the samples with given indices. Sample ``i`` depends only on ``(seed, i)``
 (the GRFs are seeded per index), so chunks can be produced in any order and a run can resume.
 
-Kinds (recipes from DESIGN.md section 5):
+Kinds (the FNO paper's recipes, checked against its released MATLAB scripts):
 
 - ``burgers``: ``x = u0 ~ N(0, 625 (-Laplacian + 25 I)^-2)`` periodic on [0, 1), ``y = u(., t)`` of
   ``u_t + (u^2/2)_x = nu u_xx``; native grid 8192.

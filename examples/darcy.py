@@ -5,7 +5,7 @@
     python examples/darcy.py --model fno2d    # the FNO instead of the Darcy hybrid
 
 -div(a grad u) = 1 on (0,1)^2, u = 0 on the boundary, a piecewise constant (12 / 3) from a Gaussian
-random field (DESIGN.md section 5). The `darcy-quick` preset generates 500 samples on a 141-point node
+random field (the FNO paper's recipe). The `darcy-quick` preset generates 500 samples on a 141-point node
 grid, trains the Galerkin hybrid (galerkin2d) at 36 points per axis and evaluates the best checkpoint
 on the test split at 36, 71 and 141: table and plots (input, truth, prediction, error maps) in OUT/eval.
 Re-running continues an interrupted run.
