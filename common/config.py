@@ -106,3 +106,14 @@ def asdict(config: Any) -> dict[str, Any]:
         return v
 
     return {k: plain(v) for k, v in dataclasses.asdict(config).items()}
+
+
+def check_positive(config: Any, *names: str) -> None:
+    """``ValueError`` naming the first of ``names`` whose value in ``config`` is not an integer >= 1
+    (None is allowed: an optional field left to its default)."""
+    for name in names:
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{type(config).__name__}.{name} must be an integer >= 1, got {value!r}")

@@ -91,3 +91,70 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     """``obj`` as indented JSON (one trailing newline), written atomically."""
     return atomic_write(path, json.dumps(obj, indent=2) + "\n")
+
+
+class Locked(RuntimeError):
+    """Another process is writing the same target (see :func:`exclusive_lock`)."""
+
+
+@contextlib.contextmanager
+def exclusive_lock(target: str | os.PathLike, what: str = "written") -> Iterator[None]:
+    """Hold an exclusive lock on ``target`` for the block: writers of one path exclude each other.
+
+    The lock is ``fcntl.flock`` on a small file ``.NAME.lock`` beside ``target`` (which may not exist
+    yet), holding the owner's pid; the kernel releases it when the holder exits, even on kill -9, so
+    a stale lock file never blocks.  A second writer gets :class:`Locked` at once, naming the pid.
+    Where ``fcntl`` does not exist (Windows) no lock is taken.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    target = Path(target)
+    lock = target.with_name(f".{target.name}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        raise PermissionError(f"directory {str(lock.parent)!r} is not writable") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            raise Locked(
+                f"{str(target)!r} is being {what} by another process (pid {holder}); wait for it to "
+                "finish or stop it, then run this again"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_writable(path: str | os.PathLike, what: str = "directory") -> None:
+    """Raise ``PermissionError`` now if the directory ``path`` (or, if it does not exist yet, the
+    nearest existing parent, where it would be created) cannot be written: before the work, not after."""
+    path = Path(path)
+    base = _existing_ancestor(path)
+    if not base.is_dir():
+        raise NotADirectoryError(f"{what} {str(path)!r}: {str(base)!r} is a file, not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        where = "" if base == path.absolute() else f" (it would be created in {str(base)!r})"
+        raise PermissionError(f"{what} {str(path)!r} is not writable{where}; choose another location")
+
+
+def ensure_dir(path: str | os.PathLike, what: str = "directory") -> Path:
+    """Create the directory ``path`` (and parents) after :func:`check_writable`; returns it."""
+    check_writable(path, what)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

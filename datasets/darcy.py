@@ -27,9 +27,12 @@ process whose sparse solve cannot use threads.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import multiprocessing
 import os
+import signal
+import sys
 from concurrent.futures import Executor, ProcessPoolExecutor
 
 import numpy as np
@@ -177,16 +180,33 @@ def worker_thread_settings() -> dict[str, str | None]:
     return {k: os.environ.get(k) for k in _THREAD_VARS}
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when the process that started it ends, even by kill -9.
+
+    On Linux the kernel sends SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``); a parent
+    that died before this ran is caught by the pid check.  Elsewhere workers end when their task
+    queue closes, as usual.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def darcy_worker_pool(workers: int) -> ProcessPoolExecutor:
     """A spawn-based process pool whose workers run single-threaded BLAS/OpenMP; reuse it across calls.
 
     All ``workers`` processes are started here (while the thread variables are set) and have imported this
-    module. Use as a context manager, or call ``shutdown()``. The calling script needs the usual
+    module; they end with the process that started them, even when it is killed. Use as a context manager, or call ``shutdown()``. The calling script needs the usual
     ``if __name__ == "__main__":`` guard (spawned children re-import the main module).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_die_with_parent, initargs=(os.getpid(),))
     with _single_threaded_children():  # workers are spawned on demand by submit()
         warm = [pool.submit(worker_thread_settings) for _ in range(workers)]
     for fut in warm:

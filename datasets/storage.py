@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -27,7 +29,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from petrov.common.config import asdict
-from petrov.common.files import replace_synced
+from petrov.common.files import exclusive_lock, replace_synced
 from petrov.common.version import petrov_version
 from .darcy import darcy_worker_pool
 from .recipes import Recipe, get_recipe
@@ -47,6 +49,40 @@ def partial_path(path: str | os.PathLike) -> Path:
 def default_chunk_size(n_points: int) -> int:
     """Samples per generation chunk: about 4M grid values (32 MB in float64), between 1 and 256."""
     return int(min(256, max(1, 2**22 // n_points)))
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable``), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size: int | None,
+                    directory: Path) -> None:
+    """Refuse a generation that cannot fit: memory for one chunk, disk for the file (ValueError)."""
+    points = math.prod(recipe.grid(resolution))
+    chunk = chunk_size or default_chunk_size(points)
+    # a chunk's x and y in float64, plus one solve's working set (sparse matrix and its factor or
+    # multigrid hierarchy, FFT buffers): a generous 2 kB per grid point
+    need = points * (16 * chunk + 2048)
+    have = _available_memory()
+    if have is not None and need > have:
+        raise ValueError(
+            f"{recipe.name} at resolution {resolution} ({points:,} grid points per sample) needs about "
+            f"{need / 2**30:,.1f} GiB of memory, {have / 2**30:.1f} GiB are available; choose a lower "
+            f"--resolution (native {recipe.native_resolution}) or a smaller --chunk-size"
+        )
+    disk = 8 * points * n_samples  # x and y in float32
+    free = shutil.disk_usage(directory).free
+    if disk > free:
+        raise ValueError(f"the dataset needs about {disk / 2**30:,.1f} GiB on disk, {directory} has "
+                         f"{free / 2**30:.1f} GiB free; generate fewer samples or a lower resolution")
 
 
 def _plain(value: Any) -> Any:
@@ -162,9 +198,21 @@ def generate_dataset(
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
 
     path = Path(path)
-    tmp = partial_path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"output directory {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK):
+        raise PermissionError(f"output directory {path.parent} is not writable; choose another -o")
+    check_resources(recipe, resolution, n_samples, chunk_size, path.parent)
+    # one writer per path: a second generation (with --overwrite or not) never touches this one's files
+    with exclusive_lock(path, what="generated"):
+        return _generate_locked(recipe, p, path, n_samples, resolution, seed, overwrite, chunk_size,
+                                workers, progress, callback)
+
+
+def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, seed: int, overwrite: bool,
+                     chunk_size: int | None, workers: int, progress: bool, callback) -> Path:
+    kind = recipe.name
+    tmp = partial_path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
 
@@ -245,7 +293,8 @@ class StoredData:
         """Samples ``indices`` (any order, repeats allowed) of field ``"x"``/``"y"``, strided by ``stride``
         along every grid axis: float32 ``(len(indices), *grid)``. Only the samples asked for are read, in
         increasing order (as HDF5 wants), a block of at most ``block_bytes`` of full-resolution samples
-        at a time, strided in memory (faster than an HDF5 strided selection). NaN is a ValueError."""
+        at a time, strided in memory (faster than an HDF5 strided selection). NaN or inf is a ValueError
+        naming the file, the field and the first bad sample."""
         ds = self.x if name == "x" else self.y
         indices = np.asarray(indices, dtype=np.int64)
         unique, inverse = np.unique(indices, return_inverse=True)
@@ -257,11 +306,11 @@ class StoredData:
             # consecutive runs as slices: h5py's list selection is very slow
             runs = np.split(rows, np.flatnonzero(np.diff(rows) != 1) + 1)
             part = np.concatenate([self._rows(ds, int(r[0]), int(r[-1]) + 1, grid_sel) for r in runs])
-            bad = np.isnan(part).reshape(len(rows), -1).any(axis=1)
+            bad = ~np.isfinite(part).reshape(len(rows), -1).all(axis=1)
             if bad.any():
                 raise ValueError(
-                    f"{self.path}: field {name!r} contains NaN in sample {int(rows[bad][0])} "
-                    f"(an unfinished or corrupt file); regenerate it"
+                    f"{self.path}: field {name!r} contains NaN or inf in sample {int(rows[bad][0])} "
+                    f"(an unfinished or corrupt file, or bad values in imported data); regenerate or fix it"
                 )
             parts.append(part)
         shape = (0,) + (len(range(0, self.native_resolution, stride)),) * self.dim

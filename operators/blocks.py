@@ -29,6 +29,7 @@ from torch.nn import functional as F
 
 from .attention import Attention, AttentionConfig
 from .layout import channels_first, channels_last
+from petrov.common.config import check_positive
 from petrov.common.registry import Registry
 from .spectral import SpectralConv
 
@@ -107,6 +108,10 @@ class EncoderConfig(AttentionConfig):
     dim_feedforward: Optional[int] = None  # default 2 * d_model
     ffn_activation: str = "relu"
     layer_norm: bool = False
+
+    def __post_init__(self):
+        check_positive(self, "in_channels", "out_channels", "d_model", "n_layers", "n_heads", "head_dim",
+                       "dim_feedforward")
 
 
 class EncoderLayer(nn.Module):

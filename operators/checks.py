@@ -30,8 +30,10 @@ def _checks_finite(x: torch.Tensor) -> bool:
     return mode == "always" or (mode == "cpu" and x.device.type == "cpu")
 
 
-def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str) -> None:
-    """Check ``x`` is a finite channels-last grid tensor ``(b, *grid, channels)`` with ``ndim`` grid axes."""
+def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str,
+                     dtype: torch.dtype | None = None) -> None:
+    """Check ``x`` is a finite channels-last grid tensor ``(b, *grid, channels)`` with ``ndim`` grid axes,
+    a non-empty batch and, if given, the floating dtype ``dtype`` of the model's weights."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{where}: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != ndim + 2:
@@ -47,6 +49,12 @@ def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str) -> N
         )
     if not torch.is_floating_point(x):
         raise ValueError(f"{where}: x must be a floating-point tensor, got {x.dtype}")
+    if x.shape[0] == 0 or any(n == 0 for n in x.shape[1:-1]):
+        raise ValueError(f"{where}: got an empty input of shape {tuple(x.shape)}; give at least one sample "
+                         "and a non-empty grid")
+    if dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+        raise ValueError(f"{where}: x is {x.dtype} but the model's weights are {dtype}; convert the input "
+                         f"(x.to({dtype})) or the model (model.to({x.dtype}))")
     if _checks_finite(x) and not bool(torch.isfinite(x).all()):
         n_bad = int((~torch.isfinite(x)).sum())
         raise ValueError(
@@ -81,3 +89,11 @@ def grid_pos(
     if _checks_finite(pos) and not bool(torch.isfinite(pos).all()):
         raise ValueError(f"{where}: pos contains NaN or inf")
     return pos.to(x.dtype).expand(x.shape[0], *pos.shape[1:])
+
+
+def weight_dtype(module: torch.nn.Module) -> torch.dtype | None:
+    """The dtype of ``module``'s first real floating-point parameter (None if it has none)."""
+    for p in module.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return None

@@ -164,8 +164,18 @@ def test_nan_in_data_is_an_error_naming_the_sample(burgers_file, tmp_path):
     with h5py.File(copy, "r+") as h5:
         h5["y"][3, 10] = np.nan
     open_dataset(copy, indices=[0, 1, 2])  # the damaged sample is not read
-    with pytest.raises(ValueError, match="'y' contains NaN in sample 3"):
+    with pytest.raises(ValueError, match="'y' contains NaN or inf in sample 3"):
         open_dataset(copy)
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf])
+def test_inf_in_data_is_an_error_naming_field_and_sample(burgers_file, tmp_path, value):
+    copy = tmp_path / "inf.h5"
+    shutil.copy(burgers_file, copy)
+    with h5py.File(copy, "r+") as h5:
+        h5["y"][4, 0] = value  # point 0 is on every strided grid
+    with pytest.raises(ValueError, match=r"inf.h5: field 'y' contains NaN or inf in sample 4"):
+        open_dataset(copy, resolution=32)
 
 
 def test_incomplete_file_loads_complete_samples_with_a_warning(tmp_path):

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from petrov.common.files import atomic_write, write_json
+from petrov.common.files import atomic_write, check_writable, write_json
 from petrov.datasets import allowed_resolutions as reachable_resolutions
 from petrov.datasets import dataset_info, get_recipe, open_dataset
 from petrov.datasets.loading import as_indices
@@ -544,6 +544,7 @@ def run_evaluation(
     dev = _device(device)
     setup = load_run(run_dir, map_location=dev)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "eval"
+    check_writable(out, "evaluation output directory")  # before the work, not after it
     rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
                                 device=dev, out_dir=out)
     if echo:

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from petrov.common.files import atomic_write
+from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock
 from petrov.operators import build_model
 
 from . import checkpoint as ckpt
@@ -348,30 +348,40 @@ def train(
     owns_group = not torch.distributed.is_initialized()
     ctx = dist_.setup(config.run.device)
     try:
-        dist_.run_on_main(lambda: _prepare_run_dir(run_dir, resume), ctx)
+        dist_.run_on_main(lambda: _check_run_dir(run_dir, resume), ctx)
+        # data, model and their fit are validated before the run directory is made
         trainer = Trainer(config, run_dir, ctx, data, callbacks)
-        if resume:
-            trainer.restore()
-        elif ctx.is_main:
-            save_config_json(config, run_dir / "config.json")
-        log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None
-        try:
-            stopped = trainer.fit(log)
-        finally:
-            if log is not None:
-                log.close()
-        test = trainer.test() if stopped != "callback" else []
-        if ctx.is_main and test:
-            write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
-                                               "best_val_rel_l2": trainer.best_metric,
-                                               "metric": "relative L2 per sample, raw units"})
+        with contextlib.ExitStack() as lock:
+
+            def claim() -> None:  # one writer per run directory
+                ensure_dir(run_dir, "run directory")
+                lock.enter_context(exclusive_lock(run_dir / "last.pt", what="trained"))
+                _check_run_dir(run_dir, resume)  # again: another run may have written it meanwhile
+
+            dist_.run_on_main(claim, ctx)
+            if resume:
+                trainer.restore()
+            elif ctx.is_main:
+                save_config_json(config, run_dir / "config.json")
+            log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None
+            try:
+                stopped = trainer.fit(log)
+            finally:
+                if log is not None:
+                    log.close()
+            test = trainer.test() if stopped != "callback" else []
+            if ctx.is_main and test:
+                write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
+                                                   "best_val_rel_l2": trainer.best_metric,
+                                                   "metric": "relative L2 per sample, raw units"})
         return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test)
     finally:
         if owns_group:
             dist_.teardown(ctx)
 
 
-def _prepare_run_dir(run_dir: Path, resume: bool) -> None:
+def _check_run_dir(run_dir: Path, resume: bool) -> None:
+    """What may be done with ``run_dir``: resume needs its ``last.pt``, a new run must not find one."""
     if resume:
         if not (run_dir / "last.pt").is_file():
             raise FileNotFoundError(
@@ -385,4 +395,4 @@ def _prepare_run_dir(run_dir: Path, resume: bool) -> None:
         raise FileExistsError(
             f"{str(run_dir)!r} already holds a run; pass --resume to continue it or choose another --out"
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(run_dir, "run directory")

@@ -20,10 +20,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from petrov.common.config import check_positive
+
 from ..blocks import SpectralBlock, mlp
-from ..checks import check_grid_input, grid_pos
+from ..checks import check_grid_input, grid_pos, weight_dtype
 from ..layout import channels_first, channels_last
 from . import register_model
+
+
+def _check_sizes(c) -> None:
+    check_positive(c, "in_channels", "out_channels", "width", "modes", "n_layers", "proj_hidden")
+    if isinstance(c.padding, bool) or not isinstance(c.padding, int) or c.padding < 0:
+        raise ValueError(f"{type(c).__name__}.padding must be an integer >= 0, got {c.padding!r}")
 
 
 @dataclass
@@ -38,6 +46,9 @@ class FNO1dConfig:
     padding: int = 0
     periodic: bool = True
 
+    def __post_init__(self):
+        _check_sizes(self)
+
 
 @dataclass
 class FNO2dConfig:
@@ -50,6 +61,9 @@ class FNO2dConfig:
     activation: str = "gelu"
     padding: int = 0
     periodic: bool = False
+
+    def __post_init__(self):
+        _check_sizes(self)
 
 
 REFERENCE_CONFIG = {
@@ -64,8 +78,6 @@ class _FNO(nn.Module):
     def __init__(self, config):
         super().__init__()
         c = config
-        if c.n_layers < 1 or c.width < 1 or c.padding < 0:
-            raise ValueError(f"{type(self).__name__}: need n_layers >= 1, width >= 1, padding >= 0")
         self.cfg = c
         self.lift = nn.Linear(c.in_channels + self.ndim, c.width)
         self.blocks = nn.ModuleList(
@@ -76,7 +88,7 @@ class _FNO(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """``(b, *grid, c_in)`` -> ``(b, *grid, c_out)``; ``pos`` defaults to the uniform grid."""
-        check_grid_input(x, self.ndim, self.cfg.in_channels, type(self).__name__)
+        check_grid_input(x, self.ndim, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
         pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h = channels_first(self.lift(torch.cat([x, pos], dim=-1)))
         p = self.cfg.padding

@@ -31,7 +31,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..blocks import EncoderConfig, SpectralDecoder, encoder_stack
-from ..checks import check_grid_input, grid_pos
+from ..checks import check_grid_input, grid_pos, weight_dtype
 from . import register_model
 
 
@@ -82,7 +82,7 @@ class Galerkin1d(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 1, self.cfg.in_channels, type(self).__name__)
+        check_grid_input(x, 1, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
         pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h = self.lift(torch.cat([x, pos], dim=-1) if self.cfg.lift_coordinates else x)
         recompute = self.cfg.checkpoint_layers and torch.is_grad_enabled()

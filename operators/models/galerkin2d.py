@@ -37,7 +37,7 @@ from torch.nn import functional as F
 from ..blocks import (
     DownSampler2d, EncoderConfig, PointwiseDecoder, SpectralDecoder, UpSampler2d, encoder_stack, resize2d,
 )
-from ..checks import check_grid_input, grid_pos
+from ..checks import check_grid_input, grid_pos, weight_dtype
 from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
 from . import register_model
 
@@ -147,7 +147,7 @@ class Galerkin2d(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__)
+        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
         pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h, _ = self.encoder(x, pos)
         fine = tuple(x.shape[1:3])
@@ -175,7 +175,7 @@ class Galerkin2dInverse(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__)
+        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
         pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h, pos_c = self.encoder(x, pos)
         coarse = self.encoder.coarse
