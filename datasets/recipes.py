@@ -13,6 +13,8 @@ Kinds (recipes from DESIGN.md section 5):
   ``-div(a grad u) = f``, u = 0 on the boundary; native node grid 421 (also the solve grid).
 - ``darcy-inverse``: stored exactly as ``darcy``; the loader swaps the roles (input u, target a
   average-pooled to ``coarse_resolution``) and ``noise`` records the input noise level to use.
+- ``imported``: a user's own arrays written by ``petrov import`` (``importing.import_arrays``); not
+  generated, and its grid (dimension, size, periodic or nodes) is in each file's attributes.
 """
 from __future__ import annotations
 
@@ -74,11 +76,15 @@ class Recipe:
     dim: int
     x_name: str
     y_name: str
-    produce: Callable[..., tuple[np.ndarray, np.ndarray]]
+    produce: Callable[..., tuple[np.ndarray, np.ndarray]] | None  # None: not generated (imported data)
     validate: Callable[[Any, int], None]
     solver_settings: Callable[[Any], dict]
     inverse: bool = False  # loader: input = stored y, target = stored x pooled to coarse_resolution
     uses_workers: bool = False  # produce() can farm samples out to a process pool
+
+    @property
+    def generatable(self) -> bool:
+        return self.produce is not None
 
     @property
     def grid_kind(self) -> str:
@@ -230,11 +236,42 @@ RECIPES.register("darcy-inverse")(
     )
 )
 
+
+
+# --- imported ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportedParams:
+    """No parameters: the data come from the user's arrays."""
+
+
+def _no_generation(*_: Any) -> None:
+    raise ValueError("'imported' data are not generated; write such a file with `petrov import` (import_arrays)")
+
+
+RECIPES.register("imported")(
+    Recipe(
+        name="imported",
+        description="a user's own input/output arrays (petrov import); grid and channels from the file",
+        family="imported",
+        params_cls=ImportedParams,
+        native_resolution=0,  # per file: the native_resolution, dim and grid attributes
+        periodic=False,
+        dim=0,
+        x_name="x",
+        y_name="y",
+        produce=None,
+        validate=_no_generation,
+        solver_settings=lambda p: {},
+    )
+)
+
 # File attributes that are not parameters; a parameter may not reuse one of these names.
 RESERVED_ATTRS = {
     "format", "format_version", "kind", "family", "equation", "params", "seed", "native_resolution", "grid",
     "dim", "solver_settings", "petrov_version", "created", "n_samples", "n_complete", "x_name", "y_name",
-    "chunk_size",
+    "chunk_size", "x_channels", "y_channels", "domain", "sources",
 }
 for _kind in RECIPES:
     _clash = {f.name for f in dataclasses.fields(RECIPES.get(_kind).params_cls)} & RESERVED_ATTRS
