@@ -193,7 +193,8 @@ def _read_block(src: ArraySource, lo: int, hi: int) -> np.ndarray:
     index = tuple(slice(lo, hi) if a == "N" else slice(None) for a in own)
     block = np.asarray(src.array[index])
     order = _canonical(src.axes)
-    block = np.transpose(block, [own.index(a) for a in order]).astype(np.float32)
+    with np.errstate(over="ignore"):  # values beyond float32 become inf, reported by the finiteness check
+        block = np.transpose(block, [own.index(a) for a in order]).astype(np.float32)
     return np.ascontiguousarray(block if "C" in order else block[..., None])
 
 
