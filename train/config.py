@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
+import sys
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -32,6 +32,11 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from petrov.operators.config import asdict, from_dict
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, packaged for Python 3.10 (a conditional dependency)
+    import tomli as tomllib
 
 
 @dataclass
