@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..config import asdict, from_dict
 from ..registry import Registry
 
-MODELS: Registry = Registry("model")
+MODELS: Registry = Registry("model", entry_point_group="petrov.models")
 
 
 def register_model(name: str, config_cls: type):
