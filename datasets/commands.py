@@ -47,12 +47,13 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from ..train.cli import UsageError
     from .importing import import_arrays
 
     domain = None
     if args.domain is not None:
         if len(args.domain) % 2:
-            raise ValueError(f"--domain takes LO HI pairs (one pair, or one per grid axis), got {args.domain}")
+            raise UsageError(f"--domain takes LO HI pairs (one pair, or one per grid axis), got {args.domain}")
         domain = [args.domain[i : i + 2] for i in range(0, len(args.domain), 2)]
         domain = domain[0] if len(domain) == 1 else domain
     path = import_arrays(

@@ -263,7 +263,7 @@ def test_cli_import_then_info(tmp_path, capsys):
     for expected in ("kind:        imported", "8 of 8 (complete)", "(8, 9, 9, 2), (8, 9, 9, 1)",
                      "nodes, native resolution 9", "resolutions: 2, 3, 5, 9"):
         assert expected in text
-    assert cli_main(args) != 0
+    assert cli_main(args) == 1  # a runtime failure
     assert "already exists" in capsys.readouterr().err
-    assert cli_main(args[:-3] + ["1", "-o", str(out), "--overwrite"]) != 0  # odd --domain values
+    assert cli_main(args[:-3] + ["1", "-o", str(out), "--overwrite"]) == 2  # odd --domain values: usage
     assert "LO HI pairs" in capsys.readouterr().err
