@@ -104,7 +104,9 @@ def exclusive_lock(target: str | os.PathLike, what: str = "written") -> Iterator
     The lock is ``fcntl.flock`` on a small file ``.NAME.lock`` beside ``target`` (which may not exist
     yet), holding the owner's pid; the kernel releases it when the holder exits, even on kill -9, so
     a stale lock file never blocks.  A second writer gets :class:`Locked` at once, naming the pid.
-    Where ``fcntl`` does not exist (Windows) no lock is taken.
+    The holder removes the file when it is done; a writer that locked a file removed meanwhile
+    (it checks the inode) tries again on the new one.  Where ``fcntl`` does not exist (Windows) no
+    lock is taken.
     """
     try:
         import fcntl
@@ -113,23 +115,33 @@ def exclusive_lock(target: str | os.PathLike, what: str = "written") -> Iterator
         return
     target = Path(target)
     lock = target.with_name(f".{target.name}.lock")
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:
-        raise PermissionError(f"directory {str(lock.parent)!r} is not writable") from None
-    try:
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:
+            raise PermissionError(f"directory {str(lock.parent)!r} is not writable") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
             raise Locked(
                 f"{str(target)!r} is being {what} by another process (pid {holder}); wait for it to "
                 "finish or stop it, then run this again"
             ) from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(lock).st_ino:
+                break  # locked the file that is at the path
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the previous holder removed it between our open and flock: again
+    try:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         yield
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)  # while still holding it
         os.close(fd)  # releases the lock
 
 

@@ -1,7 +1,7 @@
 """petrov.datasets: PDE data for neural operators.
 
 Generate (``generate_dataset`` / ``petrov generate``) Burgers, Darcy and inverse-Darcy datasets into HDF5
-files, resumably; load them, or the FNO benchmark ``.mat`` files, at any strided resolution
+files, resumably, or import your own arrays into the same format (``import_arrays`` / ``petrov import``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
 (``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
 The building blocks (GRF samplers, the Burgers and Darcy solvers) are public too.
 """
@@ -9,6 +9,7 @@ from .burgers import solve_burgers
 from .darcy import solve_darcy
 from .fno_files import open_mat, read_mat
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
+from .importing import import_arrays
 from .loading import GridDataset, dataset_info, open_dataset
 from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, add_noise, fit_normalizer
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
@@ -29,6 +30,7 @@ __all__ = [
     "fit_normalizer",
     "generate_dataset",
     "get_recipe",
+    "import_arrays",
     "list_kinds",
     "neumann_grf_2d",
     "open_dataset",

@@ -1,4 +1,4 @@
-"""``petrov generate KIND ...`` and ``petrov info FILE``.
+"""``petrov generate KIND ...``, ``petrov import`` and ``petrov info FILE``.
 
 Each registered dataset kind gets its own ``generate`` sub-command whose equation options are made from
 its parameter dataclass (``--nu``, ``--t``, ``--averaging``, ``--coarse-resolution``, ...), so a new recipe
@@ -46,6 +46,52 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import(args: argparse.Namespace) -> int:
+    from ..train.cli import UsageError
+    from .importing import import_arrays
+
+    domain = None
+    if args.domain is not None:
+        if len(args.domain) % 2:
+            raise UsageError(f"--domain takes LO HI pairs (one pair, or one per grid axis), got {args.domain}")
+        domain = [args.domain[i : i + 2] for i in range(0, len(args.domain), 2)]
+        domain = domain[0] if len(domain) == 1 else domain
+    path = import_arrays(
+        args.output, args.x, args.y, grid=args.grid, x_axes=args.x_axes, y_axes=args.y_axes, domain=domain,
+        coords=args.coords, overwrite=args.overwrite, chunk_size=args.chunk_size, description=args.description,
+        progress=not args.no_progress,
+    )
+    print(f"wrote {path}")
+    return 0
+
+
+def _add_import(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import", help="turn your own input/output arrays (.npy, .npz, HDF5, .mat) into a petrov dataset",
+        description="Write input/output arrays into a petrov dataset file (HDF5) that loads at strided "
+        "resolutions and trains through data.path like a generated one. SPEC is FILE.npy or FILE:KEY "
+        "(a .npz key, an HDF5 dataset path, a .mat variable).",
+        epilog="example: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5",
+    )
+    p.add_argument("--x", required=True, metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
+    p.add_argument("--y", required=True, metavar="SPEC", help="the output (target) array")
+    p.add_argument("--grid", required=True, choices=["periodic", "nodes"],
+                   help="periodic: points i/n (right end excluded); nodes: i/(n-1) with both boundaries")
+    p.add_argument("-o", "--output", required=True, help="output file, e.g. data/mine.h5")
+    p.add_argument("--x-axes", metavar="AXES", help="axis order of x: N samples, X/Y grid, C channels "
+                   "(e.g. NX, XN, NXY, NCXY, NXYC; default: samples first, no channels); .mat: MATLAB's order")
+    p.add_argument("--y-axes", metavar="AXES", help="axis order of y (default: as x when the ranks match)")
+    p.add_argument("--domain", type=float, nargs="+", metavar="LO HI",
+                   help="the domain: LO HI for every axis, or one pair per axis (default 0 1)")
+    p.add_argument("--coords", nargs="+", metavar="SPEC",
+                   help="1-D coordinates of each grid axis (checked uniform; they give the domain)")
+    p.add_argument("--description", help="what the data are (stored as the 'equation' attribute)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--chunk-size", type=int, default=None, help="samples read and written at a time")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_import)
+
+
 def _format_value(value) -> str:
     if isinstance(value, str) and value.startswith("{"):
         try:  # JSON attributes (params, solver_settings) printed compactly
@@ -83,6 +129,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     kinds = gen.add_subparsers(dest="kind", metavar="KIND", required=True)
     for name in RECIPES:
         recipe = RECIPES.get(name)
+        if not recipe.generatable:  # imported data: `petrov import`
+            continue
         p = kinds.add_parser(name, help=recipe.description, description=recipe.description, allow_abbrev=False)
         p.add_argument("--n-samples", type=int, required=True, help="number of samples")
         p.add_argument("--resolution", type=int, default=None,
@@ -99,6 +147,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         for field in dataclasses.fields(recipe.params_cls):
             _param_option(group, field, hints[field.name])
         p.set_defaults(func=_generate)
+
+    _add_import(sub)
 
     info = sub.add_parser("info", help="show what a dataset file (.h5 or FNO .mat) holds")
     info.add_argument("file", help="dataset file")

@@ -2,7 +2,8 @@
 
 ``open_dataset(path, resolution=85, indices=slice(0, 1000))`` reads only the samples asked for, strided
 from the native grid (see ``sampling``), from a petrov HDF5 file or an FNO ``.mat`` file (chosen by the
-extension), and returns a :class:`GridDataset` with ``x (N, *grid, 1)``, ``y (N, *grid_out, 1)`` and
+extension), and returns a :class:`GridDataset` with ``x (N, *grid, c_in)``, ``y (N, *grid_out, c_out)``
+(one channel for generated and FNO files, the stored channels for imported ones) and
 coordinates ``(*grid, d)`` from ``petrov.operators.layout.grid_coordinates``.
 
 Inverse Darcy (``kind="darcy-inverse"``, or a darcy-inverse file): ``x = u`` at ``resolution`` and
@@ -159,15 +160,15 @@ def open_dataset(
             pool_kernel(resolution, coarse_resolution)  # fail before reading anything
             attrs.setdefault("noise", recipe.params_cls().noise)
             attrs["coarse_resolution"] = coarse_resolution
-            x = src.read("y", idx, stride)
-            y = read_pooled(src, idx, stride, coarse_resolution)
+            x = src.read_channels("y", idx, stride)
+            y = read_pooled(src, idx, stride, coarse_resolution)[..., None]
         else:
             if coarse_resolution is not None:
                 raise ValueError(f"coarse_resolution applies to 'darcy-inverse' only, not {kind!r}")
-            x, y = src.read("x", idx, stride), src.read("y", idx, stride)
+            x, y = src.read_channels("x", idx, stride), src.read_channels("y", idx, stride)
         return GridDataset(
-            torch.from_numpy(x[..., None]).to(dtype),
-            torch.from_numpy(y[..., None]).to(dtype),
+            torch.from_numpy(x).to(dtype),
+            torch.from_numpy(y).to(dtype),
             kind=kind,
             periodic=src.periodic,
             native_resolution=native,
@@ -202,8 +203,8 @@ def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
             "n_samples": src.n_samples,
             "n_complete": src.n_complete,
             "complete": src.n_complete >= src.n_samples,
-            "x_shape": shape,
-            "y_shape": shape,
+            "x_shape": shape + src.channel_shape("x"),
+            "y_shape": shape + src.channel_shape("y"),
             "native_resolution": src.native_resolution,
             "grid": "periodic" if src.periodic else "nodes",
             "resolutions": allowed_resolutions(src.native_resolution, src.periodic),

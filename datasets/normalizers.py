@@ -175,8 +175,8 @@ def fit_normalizer(
         moments = _RunningMoments()
         for lo in range(0, len(idx), block):
             part = idx[lo : lo + block]
-            data = read_pooled(src, part, stride, coarse) if pooled else src.read(stored, part, 1)
-            moments.add(data[..., None], axis=0 if pointwise else None)
+            data = read_pooled(src, part, stride, coarse)[..., None] if pooled else src.read_channels(stored, part, 1)
+            moments.add(data, axis=0 if pointwise else None)
         std = np.sqrt(moments.m2 / (moments.n - 1))
         return PointwiseGaussianNormalizer(
             torch.as_tensor(moments.mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32), eps,

@@ -13,6 +13,8 @@ Kinds (the FNO paper's recipes, checked against its released MATLAB scripts):
   ``-div(a grad u) = f``, u = 0 on the boundary; native node grid 421 (also the solve grid).
 - ``darcy-inverse``: stored exactly as ``darcy``; the loader swaps the roles (input u, target a
   average-pooled to ``coarse_resolution``) and ``noise`` records the input noise level to use.
+- ``imported``: a user's own arrays written by ``petrov import`` (``importing.import_arrays``); not
+  generated, and its grid (dimension, size, periodic or nodes) is in each file's attributes.
 """
 from __future__ import annotations
 
@@ -75,11 +77,15 @@ class Recipe:
     dim: int
     x_name: str
     y_name: str
-    produce: Callable[..., tuple[np.ndarray, np.ndarray]]
+    produce: Callable[..., tuple[np.ndarray, np.ndarray]] | None  # None: not generated (imported data)
     validate: Callable[[Any, int], None]
     solver_settings: Callable[[Any], dict]
     inverse: bool = False  # loader: input = stored y, target = stored x pooled to coarse_resolution
     uses_workers: bool = False  # produce() can farm samples out to a process pool
+
+    @property
+    def generatable(self) -> bool:
+        return self.produce is not None
 
     @property
     def grid_kind(self) -> str:
@@ -227,5 +233,35 @@ RECIPES.register("darcy-inverse")(
         validate=_validate_darcy_inverse,
         inverse=True,
         **_DARCY_COMMON,
+    )
+)
+
+
+# --- imported ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportedParams:
+    """No parameters: the data come from the user's arrays."""
+
+
+def _no_generation(*_: Any) -> None:
+    raise ValueError("'imported' data are not generated; write such a file with `petrov import` (import_arrays)")
+
+
+RECIPES.register("imported")(
+    Recipe(
+        name="imported",
+        description="a user's own input/output arrays (petrov import); grid and channels from the file",
+        family="imported",
+        params_cls=ImportedParams,
+        native_resolution=0,  # per file: the native_resolution, dim and grid attributes
+        periodic=False,
+        dim=0,
+        x_name="x",
+        y_name="y",
+        produce=None,
+        validate=_no_generation,
+        solver_settings=lambda p: {},
     )
 )

@@ -7,6 +7,10 @@ plus all of them as JSON in ``params``), ``seed``, ``native_resolution``, ``grid
 ``dim``, ``solver_settings`` (JSON), ``petrov_version``, ``created`` (UTC ISO time), ``n_samples``,
 ``n_complete``, ``x_name``/``y_name``, ``chunk_size``.
 
+Imported files (``petrov import``, kind ``imported``) have the same layout except that ``x``/``y`` are
+``(n_samples, *grid, channels)`` (attributes ``x_channels``/``y_channels``), and record ``domain`` and
+``sources`` (JSON) instead of generation parameters.
+
 Generation writes ``FILE.h5.partial`` in the same directory, chunk by chunk in index order, setting
 ``n_complete`` and flushing after each chunk, and renames it to ``FILE.h5`` (``os.replace``) when all
 samples are written. Rerunning an interrupted generation with the same parameters resumes from
@@ -298,7 +302,8 @@ class StoredData:
         ds = self.x if name == "x" else self.y
         indices = np.asarray(indices, dtype=np.int64)
         unique, inverse = np.unique(indices, return_inverse=True)
-        block = max(1, block_bytes // (4 * self.native_resolution**self.dim))
+        channels = self.channel_shape(name)
+        block = max(1, block_bytes // (4 * self.native_resolution**self.dim * int(np.prod(channels))))
         grid_sel = (slice(None, None, stride),) * self.dim
         parts = []
         for lo in range(0, len(unique), block):
@@ -313,9 +318,19 @@ class StoredData:
                     f"(an unfinished or corrupt file, or bad values in imported data); regenerate or fix it"
                 )
             parts.append(part)
-        shape = (0,) + (len(range(0, self.native_resolution, stride)),) * self.dim
+        shape = (0,) + (len(range(0, self.native_resolution, stride)),) * self.dim + channels
         data = np.concatenate(parts) if parts else np.zeros(shape, np.float32)
         return data[inverse]
+
+    def channel_shape(self, name: str) -> tuple[int, ...]:
+        """``(c,)`` for a field stored with a trailing channel axis (imported files), else ``()``."""
+        ds = self.x if name == "x" else self.y
+        return () if self.transposed or ds.ndim == 1 + self.dim else tuple(ds.shape[1 + self.dim:])
+
+    def read_channels(self, name: str, indices: np.ndarray, stride: int) -> np.ndarray:
+        """:meth:`read` with a channel axis always: float32 ``(len(indices), *grid, c)``."""
+        data = self.read(name, indices, stride)
+        return data if self.channel_shape(name) else data[..., None]
 
     def _rows(self, ds, lo: int, hi: int, grid_sel: tuple) -> np.ndarray:
         part = np.asarray(ds[..., lo:hi]).T if self.transposed else np.asarray(ds[lo:hi])
@@ -350,7 +365,7 @@ def open_stored(path: str | os.PathLike) -> StoredData:
             kind=attrs["kind"],
             native_resolution=int(attrs["native_resolution"]),
             periodic=attrs["grid"] == "periodic",
-            dim=recipe.dim,
+            dim=int(attrs.get("dim", recipe.dim)),  # imported files: the dimension is per file
             n_samples=int(attrs["n_samples"]),
             n_complete=int(attrs["n_complete"]),
             attrs=attrs,

@@ -100,5 +100,5 @@ def test_resume_refuses_a_changed_config(tmp_path):
 def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="last.pt"):
         train(cases.tiny_config(), tmp_path / "empty", data=cases.tiny_data(), resume=True)
-    assert cli_main(["train", "--out", str(tmp_path / "empty"), "--resume"]) == 2
+    assert cli_main(["train", "--out", str(tmp_path / "empty"), "--resume"]) == 1
     assert "config.json" in capsys.readouterr().err

@@ -1,8 +1,6 @@
 """FNO .mat readers: v5 (scipy) and v7.3 (HDF5, transposed) fakes give the same arrays and datasets."""
-import h5py
 import numpy as np
 import pytest
-import scipy.io
 import torch
 
 from petrov.datasets import open_dataset, read_mat
@@ -13,26 +11,9 @@ BURGERS = {"a": RNG.standard_normal((3, 32)), "u": RNG.standard_normal((3, 32))}
 DARCY = {"coeff": RNG.choice([3.0, 12.0], size=(4, 9, 9)), "sol": RNG.standard_normal((4, 9, 9))}
 
 
-def write_v5(path, arrays):
-    scipy.io.savemat(path, arrays)  # MATLAB 5 format, arrays in MATLAB index order
-    return path
-
-
-def write_v73(path, arrays):
-    """What MATLAB's save -v7.3 produces, as far as a reader sees it: an HDF5 file after a 512-byte header
-    block, each variable an HDF5 dataset whose axes are reversed (column-major storage)."""
-    with h5py.File(path, "w", userblock_size=512) as h5:
-        for name, value in arrays.items():
-            h5.create_dataset(name, data=value.T)
-            h5[name].attrs["MATLAB_class"] = np.bytes_("double")
-    header = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Jan  1 00:00:00 2024 HDF5 schema 1.00 ."
-    with open(path, "r+b") as fh:
-        fh.write(header.ljust(116) + b"\x00" * 8 + b"\x00\x02IM")
-    return path
-
-
 @pytest.mark.parametrize("arrays", [BURGERS, DARCY], ids=["burgers", "darcy"])
-def test_both_formats_read_the_matlab_arrays(tmp_path, arrays):
+def test_both_formats_read_the_matlab_arrays(tmp_path, arrays, mat_writers):
+    write_v5, write_v73 = mat_writers
     v5 = write_v5(tmp_path / "v5.mat", arrays)
     v73 = write_v73(tmp_path / "v73.mat", arrays)
     assert mat_format(v5) == "v5" and mat_format(v73) == "v7.3"
@@ -43,7 +24,8 @@ def test_both_formats_read_the_matlab_arrays(tmp_path, arrays):
             np.testing.assert_array_equal(got[key], value.astype(np.float32))
 
 
-def test_burgers_mat_as_dataset_at_lower_resolution(tmp_path):
+def test_burgers_mat_as_dataset_at_lower_resolution(tmp_path, mat_writers):
+    write_v5, write_v73 = mat_writers
     for path in (write_v5(tmp_path / "v5.mat", BURGERS), write_v73(tmp_path / "v73.mat", BURGERS)):
         ds = open_dataset(path, resolution=8, indices=[2, 0])
         assert ds.kind == "burgers" and ds.periodic and ds.native_resolution == 32
@@ -54,7 +36,8 @@ def test_burgers_mat_as_dataset_at_lower_resolution(tmp_path):
         torch.testing.assert_close(ds.y, expect_y, rtol=0, atol=0)
 
 
-def test_darcy_mat_as_forward_and_inverse_dataset(tmp_path):
+def test_darcy_mat_as_forward_and_inverse_dataset(tmp_path, mat_writers):
+    write_v5, write_v73 = mat_writers
     for path in (write_v5(tmp_path / "v5.mat", DARCY), write_v73(tmp_path / "v73.mat", DARCY)):
         ds = open_dataset(path, resolution=5)
         assert ds.kind == "darcy" and not ds.periodic and ds.x.shape == (4, 5, 5, 1)
@@ -65,14 +48,16 @@ def test_darcy_mat_as_forward_and_inverse_dataset(tmp_path):
         assert inv.y.shape == (4, 3, 3, 1)
 
 
-def test_missing_keys_are_named(tmp_path):
+def test_missing_keys_are_named(tmp_path, mat_writers):
+    write_v5, write_v73 = mat_writers
     for writer in (write_v5, write_v73):
         path = writer(tmp_path / f"{writer.__name__}.mat", {"a": BURGERS["a"], "v": BURGERS["u"]})
         with pytest.raises(KeyError, match=r"holds variables \['a', 'v'\].*'coeff' and 'sol'"):
             open_dataset(path)
 
 
-def test_bad_mat_files(tmp_path):
+def test_bad_mat_files(tmp_path, mat_writers):
+    write_v5, write_v73 = mat_writers
     with pytest.raises(FileNotFoundError, match="no such .mat file"):
         open_dataset(tmp_path / "missing.mat")
     junk = tmp_path / "junk.mat"

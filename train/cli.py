@@ -3,14 +3,25 @@
 Subcommands live next to the code they drive; each module in ``COMMAND_MODULES`` exposes
 ``register(subparsers)``, which adds its parsers and sets ``func`` (called with the parsed args,
 returning an exit code).  Adding a subcommand is one entry here.
+
+Exit status: 0 success; 2 usage error (argparse's, or :class:`UsageError` raised by a command); 1 any
+other failure, reported as one line ``petrov COMMAND: error: ...`` on stderr (``petrov --debug ...``
+shows the traceback instead); 130 on Ctrl-C. Output cut short by a closed pipe (``petrov info F | head``)
+ends quietly with the status 141 a SIGPIPE would give.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 
 from petrov.common.version import petrov_version
+
+
+class UsageError(ValueError):
+    """A command line that parsed but cannot be run as given (exit status 2, like argparse's errors)."""
 
 COMMAND_MODULES = [
     "petrov.train.commands_registry",
@@ -24,24 +35,45 @@ def build_parser() -> argparse.ArgumentParser:
         prog="petrov", description="Neural operators for PDEs: data, training, evaluation."
     )
     parser.add_argument("--version", action="version", version=f"petrov {petrov_version()}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
+def _message(err: BaseException) -> str:
+    text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+    return str(text).splitlines()[0] if str(text) else type(err).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # usage errors: argparse prints them and exits with 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, KeyError, FileNotFoundError, FileExistsError, RuntimeError) as err:
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"petrov {args.command}: error: {msg}", file=sys.stderr)
-        return 2
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (petrov info FILE | head -1): stop quietly; point stdout at devnull so
+        # the interpreter's final flush does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print(f"petrov {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if args.debug:
+            traceback.print_exc()
+        else:
+            print(f"petrov {args.command}: error: {_message(err)}", file=sys.stderr)
+        if isinstance(err, UsageError):
+            print(f"run 'petrov {args.command} --help' for usage", file=sys.stderr)
+            return 2
+        return 1
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ def _run_train(args: argparse.Namespace) -> int:
     run_dir = Path(args.out)
     if args.config is None:
         if not args.resume:
-            raise ValueError("give a CONFIG (a .toml file or a preset name), or --resume an existing run")
+            from .cli import UsageError
+
+            raise UsageError("give a CONFIG (a .toml file or a preset name), or --resume an existing run")
         saved = load_config_json(run_dir / "config.json")
         config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))
         check_resumable(saved, config, run_dir)

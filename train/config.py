@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
+import sys
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -33,6 +33,11 @@ from typing import Any, Literal, Mapping
 
 from petrov.common.config import asdict, from_dict
 from petrov.common.files import write_json
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, packaged for Python 3.10 (a conditional dependency)
+    import tomli as tomllib
 
 
 @dataclass

@@ -25,7 +25,7 @@ from torch import nn
 
 from petrov.common.registry import Registry
 
-MIXERS: Registry = Registry("mixer")
+MIXERS: Registry = Registry("mixer", entry_point_group="petrov.mixers")
 
 
 def list_mixers() -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from petrov.common.config import asdict, from_dict
 from petrov.common.registry import Registry
 
-MODELS: Registry = Registry("model")
+MODELS: Registry = Registry("model", entry_point_group="petrov.models")
 _CONFIG_CLASSES: dict[str, type] = {}
 
 
