@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "petrov.datasets.commands",
     "petrov.train.commands",
     "petrov.train.evaluate",
+    "petrov.train.inverse.commands",
 ]
 
 
