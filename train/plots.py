@@ -4,6 +4,7 @@
   point-wise error; 2-D: input, truth, prediction and |error| fields side by side.
 - :func:`plot_error_vs_resolution`: relative L² (mean ± std, median, max) against the grid size,
   log-log, the training resolution marked.
+- :func:`plot_inversion`: inverse Darcy, per sample: observed u, true and recovered coefficient, |error|.
 - :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
   read from the run's ``log.jsonl`` (or ``log.csv``) written by the trainer.
 

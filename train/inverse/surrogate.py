@@ -55,7 +55,7 @@ def _batch(operator, u_obs: torch.Tensor, theta: torch.Tensor, cfg: InversionCon
         u = forward_on_grid(operator, prolong(a_c, u_obs.shape[-1]))
         loss = (0.5 * ((u - u_obs) ** 2).sum(dim=(1, 2)) / norm2
                 + cfg.reg_weight * total_variation(a_c, cfg.tv_delta))
-        history.append(float(loss.mean()))
+        history.append(loss.detach().mean().item())
         if len(history) > cfg.steps:  # the last entry is the objective of the returned parameters
             break
         opt.zero_grad(set_to_none=True)
