@@ -279,5 +279,12 @@ def test_invalid_requests_are_clear_errors(runs, tmp_path, capsys):
     np.save(tmp_path / "u13.npy", solve_darcy(np.full((1, 13, 13), 5.0)))
     err = _cli_error(["invert", str(tmp_path / "u13.npy"), "--method", "learned", "--inverse-run",
                       str(root / "inverse"), "--out", str(tmp_path / "out")], capsys)
-    assert "13 x 13" in err or "13" in err
+    assert "13 x 13" in err
+    err = _cli_error(["invert", str(tmp_path / "u13.npy"), "--method", "surrogate", "--forward-run",
+                      str(root / "forward"), "--out", str(tmp_path / "out")], capsys)
+    assert "13 x 13" in err
     assert not (tmp_path / "out").exists()
+    (tmp_path / "file").write_text("not a directory")
+    err = _cli_error(["invert", str(data), "--indices", "20:21", "--method", "pde", "--grid", "6",
+                      "--out", str(tmp_path / "file" / "out")], capsys)
+    assert "writable directory" in err

@@ -31,7 +31,7 @@ from petrov.operators.config import asdict
 from petrov.operators.registry import Registry
 
 from .config import InversionConfig, inversion_config
-from .learned import invert_learned, output_grid
+from .learned import invert_learned, output_grid, predict
 from .metrics import inversion_metrics
 from .observations import Observations, add_observation_noise, load_observations
 from .pde import invert_pde
@@ -159,12 +159,19 @@ def _resolve_grid(cfg: InversionConfig, ops: Operators, obs: Observations, metho
 
 
 def _check_writable(out_dir: Path) -> None:
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out_dir):
-            pass
-    except OSError as err:
-        raise ValueError(f"cannot write to the output directory {str(out_dir)!r}: {err}") from None
+    """The directory, or its nearest existing parent, must be a writable directory (nothing is created)."""
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the output directory {str(out_dir)!r}: {str(existing)!r} is not a "
+                         f"writable directory")
+
+
+def _check_operators(ops: Operators, n_obs: int, cfg: InversionConfig) -> None:
+    """One forward pass of each trained operator on the observation grid (clear error before any work)."""
+    if ops.forward is not None:
+        predict(ops.forward, np.full((1, n_obs, n_obs), cfg.threshold))
 
 
 # --- the entry point --------------------------------------------------------------------------------
@@ -215,6 +222,7 @@ def invert(
     elif level > 0:
         obs = add_observation_noise(obs, level, _noise_normalizer(noise_stats, ops, source), noise_seed)
     cfg = _resolve_grid(cfg, ops, obs, method)
+    _check_operators(ops, obs.resolution, cfg)
     out = None if out_dir is None else Path(out_dir)
     if out is not None:
         _check_writable(out)
@@ -274,6 +282,7 @@ def write_result(result: InversionResult, out_dir: Path, *, plots: bool = True, 
     """``coefficients.h5``, ``metrics.json``, ``metrics.csv`` and (``plots``) ``inversion.png`` in ``out_dir``."""
     from petrov.train.evaluate import _atomic_write
 
+    out_dir.mkdir(parents=True, exist_ok=True)
     obs = result.observations
     meta = {"method": result.method, "source": obs.source,
             "noise": "observed" if obs.noise is None else obs.noise, "grid": result.config.grid,
