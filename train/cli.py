@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "petrov.train.commands_registry",
     "petrov.datasets.commands",
     "petrov.train.commands",
+    "petrov.train.inverse.commands",
 ]
 
 

@@ -4,6 +4,7 @@
   point-wise error; 2-D: input, truth, prediction and |error| fields side by side.
 - :func:`plot_error_vs_resolution`: relative L² (mean ± std, median, max) against the grid size,
   log-log, the training resolution marked.
+- :func:`plot_inversion`: inverse Darcy, per sample: observed u, true and recovered coefficient, |error|.
 - :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
   read from the run's ``log.jsonl`` (or ``log.csv``) written by the trainer.
 
@@ -95,11 +96,13 @@ def _predictions_1d(s_in, s_out, x, y, p, ids, path, title) -> Path:
     return save_figure(fig, path)
 
 
-def _field(ax, fig, z, title, cmap="viridis", vmin=None, vmax=None):
+def _field(ax, fig, z, title, cmap="viridis", vmin=None, vmax=None, label=None):
     im = ax.imshow(z.T, origin="lower", extent=(0, 1, 0, 1), cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_title(title, fontsize=9)
     ax.set_xticks([]), ax.set_yticks([])
     cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+    if label:
+        cb.set_label(label, fontsize=8)
     cb.ax.tick_params(labelsize=7)
     cb.formatter.set_powerlimits((-2, 3))
     cb.update_ticks()
@@ -115,6 +118,33 @@ def _predictions_2d(x, y, p, ids, path, title) -> Path:
         _field(axes[j, 2], fig, p[j, ..., 0], "prediction", vmin=lo, vmax=hi)
         _field(axes[j, 3], fig, np.abs(p[j, ..., 0] - y[j, ..., 0]),
                f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", cmap="magma")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *, a_true: np.ndarray | None = None,
+                   sample_ids: Sequence[int] | None = None, n: int = 4, title: str | None = None) -> Path:
+    """Inverse Darcy, one row per sample (first ``n``): observed u ``(N, m, m)``, true a and recovered a
+    ``(N, k, k)`` on one colour scale, and |error| (the last two only when ``a_true`` is given)."""
+    k = min(n, len(a))
+    if k == 0:
+        raise ValueError("no samples to plot")
+    ids = list(sample_ids if sample_ids is not None else range(k))
+    cols = 2 if a_true is None else 4
+    fig, axes = plt.subplots(k, cols, figsize=(3.3 * cols, 3.0 * k), squeeze=False)
+    for j in range(k):
+        both = [a[j]] if a_true is None else [a[j], a_true[j]]
+        lo, hi = min(z.min() for z in both), max(z.max() for z in both)
+        _field(axes[j, 0], fig, u_obs[j], f"sample {int(ids[j])}: observed u", cmap="cividis", label="u")
+        if a_true is None:
+            _field(axes[j, 1], fig, a[j], "recovered a", vmin=lo, vmax=hi, label="a")
+            continue
+        _field(axes[j, 1], fig, a_true[j], "true a (pooled)", vmin=lo, vmax=hi, label="a")
+        _field(axes[j, 2], fig, a[j], "recovered a", vmin=lo, vmax=hi, label="a")
+        _field(axes[j, 3], fig, np.abs(a[j] - a_true[j]), f"|error| (relL2 {_rel_l2(a[j], a_true[j]):.2e})",
+               cmap="magma", label="|a - a_true|")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -1,0 +1,295 @@
+"""``invert``: recover Darcy coefficients from observed solutions with one of the registered methods.
+
+    result = invert("darcy-141.h5", "pde", resolution=141, indices=slice(900, 910), noise=0.01,
+                    noise_stats="runs/darcy-inverse", settings={"grid": 36}, out_dir="inv/pde")
+
+Methods (``METHODS``, one decorator adds one): ``pde`` (finite-difference solve + adjoint, L-BFGS-B),
+``surrogate`` (Adam through a trained forward operator, ``forward_run``), ``learned`` (a trained
+inverse operator, ``inverse_run``). ``pde`` and ``surrogate`` can start from the learned inverse's
+output (``start="learned"``). Everything is validated before anything runs or is written; the output
+directory receives ``coefficients.h5`` (recovered a, observed u, pooled truth when known),
+``metrics.json``/``metrics.csv`` (per sample and mean) and ``inversion.png``, each written to a temporary
+file and renamed.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import h5py
+import numpy as np
+import torch
+
+from petrov.common.config import asdict
+from petrov.common.files import atomic_path, atomic_write, write_json
+from petrov.common.registry import Registry
+from petrov.datasets import average_pool, fit_normalizer
+from petrov.datasets.sampling import pool_kernel
+
+from ..checkpoint import load_operator
+from ..plots import plot_inversion
+from .config import InversionConfig, inversion_config
+from .learned import invert_learned, output_grid, predict
+from .metrics import inversion_metrics
+from .observations import Observations, add_observation_noise, load_observations
+from .pde import invert_pde
+from .surrogate import invert_surrogate
+
+METHODS: Registry[Callable] = Registry("inversion method")
+DEFAULT_GRID = 36  # the reference's coarse target grid (141 -> 36)
+METRIC_FIELDS = ["sample", "rel_l2_a", "phase_accuracy", "misfit_clean", "misfit_noisy", "cpu_seconds"]
+
+
+@dataclass
+class Operators:
+    """The trained operators a method may use (``NormalizedOperator``-like: raw units in and out)."""
+
+    forward: Any = None
+    inverse: Any = None
+
+
+@METHODS.register("pde")
+def _pde(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.ndarray | None):
+    return invert_pde(u, cfg, start)
+
+
+@METHODS.register("surrogate")
+def _surrogate(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.ndarray | None):
+    return invert_surrogate(ops.forward, u, cfg, start)
+
+
+@METHODS.register("learned")
+def _learned(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.ndarray | None):
+    return invert_learned(ops.inverse, u, cfg.grid, cfg.batch_size)
+
+
+NEEDS = {"surrogate": "forward", "learned": "inverse"}
+
+
+@dataclass
+class InversionResult:
+    """``a (N, k, k)`` recovered; ``a_true`` the truth pooled to k (or None); ``metrics`` per sample."""
+
+    method: str
+    a: np.ndarray
+    observations: Observations
+    config: InversionConfig
+    a_true: np.ndarray | None
+    metrics: dict[str, np.ndarray]
+    info: list[dict[str, Any]]
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def cpu_seconds(self) -> np.ndarray:
+        return np.array([i["cpu_seconds"] for i in self.info])
+
+    def summary(self) -> dict[str, float]:
+        """Mean of every per-sample metric (NaN-free entries) and of the CPU seconds per sample."""
+        out = {k: float(np.nanmean(v)) for k, v in self.metrics.items()}
+        out["cpu_seconds"] = float(self.cpu_seconds.mean())
+        out["n"] = len(self.a)
+        return out
+
+
+# --- validation of the inputs ---------------------------------------------------------------------
+
+def parse_noise(noise: Any) -> float | None:
+    """A level ``>= 0`` (added per the reference protocol) or ``"observed"`` (None: already noisy)."""
+    if isinstance(noise, str):
+        if noise.strip().lower() == "observed":
+            return None
+        try:
+            noise = float(noise)
+        except ValueError:
+            raise ValueError(f"noise must be a number >= 0 or 'observed', got {noise!r}") from None
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0 or 'observed', got {noise!r}")
+    return float(noise)
+
+
+def _operator(source: Any, what: str):
+    if source is None or isinstance(source, torch.nn.Module):
+        return source
+    path = Path(source)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} run {str(path)!r} does not exist")
+    return load_operator(path)
+
+
+def _noise_normalizer(noise_stats: Any, ops: Operators, source: Any):
+    """The point-wise statistics of u for the noise: given, the inverse run's, or fitted on the file."""
+    if noise_stats is None:
+        if ops.inverse is not None and getattr(ops.inverse, "x_normalizer", None) is not None:
+            return ops.inverse.x_normalizer
+        if isinstance(source, (str, os.PathLike)) and not str(source).lower().endswith((".npy", ".npz")):
+            noise_stats = source
+        else:
+            return None
+    if not isinstance(noise_stats, (str, os.PathLike)):
+        return noise_stats  # a normalizer object
+    path = Path(noise_stats)
+    if path.is_dir():
+        return _operator(path, "noise statistics").x_normalizer
+    if not path.exists():
+        raise FileNotFoundError(f"noise statistics source {str(path)!r} does not exist")
+    return fit_normalizer(path, "x", kind="darcy-inverse")
+
+
+def _resolve_grid(cfg: InversionConfig, ops: Operators, obs: Observations, method: str) -> InversionConfig:
+    grid = cfg.grid
+    if grid is None:
+        grid = output_grid(ops.inverse, obs.resolution) if ops.inverse is not None else DEFAULT_GRID
+        grid = min(grid, obs.resolution)
+    if grid > obs.resolution:
+        raise ValueError(f"the output grid ({grid}) is finer than the observations ({obs.resolution})")
+    if obs.a_true is not None:
+        try:
+            pool_kernel(obs.resolution, grid)
+        except ValueError as err:
+            raise ValueError(f"the true coefficient cannot be pooled to the output grid: {err}") from None
+    return replace(cfg, grid=int(grid))
+
+
+def _check_writable(out_dir: Path) -> None:
+    """The directory, or its nearest existing parent, must be a writable directory (nothing is created)."""
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the output directory {str(out_dir)!r}: {str(existing)!r} is not a "
+                         f"writable directory")
+
+
+def _check_operators(ops: Operators, n_obs: int, cfg: InversionConfig) -> None:
+    """One forward pass of each trained operator on the observation grid (clear error before any work)."""
+    if ops.forward is not None:
+        predict(ops.forward, np.full((1, n_obs, n_obs), cfg.threshold))
+
+
+# --- the entry point --------------------------------------------------------------------------------
+
+def invert(
+    source: str | os.PathLike | Observations,
+    method: str = "pde",
+    *,
+    resolution: int | None = None,
+    indices: Any = None,
+    noise: float | str = 0.0,
+    noise_seed: int = 0,
+    noise_stats: Any = None,
+    forward_run: Any = None,
+    inverse_run: Any = None,
+    start: str = "midpoint",
+    settings: InversionConfig | Mapping[str, Any] | None = None,
+    out_dir: str | os.PathLike | None = None,
+    plots: bool = True,
+    n_plots: int = 4,
+) -> InversionResult:
+    """Recover the coefficients of the observations in ``source`` with ``method``.
+
+    ``source``: a Darcy dataset file (samples ``indices`` at ``resolution``; truth known), an array
+    file ``.npy``/``.npz`` (physical units, see ``observations``) or an :class:`Observations`.
+    ``noise``: a level added per the reference protocol with ``noise_seed`` and the point-wise
+    statistics ``noise_stats`` (a run directory, a dataset file or a normalizer; default the inverse
+    run's, else the source file's), or ``"observed"`` for observations that are noisy already.
+    ``forward_run``/``inverse_run``: run directories (or loaded operators) for ``surrogate``/``learned``.
+    ``start``: ``"midpoint"`` or ``"learned"`` (pde/surrogate start from the learned inverse's output).
+    ``settings``: :class:`InversionConfig` or a mapping of its fields. ``out_dir``: where to write.
+    """
+    cfg = inversion_config(settings)
+    METHODS.get(method)  # KeyError naming the methods
+    level = parse_noise(noise)
+    if start not in ("midpoint", "learned"):
+        raise ValueError(f"start must be 'midpoint' or 'learned', got {start!r}")
+    ops = Operators(forward=_operator(forward_run, "forward operator"), inverse=_operator(inverse_run, "inverse operator"))
+    wanted = {NEEDS.get(method)} | ({"inverse"} if start == "learned" else set())
+    for role in sorted(wanted - {None}):
+        if getattr(ops, role) is None:
+            flag = "forward_run (--forward-run)" if role == "forward" else "inverse_run (--inverse-run)"
+            raise ValueError(f"method {method!r}{' with start=learned' if role == 'inverse' else ''} needs "
+                             f"a trained {role} operator: give {flag}")
+    obs = source if isinstance(source, Observations) else load_observations(source, resolution, indices)
+    if level is None:
+        obs = replace(obs, noise=None)
+    elif level > 0:
+        obs = add_observation_noise(obs, level, _noise_normalizer(noise_stats, ops, source), noise_seed)
+    cfg = _resolve_grid(cfg, ops, obs, method)
+    _check_operators(ops, obs.resolution, cfg)
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
+        _check_writable(out)
+
+    a_true = None if obs.a_true is None else average_pool(obs.a_true, cfg.grid)
+    start_a = None
+    if start == "learned" and method != "learned":
+        t0 = time.process_time()
+        start_a = invert_learned(ops.inverse, obs.u, cfg.grid, cfg.batch_size)[0]
+        start_seconds = (time.process_time() - t0) / len(obs)
+    a, info = METHODS.get(method)(obs.u, cfg, ops, start_a)
+    if start_a is not None:
+        info = [{**i, "cpu_seconds": i["cpu_seconds"] + start_seconds} for i in info]
+    if not np.isfinite(a).all():
+        raise ValueError(f"method {method!r} returned non-finite coefficients; check the inputs and settings")
+    metrics = inversion_metrics(a, obs.u, a_true=a_true, u_clean=obs.u_clean, low=cfg.low, high=cfg.high,
+                                f=cfg.f, averaging=cfg.averaging)
+    result = InversionResult(method, a, obs, cfg, a_true, metrics, info)
+    if out is not None:
+        result.files = write_result(result, out, plots=plots, n_plots=n_plots)
+    return result
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+def _write_h5(path: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> Path:
+    """HDF5 file written atomically (temp file in the same directory, fsync, rename)."""
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as h5:
+            for key, value in arrays.items():
+                h5.create_dataset(key, data=value)
+            h5.attrs.update(attrs)
+    return path
+
+
+def metric_rows(result: InversionResult) -> list[dict[str, Any]]:
+    """One row per sample: its number in the source, the metrics, CPU seconds."""
+    rows = []
+    for i, sid in enumerate(result.observations.sample_ids):
+        row = {"sample": int(sid), **{k: float(v[i]) for k, v in result.metrics.items()},
+               "cpu_seconds": float(result.info[i]["cpu_seconds"])}
+        rows.append(row)
+    return rows
+
+
+def write_result(result: InversionResult, out_dir: Path, *, plots: bool = True, n_plots: int = 4) -> list[Path]:
+    """``coefficients.h5``, ``metrics.json``, ``metrics.csv`` and (``plots``) ``inversion.png`` in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    obs = result.observations
+    meta = {"method": result.method, "source": obs.source,
+            "noise": "observed" if obs.noise is None else obs.noise, "grid": result.config.grid,
+            "observation_resolution": obs.resolution, "settings": asdict(result.config)}
+    arrays = {"a": result.a, "u_observed": obs.u, "sample_ids": np.asarray(obs.sample_ids)}
+    if result.a_true is not None:
+        arrays["a_true"] = result.a_true
+    files = [_write_h5(out_dir / "coefficients.h5", arrays, {**meta, "settings": json.dumps(meta["settings"])})]
+    rows = metric_rows(result)
+    doc = {**meta, "mean": result.summary(), "samples": rows,
+           "info": [{k: v for k, v in i.items()} for i in result.info]}
+    write_json(out_dir / "metrics.json", doc)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=[f for f in METRIC_FIELDS if f == "sample" or f in rows[0]],
+                            lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(out_dir / "metrics.csv", buf.getvalue())
+    files += [out_dir / "metrics.json", out_dir / "metrics.csv"]
+    if plots:
+        files.append(plot_inversion(obs.u, result.a, out_dir / "inversion.png", a_true=result.a_true,
+                                    sample_ids=obs.sample_ids, n=n_plots,
+                                    title=f"{result.method} inversion (noise {meta['noise']})"))
+    return files

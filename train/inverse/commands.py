@@ -1,0 +1,76 @@
+"""``petrov invert``: recover Darcy coefficients from observed solutions.
+
+    petrov invert DATA.h5 --method pde --resolution 141 --indices 900:910 --noise 0.01 \\
+                  --noise-stats runs/darcy-inverse --grid 36 --out inv/pde [--set reg_weight=1e-5]
+    petrov invert DATA.h5 --method surrogate --forward-run runs/darcy --start learned --inverse-run runs/inv ...
+    petrov invert OBS.npz --method learned --inverse-run runs/inv --noise observed --out inv/learned
+
+Writes OUT/coefficients.h5, OUT/metrics.json, OUT/metrics.csv and OUT/inversion.png (unless --no-plots).
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..config import parse_override
+from ..evaluate import parse_indices
+from .api import METHODS, invert
+
+
+def parse_settings(items: list[str] | None) -> dict:
+    """``["reg_weight=1e-5", "parametrization=level-set"]`` -> a dict (values parsed as TOML)."""
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"--set {item!r}: expected key=value (e.g. reg_weight=1e-5)")
+        keys, value = parse_override(f"inversion.{item}")
+        if len(keys) != 2:
+            raise ValueError(f"--set {item!r}: expected key=value with a plain key")
+        out[keys[1]] = value
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    indices = None if args.indices is None else parse_indices(args.indices)
+    if indices == "test":
+        raise ValueError("--indices must be 'all' or a slice A:B for petrov invert")
+    settings = parse_settings(args.set)
+    if args.grid is not None:
+        settings["grid"] = args.grid
+    result = invert(args.source, args.method, resolution=args.resolution, indices=indices, noise=args.noise,
+                    noise_seed=args.noise_seed, noise_stats=args.noise_stats, forward_run=args.forward_run,
+                    inverse_run=args.inverse_run, start=args.start, settings=settings, out_dir=args.out,
+                    plots=args.plots)
+    summary = result.summary()
+    print(f"{args.method}: {summary['n']} sample(s), grid {result.config.grid}, "
+          + ", ".join(f"{k} {v:.4g}" for k, v in summary.items() if k != "n"))
+    print("wrote " + ", ".join(str(p) for p in result.files))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "invert",
+        help="recover Darcy coefficients a from observed solutions u",
+        description="Inverse Darcy: recover the coefficient on a coarse grid from observed u with a "
+        "PDE-constrained (adjoint), surrogate-based or learned method; writes coefficients, metrics, plots.",
+    )
+    p.add_argument("source", metavar="SOURCE",
+                   help="a Darcy dataset file (.h5 or FNO .mat) or an array file (.npy: u; .npz: u, a, u_clean)")
+    p.add_argument("--method", required=True, choices=METHODS.names())
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--resolution", type=int, help="observation grid for a dataset file (default native)")
+    p.add_argument("--indices", metavar="all|A:B", help="samples of a dataset file (default all)")
+    p.add_argument("--noise", default="0", metavar="LEVEL|observed",
+                   help="noise level added after point-wise normalization (default 0), or 'observed'")
+    p.add_argument("--noise-seed", type=int, default=0, help="seed of the per-sample noise (default 0)")
+    p.add_argument("--noise-stats", metavar="RUN_DIR|FILE",
+                   help="point-wise statistics of u for the noise (default: --inverse-run, else SOURCE)")
+    p.add_argument("--grid", type=int, help="output grid, nodes per side (default: the learned model's or 36)")
+    p.add_argument("--forward-run", metavar="RUN_DIR", help="trained forward operator a -> u (surrogate)")
+    p.add_argument("--inverse-run", metavar="RUN_DIR", help="trained inverse operator u -> a (learned)")
+    p.add_argument("--start", default="midpoint", choices=["midpoint", "learned"],
+                   help="starting coefficient of pde/surrogate (learned: the inverse run's output)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="an inversion setting (reg_weight, parametrization, tau, max_iter, steps, lr, ...)")
+    p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True)
+    p.set_defaults(func=_run)

@@ -1,0 +1,67 @@
+"""Settings of an inversion: one strict dataclass shared by the three methods (unknown keys are errors)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Mapping
+
+from petrov.common.config import from_dict
+
+
+@dataclass(frozen=True)
+class InversionConfig:
+    """What is optimized and how.
+
+    The unknown is the coefficient on a coarse ``grid x grid`` node grid (``None``: the learned model's
+    output grid, else 36), prolonged bilinearly to the solve/observation grid. ``parametrization``:
+    ``"box"`` (a itself, kept in ``[low, high]``) or ``"level-set"`` (``a = low + (high - low) sigmoid(phi/tau)``).
+    Objective ``1/2 ||S u(a) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a)``.
+    """
+
+    grid: int | None = None
+    parametrization: Literal["box", "level-set"] = "box"
+    low: float = 3.0
+    high: float = 12.0
+    tau: float = 1.0  # level-set sharpness (in units of phi)
+    reg_weight: float = 1e-6  # weight of the total variation
+    tv_delta: float = 1.0  # smoothing of |grad a| (units of a per unit length)
+    # pde: finite-difference solver
+    averaging: Literal["arithmetic", "harmonic"] = "arithmetic"
+    f: float = 1.0
+    solver_resolution: int | None = None  # None: the observation grid
+    max_iter: int = 200  # L-BFGS-B iterations per sample
+    # surrogate: gradient descent through a trained forward operator
+    steps: int = 300
+    lr: float = 0.05
+    batch_size: int = 16
+
+    def __post_init__(self):
+        for name in ("low", "high", "tau", "tv_delta", "f"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"inversion setting {name} must be finite, got {getattr(self, name)}")
+        if not 0 < self.low < self.high:
+            raise ValueError(f"need 0 < low < high for the coefficient bounds, got low={self.low}, high={self.high}")
+        for name in ("tau", "tv_delta", "lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"inversion setting {name} must be > 0, got {getattr(self, name)}")
+        if not (math.isfinite(self.reg_weight) and self.reg_weight >= 0):
+            raise ValueError(f"reg_weight must be a finite number >= 0, got {self.reg_weight}")
+        if self.grid is not None and self.grid < 2:
+            raise ValueError(f"grid must be >= 2 nodes per side, got {self.grid}")
+        if self.solver_resolution is not None and self.solver_resolution < 3:
+            raise ValueError(f"solver_resolution must be >= 3, got {self.solver_resolution}")
+        for name in ("max_iter", "steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"inversion setting {name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def threshold(self) -> float:
+        """The phase threshold (midpoint of the two values: 7.5 for 3 and 12)."""
+        return 0.5 * (self.low + self.high)
+
+
+def inversion_config(settings: InversionConfig | Mapping[str, Any] | None = None, **overrides) -> InversionConfig:
+    """An :class:`InversionConfig` from a config, a mapping (strict) or nothing, with ``overrides`` applied."""
+    if isinstance(settings, InversionConfig):
+        return replace(settings, **overrides) if overrides else settings
+    return from_dict(InversionConfig, {**dict(settings or {}), **overrides}, context="inversion settings")

@@ -1,0 +1,153 @@
+"""Observed solutions u to invert: read from a petrov dataset file or an array file, plus the noise.
+
+An :class:`Observations` holds ``u (N, m, m)`` as observed (physical units, node grid of [0, 1]^2),
+and when known the clean solution and the true coefficient on the same grid.
+
+Sources:
+- a dataset file (petrov HDF5 of kind darcy/darcy-inverse, or an FNO ``piececonst`` ``.mat``): the
+  samples ``indices`` at ``resolution`` (a strided sub-grid of the native one), truth included;
+- ``.npy``: an array ``u`` of shape ``(N, m, m)`` or ``(m, m)``; ``.npz``: key ``u``, optional ``a``
+  (true coefficient on the same grid) and ``u_clean``.
+
+Noise (the reference protocol): ``u_obs = decode(encode(u) + noise * xi)`` with the point-wise Gaussian
+normalizer of u (statistics fitted before any noise) and ``xi ~ N(0, 1)`` drawn once per sample from
+``(seed, sample number)`` (``petrov.train.data.add_input_noise``), so every method sees the same
+observation, and a learned inverse operator exactly the input it was trained and evaluated with.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from petrov.datasets import open_dataset
+
+from ..data import add_input_noise
+
+ARRAY_SUFFIXES = (".npy", ".npz")
+
+
+@dataclass(frozen=True)
+class Observations:
+    """``u (N, m, m)`` observed; ``u_clean``/``a_true`` ``(N, m, m)`` or None; ``sample_ids (N,)``;
+    ``noise``: the level added here (float) or None when ``u`` was observed noisy already."""
+
+    u: np.ndarray
+    sample_ids: np.ndarray
+    u_clean: np.ndarray | None = None
+    a_true: np.ndarray | None = None
+    noise: float | None = 0.0
+    source: str = ""
+
+    def __post_init__(self):
+        u = self.u
+        if u.ndim != 3 or u.shape[1] != u.shape[2] or u.shape[1] < 3 or len(u) == 0:
+            raise ValueError(f"observations must have shape (N, m, m) with N >= 1 and m >= 3, got {u.shape}")
+        for name in ("u", "u_clean", "a_true"):
+            z = getattr(self, name)
+            if z is None:
+                continue
+            if z.shape != u.shape:
+                raise ValueError(f"{name} has shape {z.shape}, the observations {u.shape}")
+            if not np.isfinite(z).all():
+                bad = int(np.nonzero(~np.isfinite(z).reshape(len(z), -1).all(axis=1))[0][0])
+                raise ValueError(f"{name} of sample {int(self.sample_ids[bad])} contains NaN or inf values "
+                                 f"({self.source})")
+        if self.a_true is not None and (self.a_true <= 0).any():
+            raise ValueError(f"the true coefficient a must be positive ({self.source})")
+        if len(self.sample_ids) != len(u):
+            raise ValueError(f"{len(self.sample_ids)} sample ids for {len(u)} observations")
+
+    @property
+    def resolution(self) -> int:
+        return int(self.u.shape[-1])
+
+    def __len__(self) -> int:
+        return len(self.u)
+
+
+def is_array_file(path: str | os.PathLike) -> bool:
+    return Path(path).suffix.lower() in ARRAY_SUFFIXES
+
+
+def _float_array(value: Any, what: str) -> np.ndarray:
+    z = np.asarray(value)
+    if not np.issubdtype(z.dtype, np.number) or np.iscomplexobj(z):
+        raise ValueError(f"{what} must be a real array, got dtype {z.dtype}")
+    z = z.astype(np.float64)
+    return z[None] if z.ndim == 2 else z
+
+
+def from_arrays(path: str | os.PathLike) -> Observations:
+    """Observations from ``.npy`` (u) or ``.npz`` (``u``, optional ``a``, ``u_clean``), physical units."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"observation file {str(path)!r} does not exist")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"cannot read {path} as a numpy .npy/.npz file: {err}") from None
+    if path.suffix.lower() == ".npy":
+        fields = {"u": loaded}
+    else:
+        with loaded:
+            unknown = sorted(set(loaded.files) - {"u", "a", "u_clean"})
+            if "u" not in loaded.files or unknown:
+                raise ValueError(f"{path} must hold an array 'u' and optionally 'a' and 'u_clean'; "
+                                 f"found {loaded.files}")
+            fields = {k: loaded[k] for k in loaded.files}
+    u = _float_array(fields["u"], f"'u' in {path}")
+    get = lambda key: _float_array(fields[key], f"{key!r} in {path}") if key in fields else None  # noqa: E731
+    return Observations(u=u, sample_ids=np.arange(len(u)), a_true=get("a"), u_clean=get("u_clean"),
+                        noise=0.0, source=str(path))
+
+
+def from_dataset(path: str | os.PathLike, resolution: int | None = None, indices: Any = None) -> Observations:
+    """Clean observations (and the truth) of samples ``indices`` of a Darcy dataset file at ``resolution``."""
+    data = open_dataset(path, resolution=resolution, indices=indices, kind="darcy", dtype=torch.float64)
+    if len(data) == 0:
+        raise ValueError(f"no samples selected from {path} (indices {indices!r})")
+    u = data.y[..., 0].numpy()
+    return Observations(u=u.copy(), sample_ids=np.asarray(data.indices), u_clean=u,
+                        a_true=data.x[..., 0].numpy(), noise=0.0, source=str(path))
+
+
+def load_observations(source: str | os.PathLike, resolution: int | None = None,
+                      indices: Any = None) -> Observations:
+    """An array file (``.npy``/``.npz``) or a dataset file, dispatched by the extension."""
+    if is_array_file(source):
+        if resolution is not None or indices not in (None, "all"):
+            raise ValueError("resolution and indices apply to dataset files; an array file is used whole")
+        return from_arrays(source)
+    if not Path(source).exists():
+        raise FileNotFoundError(f"data file {str(source)!r} does not exist")
+    return from_dataset(source, resolution, None if indices == "all" else indices)
+
+
+def add_observation_noise(obs: Observations, noise: float, normalizer, seed: int = 0) -> Observations:
+    """``decode(encode(u) + noise xi)`` per the reference protocol (see the module docstring).
+
+    ``normalizer``: the point-wise Gaussian normalizer of u (``PointwiseGaussianNormalizer``, fitted
+    on clean training solutions; restricted to the observation grid here). ``noise = 0`` returns ``obs``.
+    """
+    if not (isinstance(noise, (int, float)) and np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    if obs.noise is None and noise > 0:
+        raise ValueError("these observations are already noisy (noise 'observed'); do not add more")
+    if noise == 0:
+        return obs
+    if normalizer is None:
+        raise ValueError("adding noise needs the point-wise statistics of u: give noise_stats "
+                         "(a trained run directory or a dataset file)")
+    try:
+        norm = normalizer.at_resolution(obs.resolution).to(dtype=torch.float64)
+        x = torch.from_numpy(obs.u)[..., None]
+        noisy = norm.decode(add_input_noise(norm.encode(x), float(noise), int(seed), obs.sample_ids))
+    except ValueError as err:
+        raise ValueError(f"cannot add noise on the {obs.resolution}-point grid: {err}") from None
+    return dataclasses.replace(obs, u=noisy[..., 0].numpy(), noise=float(noise))

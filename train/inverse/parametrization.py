@@ -1,0 +1,54 @@
+"""The coefficient's parametrization on a coarse grid, its prolongation to a fine grid, total variation.
+
+Shapes: parameters ``theta (b, n_c, n_c)``, coarse coefficient ``a_c (b, n_c, n_c)`` on the node grid
+``x_i = i/(n_c - 1)``, fine coefficient ``(b, n, n)``. float64 for the PDE method, the operator's dtype
+for the surrogate; everything is differentiable with torch autograd.
+
+- ``box``: ``a_c = theta`` (the optimizer keeps ``low <= theta <= high``);
+- ``level-set``: ``a_c = low + (high - low) sigmoid(theta / tau)``: values in (low, high) and a sharp
+  two-valued field as |theta| grows.
+- prolongation: bilinear interpolation between node grids (corners on corners), a convex combination,
+  so the bounds hold on the fine grid too.
+- ``TV_delta(a) = h^2 sum_cells sqrt(|grad a|^2 + delta^2)``, forward differences on the cells
+  ``[0, n_c - 2]^2``, ``h = 1/(n_c - 1)``: a quadrature of the smoothed total variation.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .config import InversionConfig
+
+_EDGE = 1e-4  # level-set start values are clipped this far inside (low, high) so the logit is finite
+
+
+def to_coefficient(theta: torch.Tensor, cfg: InversionConfig) -> torch.Tensor:
+    """Coarse coefficient ``a_c`` from the parameters ``theta`` (same shape)."""
+    if cfg.parametrization == "box":
+        return theta
+    return cfg.low + (cfg.high - cfg.low) * torch.sigmoid(theta / cfg.tau)
+
+
+def from_coefficient(a: torch.Tensor, cfg: InversionConfig) -> torch.Tensor:
+    """Parameters giving the coefficient ``a`` (clipped to the bounds): the inverse of :func:`to_coefficient`."""
+    a = a.clamp(cfg.low, cfg.high)
+    if cfg.parametrization == "box":
+        return a.clone()
+    s = ((a - cfg.low) / (cfg.high - cfg.low)).clamp(_EDGE, 1 - _EDGE)
+    return cfg.tau * torch.logit(s)
+
+
+def prolong(a: torch.Tensor, n: int) -> torch.Tensor:
+    """Bilinear interpolation ``(b, m, m) -> (b, n, n)`` between node grids of [0, 1]^2."""
+    if a.shape[-1] == n:
+        return a
+    return F.interpolate(a.unsqueeze(1), size=(n, n), mode="bilinear", align_corners=True).squeeze(1)
+
+
+def total_variation(a: torch.Tensor, delta: float) -> torch.Tensor:
+    """Smoothed total variation ``(b,)`` of node fields ``a (b, n, n)`` on [0, 1]^2."""
+    n = a.shape[-1]
+    h = 1.0 / (n - 1)
+    dx = (a[:, 1:, :-1] - a[:, :-1, :-1]) / h
+    dy = (a[:, :-1, 1:] - a[:, :-1, :-1]) / h
+    return h * h * torch.sqrt(dx * dx + dy * dy + delta * delta).sum(dim=(1, 2))
