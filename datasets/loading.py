@@ -10,6 +10,9 @@ Inverse Darcy (``kind="darcy-inverse"``, or a darcy-inverse file): ``x = u`` at 
 the Galerkin Transformer's target: 141 -> 36 or 71). The input noise is not added here: the trainer
 normalises ``x`` point-wise and then calls ``normalizers.add_noise`` with the file's ``noise`` attribute.
 
+Trajectory kinds (``burgers-trajectory``): the stored snapshots ``y: (N, T + 1, n)`` become the channels,
+``y (N, n, T + 1)`` with ``y[..., k] = u(., t_k)``.
+
 NaN in a file's data is an error (a ValueError naming the sample), not a warning: it only arises from an
 unfinished or damaged file, and training on it would silently produce NaN losses.
 """
@@ -60,6 +63,14 @@ def as_indices(indices: Any, n: int) -> np.ndarray:
     if bad.any():
         raise IndexError(f"sample index {int(idx[bad][0])} out of range for a dataset of {n} samples")
     return np.where(idx < 0, idx + n, idx)
+
+
+def as_channels(data: np.ndarray, name: str, recipe) -> np.ndarray:
+    """Stored samples of field ``name`` -> channels-last: ``(N, *grid) -> (N, *grid, 1)``; a trajectory's
+    ``y (N, T + 1, *grid) -> (N, *grid, T + 1)`` (the snapshots become channels)."""
+    if name == "y" and recipe.snapshots is not None:
+        return np.moveaxis(data, 1, -1)
+    return data[..., None]
 
 
 def resolve_kind(src: StoredData, kind: str | None) -> str:
@@ -169,7 +180,7 @@ def open_dataset(
             x, y = src.read("x", idx, stride), src.read("y", idx, stride)
         return GridDataset(
             torch.from_numpy(x[..., None]).to(dtype),
-            torch.from_numpy(y[..., None]).to(dtype),
+            torch.from_numpy(as_channels(y, "y", recipe)).to(dtype),
             kind=kind,
             periodic=src.periodic,
             native_resolution=native,
@@ -197,7 +208,7 @@ def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
             "n_complete": src.n_complete,
             "complete": src.n_complete >= src.n_samples,
             "x_shape": shape,
-            "y_shape": shape,
+            "y_shape": shape if src.transposed else (src.n_samples, *src.y.shape[1:]),
             "native_resolution": src.native_resolution,
             "grid": "periodic" if src.periodic else "nodes",
             "resolutions": allowed_resolutions(src.native_resolution, src.periodic),

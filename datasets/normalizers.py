@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .loading import as_indices, open_source, read_pooled, resolve_kind
+from .loading import as_channels, as_indices, open_source, read_pooled, resolve_kind
 from .recipes import get_recipe
 from .sampling import stride_for
 
@@ -176,7 +176,8 @@ def fit_normalizer(
         for lo in range(0, len(idx), block):
             part = idx[lo : lo + block]
             data = read_pooled(src, part, stride, coarse) if pooled else src.read(stored, part, 1)
-            moments.add(data[..., None], axis=0 if pointwise else None)
+            moments.add(data[..., None] if pooled else as_channels(data, stored, recipe),
+                        axis=0 if pointwise else None)
         std = np.sqrt(moments.m2 / (moments.n - 1))
         return PointwiseGaussianNormalizer(
             torch.as_tensor(moments.mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32), eps,

@@ -1,6 +1,7 @@
 """HDF5 storage: one file per dataset, written atomically and resumably; strided reads of stored samples.
 
-File layout (h5py): datasets ``x`` and ``y``, float32 ``(n_samples, *grid)``, one sample per HDF5 chunk
+File layout (h5py): datasets ``x`` and ``y``, float32 ``(n_samples, *grid)`` (a trajectory kind's ``y``:
+``(n_samples, n_snapshots, *grid)``), one sample per HDF5 chunk
 (so a read touches only the samples asked for), unwritten samples filled with NaN. Attributes:
 ``format``/``format_version``, ``kind``, ``family``, ``equation``, every parameter (one attribute each,
 plus all of them as JSON in ``params``), ``seed``, ``native_resolution``, ``grid`` ("periodic"/"nodes"),
@@ -108,11 +109,12 @@ def _attrs_for(recipe: Recipe, params, resolution: int, seed: int, n_samples: in
     return attrs
 
 
-def _create_partial(tmp: Path, recipe: Recipe, attrs: dict, resolution: int, n_samples: int) -> None:
-    shape = (n_samples, *recipe.grid(resolution))
+def _create_partial(tmp: Path, recipe: Recipe, params, attrs: dict, resolution: int, n_samples: int) -> None:
     with h5py.File(tmp, "w") as h5:
         for name in ("x", "y"):
-            h5.create_dataset(name, shape=shape, dtype="float32", chunks=(1, *shape[1:]), fillvalue=np.nan)
+            sample = recipe.sample_shape(name, params, resolution)
+            h5.create_dataset(name, shape=(n_samples, *sample), dtype="float32", chunks=(1, *sample),
+                              fillvalue=np.nan)
         h5.attrs.update(attrs)
 
 
@@ -188,7 +190,7 @@ def generate_dataset(
         chunk_size = default_chunk_size(int(np.prod(recipe.grid(resolution))))
     attrs["chunk_size"] = int(chunk_size)
     if not tmp.exists():
-        _create_partial(tmp, recipe, attrs, resolution, n_samples)
+        _create_partial(tmp, recipe, p, attrs, resolution, n_samples)
 
     with contextlib.ExitStack() as stack:
         h5 = stack.enter_context(h5py.File(tmp, "r+"))
@@ -201,9 +203,9 @@ def generate_dataset(
             for lo in range(start, n_samples, chunk_size):
                 hi = min(lo + chunk_size, n_samples)
                 x, y = recipe.produce(p, resolution, seed, np.arange(lo, hi), pool)
-                expected = (hi - lo, *recipe.grid(resolution))
                 for name, arr in (("x", x), ("y", y)):
                     arr = np.asarray(arr)
+                    expected = (hi - lo, *recipe.sample_shape(name, p, resolution))
                     if arr.shape != expected:
                         raise RuntimeError(f"{kind} recipe returned {name} of shape {arr.shape}, expected {expected}")
                     if not np.isfinite(arr).all():
@@ -246,13 +248,14 @@ class StoredData:
 
     def read(self, name: str, indices: np.ndarray, stride: int, block_bytes: int = 2**26) -> np.ndarray:
         """Samples ``indices`` (any order, repeats allowed) of field ``"x"``/``"y"``, strided by ``stride``
-        along every grid axis: float32 ``(len(indices), *grid)``. Only the samples asked for are read, in
+        along every grid axis (the last ``dim`` axes): float32 ``(len(indices), *sample)``. Only the samples asked for are read, in
         increasing order (as HDF5 wants), a block of at most ``block_bytes`` of full-resolution samples
         at a time, strided in memory (faster than an HDF5 strided selection). NaN is a ValueError."""
         ds = self.x if name == "x" else self.y
         indices = np.asarray(indices, dtype=np.int64)
         unique, inverse = np.unique(indices, return_inverse=True)
-        block = max(1, block_bytes // (4 * self.native_resolution**self.dim))
+        per_sample = 4 * int(np.prod(ds.shape)) // max(1, ds.shape[-1 if self.transposed else 0])
+        block = max(1, block_bytes // per_sample)
         grid_sel = (slice(None, None, stride),) * self.dim
         parts = []
         for lo in range(0, len(unique), block):
@@ -267,13 +270,14 @@ class StoredData:
                     f"(an unfinished or corrupt file); regenerate it"
                 )
             parts.append(part)
-        shape = (0,) + (len(range(0, self.native_resolution, stride)),) * self.dim
+        lead = () if self.transposed else tuple(ds.shape[1 : ds.ndim - self.dim])  # e.g. snapshots
+        shape = (0, *lead) + (len(range(0, self.native_resolution, stride)),) * self.dim
         data = np.concatenate(parts) if parts else np.zeros(shape, np.float32)
         return data[inverse]
 
     def _rows(self, ds, lo: int, hi: int, grid_sel: tuple) -> np.ndarray:
         part = np.asarray(ds[..., lo:hi]).T if self.transposed else np.asarray(ds[lo:hi])
-        return np.ascontiguousarray(part[(slice(None),) + grid_sel], dtype=np.float32)
+        return np.ascontiguousarray(part[(Ellipsis,) + grid_sel], dtype=np.float32)
 
     def close(self) -> None:
         if self._handle is not None:
