@@ -241,3 +241,23 @@ def test_causal_softmax_with_zero_first_weight_is_an_error():
     w[:, 0] = 0.0
     with pytest.raises(ValueError, match="first token has weight 0"):
         build_mixer("softmax", D, H, causal=True)(q, k, v, weights=w)
+
+
+@pytest.mark.parametrize("mixer", LINEAR_COST)
+def test_causal_autocast_bfloat16_close_to_float32_in_both_forms(mixer):
+    # prefix sums, features and normalizers run in float32 under autocast, so bfloat16 loses only
+    # the digits of its inputs and outputs
+    torch.manual_seed(0)
+    extra = {"seed": 0} if mixer == "performer" else {}
+    layer = Attention(32, 4, mixer=mixer, norm="layer", pos_dim=1, causal=True, **extra).eval()
+    x = torch.randn(2, 300, 32, generator=torch.Generator().manual_seed(0))
+    pos = (torch.arange(300) / 300.0).expand(2, 300)[..., None]
+    with torch.no_grad():
+        ref = layer(x, pos)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = layer(x, pos)
+            state = layer.init_state(2, 300)
+            y, state = layer.step(state, x[:, 0], pos[:, 0])
+    assert state.mixer.kv.dtype == torch.float32
+    assert float((low.float() - ref).norm() / ref.norm()) < 2e-2
+    assert float((y.float() - ref[:, 0]).norm() / ref[:, 0].norm()) < 2e-2
