@@ -64,7 +64,7 @@ class AttentionState(NamedTuple):
 
 class Attention(nn.Module):
     """``Attention(d_model, n_heads, head_dim=None, mixer="galerkin", norm="column", pos_dim=0,
-    dropout=0.0, *, init_gain=1e-2, init_diagonal=1e-2, norm_eps=1e-5, **mixer_options)``.
+    dropout=0.0, *, init_gain=1e-2, init_diagonal=1e-2, norm_eps=1e-5, causal=False, **mixer_options)``.
 
     ``forward(x, pos=None, weights=None) -> (b, n, d_model)`` with ``x: (b, n, d_model)``,
     ``pos: (b, n, pos_dim)`` (required iff ``pos_dim > 0``; batch size 1 broadcasts) and
@@ -175,10 +175,11 @@ class Attention(nn.Module):
         """Empty recurrent state for ``batch`` sequences of ``n_points`` points (the uniform
         weight ``1/n_points`` is what ``step`` uses when no weight is given); causal linear-cost
         mixers only.  ``dtype``/``device`` default to the layer's (state at least float32)."""
-        if not self.causal or not hasattr(self.mixer, "features"):
-            raise ValueError(f"init_state/step need a causal layer with a linear-cost mixer (built with "
-                             f"causal=True; mixer {self.mixer_name!r}"
-                             f"{'' if self.causal else ' is not causal'}); softmax has no constant-size state")
+        if not self.causal:
+            raise ValueError("init_state/step need a causal layer: build Attention with causal=True")
+        if not hasattr(self.mixer, "features"):
+            raise ValueError(f"mixer {self.mixer_name!r} has no recurrent form (no constant-size state); "
+                             f"use forward on the whole prefix, or a linear-cost mixer")
         _positive_int("batch", batch)
         _positive_int("n_points", n_points)
         param = self.q_proj.weight
@@ -200,6 +201,9 @@ class Attention(nn.Module):
         pos, _ = self._check_inputs(x_t[:, None], None if pos_t is None else pos_t[:, None], None)
         q, k, v = self._heads(x_t[:, None], pos, None)
         weight = state.weight if weight_t is None else weight_t
+        w = torch.as_tensor(weight)
+        if not bool(torch.isfinite(w).all() and (w >= 0).all()):
+            raise ValueError(f"weight_t must be finite and >= 0 (a quadrature weight), got {weight_t!r}")
         pos = None if pos is None else pos[:, 0]
         z, mixer = mixer_step(self.mixer, state.mixer, q[:, :, 0], k[:, :, 0], v[:, :, 0], pos, weight)
         y = self.out_proj(self.dropout(z.reshape(z.shape[0], -1)))

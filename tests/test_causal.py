@@ -218,7 +218,7 @@ def test_mixer_without_causal_support_is_refused(monkeypatch):
 def test_recurrent_entry_points_refuse_what_they_cannot_do():
     with pytest.raises(ValueError, match="causal=True"):
         Attention(8, 2, mixer="galerkin", norm="layer").init_state(1, 4)
-    with pytest.raises(ValueError, match="softmax has no constant-size state"):
+    with pytest.raises(ValueError, match="'softmax' has no recurrent form"):
         Attention(8, 2, mixer="softmax", causal=True).init_state(1, 4)
     layer = Attention(8, 2, mixer="galerkin", norm="layer", causal=True)
     with pytest.raises(ValueError, match="state from init_state"):
@@ -227,6 +227,8 @@ def test_recurrent_entry_points_refuse_what_they_cannot_do():
         layer.step(layer.init_state(1, 4), torch.zeros(1, 3, 8))
     with pytest.raises(ValueError, match="does not fit"):
         layer.step(layer.init_state(2, 4), torch.zeros(1, 8))
+    with pytest.raises(ValueError, match="weight_t must be finite and >= 0"):
+        layer.step(layer.init_state(1, 4), torch.zeros(1, 8), weight_t=-0.5)
 
 
 @pytest.mark.parametrize("options", [{"chunk_size": 0}, {"chunk_size": 2.5}, {"causal": "yes"}])
