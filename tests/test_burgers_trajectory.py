@@ -102,5 +102,8 @@ def test_cli_generates_a_trajectory_and_rejects_bad_time_steps(tmp_path, capsys)
     assert main(args + ["--time-steps", "3"]) == 0
     with h5py.File(out, "r") as h5:
         assert h5["y"].shape == (2, 4, N)
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    assert "(2, 64), (2, 4, 64)" in capsys.readouterr().out
     assert main(args + ["--time-steps", "0", "--overwrite"]) == 2
     assert "time_steps must be an integer >= 1" in capsys.readouterr().err

@@ -263,3 +263,21 @@ def test_causal_autocast_bfloat16_close_to_float32_in_both_forms(mixer):
     assert state.mixer.kv.dtype == torch.float32
     assert float((low.float() - ref).norm() / ref.norm()) < 2e-2
     assert float((y.float() - ref[:, 0]).norm() / ref[:, 0].norm()) < 2e-2
+
+
+def test_chunked_form_never_keeps_a_state_per_point():
+    # what autograd saves for backward: chunk-sized score blocks and one f x e state per chunk,
+    # never the n x f x e prefix states of every point
+    n, f, e, c = 2048, 16, 16, 32
+    phi_q, phi_k = (_randn(1, 1, n, f, seed=s).exp().requires_grad_() for s in (0, 1))
+    v = _randn(1, 1, n, e, seed=2).requires_grad_()
+    sizes = []
+
+    def pack(t):
+        sizes.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        causal_kernel_attention(phi_q, phi_k, v, None, 1e-6, chunk_size=c).sum().backward()
+    assert max(sizes) <= n * c  # the masked c x c blocks: n c entries
+    assert max(sizes) < n * f * e / 2
