@@ -17,9 +17,10 @@ weighs relatively more there.
 - Recurrent form (inference), :func:`causal_step`: ``S_t = S_{t-1} + w_t φ_k(k_t) v_tᵀ``, a
   constant-size :class:`CausalState` (``f x e`` plus the ``f`` normalizer sum per head).
 
-A mixer supports ``causal=True`` by the class attribute ``supports_causal = True`` and a method
-``features(q, k, pos) -> (φ_q, φ_k)`` applied point by point (so one token can be featurized alone),
-plus ``causal_eps`` (``None`` for no normalizer).  Under autocast everything here runs in float32.
+A mixer supports ``causal=True`` by the class attribute ``supports_causal = True``; the linear-cost
+ones also define ``features(q, k, pos) -> (φ_q, φ_k)`` applied point by point (so one token can be
+featurized alone), ``feature_width(width, pos_dim)`` (the width f of φ for q, k of ``width``) and
+``causal_eps`` (``None`` for no normalizer).  Under autocast everything here runs in float32.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from typing import NamedTuple
 import torch
 from torch.nn import functional as F
 
-from ._kernels import full_precision, upcast
+from ._kernels import _LOW_PRECISION, full_precision, upcast
 
 DEFAULT_CHUNK_SIZE = 64
 
@@ -102,7 +103,7 @@ def causal_kernel_attention(
 def init_causal_state(batch: int, n_heads: int, n_features: int, width: int,
                       dtype: torch.dtype = torch.float32, device=None) -> CausalState:
     """The empty state (no token seen): zeros ``(batch, n_heads, n_features, width)`` and ``(.., n_features)``."""
-    dtype = upcast(torch.zeros((), dtype=dtype)).dtype
+    dtype = torch.float32 if dtype in _LOW_PRECISION else dtype  # sums in float32 at least
     return CausalState(torch.zeros(batch, n_heads, n_features, width, dtype=dtype, device=device),
                        torch.zeros(batch, n_heads, n_features, dtype=dtype, device=device))
 
@@ -147,13 +148,8 @@ def causal_forward(mixer, q, k, v, pos, weights) -> torch.Tensor:
 
 def mixer_state(mixer, batch: int, n_heads: int, width: int, pos_dim: int,
                 dtype: torch.dtype = torch.float32, device=None) -> CausalState:
-    """Empty state for ``mixer`` on q, k, v of ``width`` (coordinates included) and ``pos_dim``
-    coordinates; the feature count is read off one zero token."""
-    probe = torch.zeros(1, 1, 1, width, dtype=upcast(torch.zeros((), dtype=dtype)).dtype, device=device)
-    pos = torch.full((1, 1, pos_dim), 0.5, dtype=probe.dtype, device=device) if pos_dim else None
-    with torch.no_grad():
-        phi_q, _ = mixer.features(probe, probe, pos)
-    return init_causal_state(batch, n_heads, phi_q.shape[-1], width, probe.dtype, device)
+    """Empty state for ``mixer`` on q, k, v of ``width`` (coordinates included) and ``pos_dim`` coordinates."""
+    return init_causal_state(batch, n_heads, mixer.feature_width(width, pos_dim), width, dtype, device)
 
 
 def mixer_step(mixer, state: CausalState, q, k, v, pos, weight) -> tuple[torch.Tensor, CausalState]:

@@ -86,6 +86,10 @@ class CosformerMixer(nn.Module):
     def causal_eps(self) -> float:
         return self.eps
 
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (one copy per cos/sin product term)."""
+        return 2**pos_dim * width
+
     def features(self, q, k, pos):
         """``(b,h,n,d)`` x2, ``pos: (b,n,p)`` -> ``f_t(x_i) relu(q_i)``, ``f_t(x_j) relu(k_j)``: ``(b,h,n,2^p d)``."""
         if pos is None:

@@ -38,6 +38,10 @@ class FourierMixer(nn.Module):
         self.associative = associative
         self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
 
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (φ = identity)."""
+        return width
+
     def features(self, q, k, pos=None):
         """φ = identity (the causal form's point-wise feature maps)."""
         return q, k

@@ -40,6 +40,10 @@ class LinearMixer(nn.Module):
     def causal_eps(self) -> float:
         return self.eps
 
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (φ = elu + 1, point-wise)."""
+        return width
+
     def features(self, q, k, pos=None):
         """``φ(q), φ(k)`` with ``φ = elu + 1``."""
         return elu_feature(q), elu_feature(k)

@@ -158,6 +158,10 @@ class PerformerMixer(nn.Module):
     def causal_eps(self) -> float:
         return self.eps * math.exp(-key_shift(self.omega))
 
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (m random features)."""
+        return self.n_features
+
     def features(self, q, k, pos=None):
         """Query features (row-stabilized) and key features (``"head"``-stabilized, or by the
         constant :func:`key_shift` when causal): ``(b,h,n,d)`` x2 -> ``(b,h,n,m)`` x2."""
