@@ -281,3 +281,15 @@ def test_chunked_form_never_keeps_a_state_per_point():
         causal_kernel_attention(phi_q, phi_k, v, None, 1e-6, chunk_size=c).sum().backward()
     assert max(sizes) <= n * c  # the masked c x c blocks: n c entries
     assert max(sizes) < n * f * e / 2
+
+
+def test_cosformer_steps_on_its_own_domain():
+    torch.manual_seed(4)
+    layer = Attention(6, 2, mixer="cosformer", norm=None, pos_dim=1, causal=True, domain=(2.0, 3.0)).double()
+    x, pos = _randn(B, N, 6, seed=4), 2.0 + _pos()
+    state = layer.init_state(B, N)
+    ys = []
+    for t in range(N):
+        y, state = layer.step(state, x[:, t], pos[:, t])
+        ys.append(y)
+    torch.testing.assert_close(torch.stack(ys, dim=1), layer(x, pos))
