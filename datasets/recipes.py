@@ -9,10 +9,11 @@ Kinds (recipes from DESIGN.md section 5):
 
 - ``burgers``: ``x = u0 ~ N(0, 625 (-Laplacian + 25 I)^-2)`` periodic on [0, 1), ``y = u(., t)`` of
   ``u_t + (u^2/2)_x = nu u_xx``; native grid 8192.
-- ``burgers-trajectory``: the same equation, initial condition ``u0 ~ N(0, 625 (-Laplacian + 25 I)^-2)`` (the
-  same GRF samples for the same seed) and solver as ``burgers``, nu = 0.1 and t = 1 by default; ``y`` holds the snapshots ``u(., t_k)``, ``t_k = k t / T``, ``k = 0..T`` (``T = time_steps``,
-  default 20, so ``y[:, 0] = x`` and ``y[:, T]`` is the ``burgers`` target), taken from one time stepping.
-  Stored ``y`` is ``(n_samples, T + 1, n)``; loaded, the snapshots are the channels of ``y``.
+- ``burgers-trajectory``: the same equation, initial condition ``u0 ~ N(0, 625 (-Laplacian + 25 I)^-2)``
+  (the same GRF samples for the same seed) and solver as ``burgers``, nu = 0.1 and t = 1 by default;
+  ``y`` holds the snapshots ``u(., t_k)``, ``t_k = k t / T``, ``k = 0..T`` (``T = time_steps``, default 20,
+  so ``y[:, 0] = x`` and ``y[:, T]`` is the ``burgers`` target up to solver error), taken from one time
+  stepping. Stored ``y`` is ``(n_samples, T + 1, n)``; loaded, the snapshots are the channels of ``y``.
 - ``darcy``: ``x = a`` (12 where psi >= 0, 3 where psi < 0, psi a Neumann GRF), ``y = u`` solving
   ``-div(a grad u) = f``, u = 0 on the boundary; native node grid 421 (also the solve grid).
 - ``darcy-inverse``: stored exactly as ``darcy``; the loader swaps the roles (input u, target a

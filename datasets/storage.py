@@ -248,9 +248,10 @@ class StoredData:
 
     def read(self, name: str, indices: np.ndarray, stride: int, block_bytes: int = 2**26) -> np.ndarray:
         """Samples ``indices`` (any order, repeats allowed) of field ``"x"``/``"y"``, strided by ``stride``
-        along every grid axis (the last ``dim`` axes): float32 ``(len(indices), *sample)``. Only the samples asked for are read, in
-        increasing order (as HDF5 wants), a block of at most ``block_bytes`` of full-resolution samples
-        at a time, strided in memory (faster than an HDF5 strided selection). NaN is a ValueError."""
+        along every grid axis (the last ``dim`` axes): float32 ``(len(indices), *sample)``. Only the samples
+        asked for are read, in increasing order (as HDF5 wants), a block of at most ``block_bytes`` of
+        full-resolution samples at a time, strided in memory (faster than an HDF5 strided selection). NaN is a
+        ValueError."""
         ds = self.x if name == "x" else self.y
         indices = np.asarray(indices, dtype=np.int64)
         unique, inverse = np.unique(indices, return_inverse=True)
