@@ -5,7 +5,7 @@ files, resumably, or import your own arrays into the same format (``import_array
 (``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
 The building blocks (GRF samplers, the Burgers and Darcy solvers) are public too.
 """
-from .burgers import solve_burgers
+from .burgers import solve_burgers, solve_burgers_trajectory
 from .darcy import solve_darcy
 from .fno_files import open_mat, read_mat
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
@@ -38,6 +38,7 @@ __all__ = [
     "periodic_grf_1d",
     "read_mat",
     "solve_burgers",
+    "solve_burgers_trajectory",
     "solve_darcy",
     "stride_for",
 ]

@@ -11,6 +11,9 @@ Inverse Darcy (``kind="darcy-inverse"``, or a darcy-inverse file): ``x = u`` at 
 the Galerkin Transformer's target: 141 -> 36 or 71). The input noise is not added here: the trainer
 normalises ``x`` point-wise and then calls ``normalizers.add_noise`` with the file's ``noise`` attribute.
 
+Trajectory kinds (``burgers-trajectory``): the snapshots are stored and loaded as the channels of ``y``,
+``(N, n, T + 1)`` with ``y[..., k] = u(., t_k)``.
+
 NaN or inf in a file's data is an error (a ValueError naming the sample), not a warning: it only arises from an
 unfinished or damaged file, and training on it would silently produce NaN losses.
 """

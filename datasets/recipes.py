@@ -9,6 +9,11 @@ Kinds (the FNO paper's recipes, checked against its released MATLAB scripts):
 
 - ``burgers``: ``x = u0 ~ N(0, 625 (-Laplacian + 25 I)^-2)`` periodic on [0, 1), ``y = u(., t)`` of
   ``u_t + (u^2/2)_x = nu u_xx``; native grid 8192.
+- ``burgers-trajectory``: the same equation, initial condition ``u0 ~ N(0, 625 (-Laplacian + 25 I)^-2)``
+  (the same GRF samples for the same seed) and solver as ``burgers``, nu = 0.1 and t = 1 by default;
+  ``y`` holds the snapshots ``u(., t_k)``, ``t_k = k t / T``, ``k = 0..T`` (``T = time_steps``, default 20,
+  so ``y[:, 0] = x`` and ``y[:, T]`` is the ``burgers`` target up to solver error), taken from one time
+  stepping. ``y`` is stored and loaded as ``(n_samples, n, T + 1)``: the snapshots are its channels.
 - ``darcy``: ``x = a`` (12 where psi >= 0, 3 where psi < 0, psi a Neumann GRF), ``y = u`` solving
   ``-div(a grad u) = f``, u = 0 on the boundary; native node grid 421 (also the solve grid).
 - ``darcy-inverse``: stored exactly as ``darcy``; the loader swaps the roles (input u, target a
@@ -43,6 +48,13 @@ class BurgersParams:
 
 
 @dataclass(frozen=True)
+class BurgersTrajectoryParams(BurgersParams):
+    """Burgers parameters plus the time grid of the stored snapshots."""
+
+    time_steps: int = 20  # T: snapshots at t_k = k t / T, k = 0..T
+
+
+@dataclass(frozen=True)
 class DarcyParams:
     """Darcy equation, coefficient GRF and discretisation parameters."""
 
@@ -66,7 +78,8 @@ class DarcyInverseParams(DarcyParams):
 @dataclass(frozen=True)
 class Recipe:
     """A dataset kind. ``produce(params, resolution, seed, indices, workers) -> (x, y)`` float64 arrays
-    ``(len(indices), *grid)``; ``validate(params, resolution)`` raises ValueError on impossible values."""
+    ``(len(indices), *sample_shape)`` (the grid; for y of a trajectory kind ``(*grid, snapshots)``);
+    ``validate(params, resolution)`` raises ValueError on impossible values."""
 
     name: str
     description: str
@@ -81,6 +94,8 @@ class Recipe:
     validate: Callable[[Any, int], None]
     solver_settings: Callable[[Any], dict]
     inverse: bool = False  # loader: input = stored y, target = stored x pooled to coarse_resolution
+    # y holds this many time snapshots (stored as a trailing channel axis); None: one field
+    snapshots: Callable[[Any], int] | None = None
     uses_workers: bool = False  # produce() can farm samples out to a process pool
 
     @property
@@ -93,6 +108,11 @@ class Recipe:
 
     def grid(self, resolution: int) -> tuple[int, ...]:
         return (resolution,) * self.dim
+
+    def sample_shape(self, name: str, params, resolution: int) -> tuple[int, ...]:
+        """Shape of one stored sample of field ``"x"`` or ``"y"``: the grid, then the snapshots if any."""
+        tail = (self.snapshots(params),) if name == "y" and self.snapshots is not None else ()
+        return self.grid(resolution) + tail
 
     def make_params(self, params: Mapping[str, Any] | None = None):
         """Strict parameter dataclass from a mapping (unknown names list the valid ones)."""
@@ -165,6 +185,52 @@ RECIPES.register("burgers")(
         produce=_produce_burgers,
         validate=_validate_burgers,
         solver_settings=_burgers_solver,
+    )
+)
+
+
+def snapshot_times(p: BurgersTrajectoryParams) -> np.ndarray:
+    """``t_k = k t / T``, ``k = 0..T`` (float64; the last one is exactly t)."""
+    return np.linspace(0.0, p.t, p.time_steps + 1)
+
+
+def _validate_burgers_trajectory(p: BurgersTrajectoryParams, resolution: int) -> None:
+    _validate_burgers(p, resolution)
+    if isinstance(p.time_steps, bool) or not isinstance(p.time_steps, int) or p.time_steps < 1:
+        raise ValueError(f"time_steps must be an integer >= 1, got {p.time_steps!r}")
+
+
+def _produce_burgers_trajectory(p: BurgersTrajectoryParams, resolution: int, seed: int, indices, workers: int = 0):
+    # same GRF samples and solver as "burgers"; the snapshots come from one time stepping
+    from .burgers import solve_burgers_trajectory
+    from .grf import periodic_grf_1d
+
+    u0 = periodic_grf_1d(resolution, seed, indices, alpha=p.alpha, tau=p.tau, sigma=p.sigma)
+    trajectory = solve_burgers_trajectory(u0, nu=p.nu, times=snapshot_times(p))  # (b, T + 1, n)
+    return u0, np.moveaxis(trajectory, 1, -1)  # snapshots as the trailing channel axis
+
+
+def _burgers_trajectory_solver(p: BurgersTrajectoryParams) -> dict:
+    return {**_burgers_solver(p), "solver": "petrov.datasets.burgers.solve_burgers_trajectory",
+            "times": snapshot_times(p).tolist()}
+
+
+RECIPES.register("burgers-trajectory")(
+    Recipe(
+        name="burgers-trajectory",
+        description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), "
+        "y = u(.,t_k) at t_k = k t / T, k = 0..T",
+        family="burgers-trajectory",
+        params_cls=BurgersTrajectoryParams,
+        native_resolution=8192,
+        periodic=True,
+        dim=1,
+        x_name="u0",
+        y_name="u",
+        produce=_produce_burgers_trajectory,
+        validate=_validate_burgers_trajectory,
+        solver_settings=_burgers_trajectory_solver,
+        snapshots=lambda p: p.time_steps + 1,
     )
 )
 

@@ -1,6 +1,8 @@
 """HDF5 storage: one file per dataset, written atomically and resumably; strided reads of stored samples.
 
-File layout (h5py): datasets ``x`` and ``y``, float32 ``(n_samples, *grid)``, one sample per HDF5 chunk
+File layout (h5py): datasets ``x`` and ``y``, float32 ``(n_samples, *grid)``, or ``(n_samples, *grid, c)``
+with a trailing channel axis (imported multi-channel data; a trajectory kind's ``y`` with its
+``c = T + 1`` snapshots), one sample per HDF5 chunk
 (so a read touches only the samples asked for), unwritten samples filled with NaN. Attributes:
 ``format``/``format_version``, ``kind``, ``family``, ``equation``, every parameter (one attribute each,
 plus all of them as JSON in ``params``), ``seed``, ``native_resolution``, ``grid`` ("periodic"/"nodes"),
@@ -145,11 +147,12 @@ def _attrs_for(recipe: Recipe, params, resolution: int, seed: int, n_samples: in
     return attrs
 
 
-def _create_partial(tmp: Path, recipe: Recipe, attrs: dict, resolution: int, n_samples: int) -> None:
-    shape = (n_samples, *recipe.grid(resolution))
+def _create_partial(tmp: Path, recipe: Recipe, params, attrs: dict, resolution: int, n_samples: int) -> None:
     with h5py.File(tmp, "w") as h5:
         for name in ("x", "y"):
-            h5.create_dataset(name, shape=shape, dtype="float32", chunks=(1, *shape[1:]), fillvalue=np.nan)
+            sample = recipe.sample_shape(name, params, resolution)
+            h5.create_dataset(name, shape=(n_samples, *sample), dtype="float32", chunks=(1, *sample),
+                              fillvalue=np.nan)
         h5.attrs.update(attrs)
 
 
@@ -237,7 +240,7 @@ def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, see
         chunk_size = default_chunk_size(int(np.prod(recipe.grid(resolution))))
     attrs["chunk_size"] = int(chunk_size)
     if not tmp.exists():
-        _create_partial(tmp, recipe, attrs, resolution, n_samples)
+        _create_partial(tmp, recipe, p, attrs, resolution, n_samples)
 
     with contextlib.ExitStack() as stack:
         h5 = stack.enter_context(h5py.File(tmp, "r+"))
@@ -250,9 +253,9 @@ def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, see
             for lo in range(start, n_samples, chunk_size):
                 hi = min(lo + chunk_size, n_samples)
                 x, y = recipe.produce(p, resolution, seed, np.arange(lo, hi), pool)
-                expected = (hi - lo, *recipe.grid(resolution))
                 for name, arr in (("x", x), ("y", y)):
                     arr = np.asarray(arr)
+                    expected = (hi - lo, *recipe.sample_shape(name, p, resolution))
                     if arr.shape != expected:
                         raise RuntimeError(f"{kind} recipe returned {name} of shape {arr.shape}, expected {expected}")
                     if not np.isfinite(arr).all():

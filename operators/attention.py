@@ -23,6 +23,13 @@ Dropout is one ``nn.Dropout`` on the concatenated mixer output (step 5), the sam
 mixer (so mixers stay interchangeable; linear kernels have no attention matrix to drop); it is off
 in ``eval()``.
 
+Causal attention (``causal=True``; galerkin, fourier, linear, performer, cosformer, softmax): point i
+attends to the points j <= i in index order (see :mod:`petrov.operators.mixers.causal`).  The
+normalizations must then be point-wise: norm "layer" or None (the column norm's statistics are sums
+over all points, later ones included; running statistics are not implemented).  For the linear-cost
+mixers ``init_state`` / ``step`` run the same layer as a recurrence, one point at a time, with a
+constant-size state.
+
 Initialization: ``W^Q, W^K, W^V`` are Xavier-uniform with gain ``init_gain`` plus ``init_diagonal``
 on the main diagonal, biases zero.  The reference (scaomath/galerkin-transformer, SimpleAttention)
 defaults to gain 1e-2 and diagonal 1e-2 (its Burgers config used gain 1e-3).  The output
@@ -33,13 +40,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 from torch import nn
 
 from .mixers import MIXERS, build_mixer
 from .mixers._kernels import full_precision
+from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
 from .normalization import build_norm
 
 
@@ -56,7 +64,8 @@ class AttentionConfig:
     ``head_dim`` defaults to ``d_model // n_heads`` but is independent of it; ``mixer_options`` go
     to the mixer's constructor (unknown options raise ``ValueError``); ``dropout`` acts on the
     concatenated mixer output; ``init_gain``/``init_diagonal`` set the Q/K/V initialization and
-    ``norm_eps`` the eps of the normalization.  Model configs extend this dataclass, so one config
+    ``norm_eps`` the eps of the normalization; ``causal=True``: point i sees points j <= i only (the
+    mixer's ``chunk_size`` option sets the chunk of the parallel form).  Model configs extend this dataclass, so one config
     object is passed whole from a TOML table down to every layer.
     """
 
@@ -69,9 +78,17 @@ class AttentionConfig:
     init_gain: float = 1e-2
     init_diagonal: float = 1e-2
     norm_eps: float = 1e-5
+    causal: bool = False
 
 
 _CONFIG_FIELDS = {f.name for f in dataclasses.fields(AttentionConfig)}
+
+
+class AttentionState(NamedTuple):
+    """Recurrent state of a causal layer: the mixer's state and the default (uniform) point weight."""
+
+    mixer: CausalState
+    weight: float
 
 
 class Attention(nn.Module):
@@ -93,7 +110,7 @@ class Attention(nn.Module):
         c = dataclasses.replace(config or AttentionConfig(), **fields)
         mixer_options = {**c.mixer_options, **extra}
         mixer, norm, dropout, head_dim = c.mixer, c.norm, c.dropout, c.head_dim
-        init_gain, init_diagonal = c.init_gain, c.init_diagonal
+        init_gain, init_diagonal, causal = c.init_gain, c.init_diagonal, c.causal
         self.d_model = _positive_int("d_model", d_model)
         self.n_heads = n_heads = _positive_int("n_heads", c.n_heads)
         if head_dim is None:
@@ -108,6 +125,9 @@ class Attention(nn.Module):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
 
+        self.causal = check_causal(causal)
+        if causal:
+            mixer_options["causal"] = True
         mixer_cls = MIXERS.get(mixer) if isinstance(mixer, str) else None
         self.mixer = build_mixer(mixer, self.head_dim + self.pos_dim, self.n_heads, **mixer_options)
         if getattr(mixer_cls, "requires_pos", False) and self.pos_dim == 0:
@@ -116,6 +136,9 @@ class Attention(nn.Module):
         normalized = tuple(getattr(self.mixer, "normalized", ()))
         norms = {name: build_norm(norm, self.n_heads, self.head_dim, eps=c.norm_eps) for name in normalized}
         self.norms = nn.ModuleDict(norms if norm is not None else {})
+        if causal and not all(getattr(m, "pointwise", False) for m in self.norms.values()):
+            raise ValueError(f"causal attention needs a point-wise normalization: norm={norm!r} uses "
+                             f"statistics over all points, later ones included; pass norm='layer' or None")
 
         inner = self.n_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, inner)
@@ -139,9 +162,8 @@ class Attention(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                weights: torch.Tensor | None = None) -> torch.Tensor:
-        pos, weights = self._check_inputs(x, pos, weights)
+    def _heads(self, x: torch.Tensor, pos: torch.Tensor | None, weights: torch.Tensor | None):
+        """Steps 1-3: ``x: (b, n, d_model)`` -> normalized q, k, v with coordinates ``(b, h, n, e)``."""
         b, n, _ = x.shape
         q, k, v = (self._split_heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
         q, k, v = (self.norms[name](t, weights) if name in self.norms else t
@@ -151,6 +173,13 @@ class Attention(nn.Module):
             # cat promotes (under autocast bf16 q + float32 coords -> float32): coordinates keep
             # their precision, bf16 cannot resolve a 1/8192 grid spacing
             q, k, v = (torch.cat([t, coords], dim=-1) for t in (q, k, v))
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
+        pos, weights = self._check_inputs(x, pos, weights)
+        b, n, _ = x.shape
+        q, k, v = self._heads(x, pos, weights)
         matrix = getattr(self.mixer, "matrix", None)
         if matrix is not None and not (self.training and self.dropout.p > 0):
             kv = matrix(k, v, pos=pos, weights=weights)  # None: not linear in q after all
@@ -159,6 +188,45 @@ class Attention(nn.Module):
         z = self.mixer(q, k, v, pos=pos, weights=weights)  # (b, h, n, head_dim + p)
         z = z.transpose(1, 2).reshape(b, n, -1)
         return self.out_proj(self.dropout(z))
+
+    def init_state(self, batch: int, n_points: int, *, dtype: torch.dtype | None = None,
+                   device=None) -> AttentionState:
+        """Empty recurrent state for ``batch`` sequences of ``n_points`` points (the uniform
+        weight ``1/n_points`` is what ``step`` uses when no weight is given); causal linear-cost
+        mixers only.  ``dtype``/``device`` default to the layer's (state at least float32)."""
+        if not self.causal:
+            raise ValueError("init_state/step need a causal layer: build Attention with causal=True")
+        if not hasattr(self.mixer, "features"):
+            raise ValueError(f"mixer {self.mixer_name!r} has no recurrent form (no constant-size state); "
+                             f"use forward on the whole prefix, or a linear-cost mixer")
+        _positive_int("batch", batch)
+        _positive_int("n_points", n_points)
+        param = self.q_proj.weight
+        state = mixer_state(self.mixer, batch, self.n_heads, self.head_dim + self.pos_dim, self.pos_dim,
+                            dtype or param.dtype, device or param.device)
+        return AttentionState(state, 1.0 / n_points)
+
+    def step(self, state: AttentionState, x_t: torch.Tensor, pos_t: torch.Tensor | None = None,
+             weight_t: torch.Tensor | float | None = None) -> tuple[torch.Tensor, AttentionState]:
+        """One point of the causal layer: ``x_t: (b, d_model)``, ``pos_t: (b, pos_dim)``,
+        ``weight_t``: this point's quadrature weight (a number or ``(b,)``, normalized over the whole
+        sequence as ``forward`` normalizes ``weights``; default ``1/n_points``) -> ``(y_t: (b,
+        d_model), new state)``.  Steps 0..n-1 give the rows of ``forward`` (eval mode)."""
+        if not isinstance(state, AttentionState):
+            raise ValueError("step needs the state from init_state (or from the previous step)")
+        if not isinstance(x_t, torch.Tensor) or x_t.ndim != 2:
+            shape = tuple(x_t.shape) if isinstance(x_t, torch.Tensor) else type(x_t).__name__
+            raise ValueError(f"step expects x_t of shape (b, {self.d_model}), got {shape}")
+        pos, _ = self._check_inputs(x_t[:, None], None if pos_t is None else pos_t[:, None], None)
+        q, k, v = self._heads(x_t[:, None], pos, None)
+        weight = state.weight if weight_t is None else weight_t
+        w = torch.as_tensor(weight)
+        if not bool(torch.isfinite(w).all() and (w >= 0).all()):
+            raise ValueError(f"weight_t must be finite and >= 0 (a quadrature weight), got {weight_t!r}")
+        pos = None if pos is None else pos[:, 0]
+        z, mixer = mixer_step(self.mixer, state.mixer, q[:, :, 0], k[:, :, 0], v[:, :, 0], pos, weight)
+        y = self.out_proj(self.dropout(z.reshape(z.shape[0], -1)))
+        return y, AttentionState(mixer, state.weight)
 
     def _project_through(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         """``out_proj(concat_h q_h kv_h) = sum_h q_h (kv_h W_hᵀ) + bias`` for a mixer linear in Q
@@ -215,4 +283,5 @@ class Attention(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, "
-                f"mixer={self.mixer_name!r}, norm={self.norm_name!r}, pos_dim={self.pos_dim}")
+                f"mixer={self.mixer_name!r}, norm={self.norm_name!r}, pos_dim={self.pos_dim}"
+                + (", causal=True" if self.causal else ""))

@@ -19,6 +19,10 @@ channel, ``gamma, beta: (h, d)`` (initialized to 1 and 0):
 Column statistics are computed in float32 when the input is float16/bfloat16 (a 16-bit sum over
 thousands of points, then a subtraction of the mean, keeps few digits).
 ``build_norm(None, ...)`` gives an identity.  Adding a norm: one class with ``@NORMS.register``.
+
+Class attribute ``pointwise``: True when a point's output depends on that point alone (so the norm
+can be used by causal attention, which must not look at later points): "layer" and None are,
+"column" is not (its statistics are sums over all points).
 """
 from __future__ import annotations
 
@@ -56,6 +60,8 @@ class _HeadAffine(nn.Module):
 class ColumnNorm(_HeadAffine):
     """Normalize each channel over the points with quadrature weights; ``(b,h,n,d) -> (b,h,n,d)``."""
 
+    pointwise = False
+
     def __init__(self, n_heads: int, head_dim: int, eps: float = 1e-5):
         super().__init__(n_heads, head_dim, eps)
 
@@ -78,6 +84,8 @@ class ColumnNorm(_HeadAffine):
 class HeadLayerNorm(_HeadAffine):
     """LayerNorm over the ``d`` channels at each point, per head; ``(b,h,n,d) -> (b,h,n,d)``."""
 
+    pointwise = True
+
     def __init__(self, n_heads: int, head_dim: int, eps: float = 1e-5):
         super().__init__(n_heads, head_dim, eps)
 
@@ -97,6 +105,8 @@ class HeadLayerNorm(_HeadAffine):
 
 class NoNorm(nn.Module):
     """Identity with the norm call signature (``norm=None``)."""
+
+    pointwise = True
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         return x

@@ -293,7 +293,8 @@ def test_registry_lists_the_six_mixers_with_their_norm_choice():
     assert set(MIXERS.get("fourier").normalized) == {"q", "k"}
     for name in ("softmax", "linear", "performer", "cosformer"):
         assert MIXERS.get(name).normalized == ()
-    assert set(mixer_options("performer")) == {"n_features", "redraw_interval", "seed", "ortho", "eps"}
+    assert set(mixer_options("performer")) == {"n_features", "redraw_interval", "seed", "ortho", "eps",
+                                                "causal", "chunk_size"}
 
 
 @pytest.mark.parametrize("name, options, match", [

@@ -121,7 +121,7 @@ def test_existing_output_needs_overwrite(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(kind="heat"), KeyError, "unknown dataset kind 'heat'.*burgers, darcy, darcy-inverse"),
+        (dict(kind="heat"), KeyError, "unknown dataset kind 'heat'.*burgers, burgers-trajectory, darcy, darcy-inverse"),
         (dict(nuu=0.1), ValueError, "unknown key.*'nuu'.*did you mean 'nu'"),
         (dict(nu="fast"), ValueError, "expected a number"),
         (dict(nu=0.0), ValueError, "nu must be a finite positive"),

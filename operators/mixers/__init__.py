@@ -14,6 +14,13 @@ A mixer linear in q may also define ``matrix(k, v, pos=None, weights=None) -> (b
 ``forward(q, k, v) == q @ matrix(k, v)``; the layer then folds the output projection into that
 small matrix (see ``petrov.operators.attention``).
 
+Causal attention (token i sees tokens j <= i, in point index order): a mixer with the class
+attribute ``supports_causal = True`` takes the option ``causal=False``.  The linear-cost ones also
+take ``chunk_size`` and define ``features(q, k, pos) -> (φ_q, φ_k)`` (point-wise feature maps),
+``feature_width(width, pos_dim)`` and ``causal_eps`` (None: no normalizer), and get the parallel
+chunked form and the recurrent step from :mod:`petrov.operators.mixers.causal`.
+``build_mixer(name, ..., causal=True)`` on any other mixer raises.
+
 Adding a mixer: write a module here with ``@MIXERS.register("name")`` on the class and import it
 below.
 """
@@ -33,6 +40,11 @@ def list_mixers() -> list[str]:
     return MIXERS.names()
 
 
+def causal_mixers() -> list[str]:
+    """Names of the mixers that accept ``causal=True``."""
+    return [name for name in MIXERS if getattr(MIXERS.get(name), "supports_causal", False)]
+
+
 def mixer_options(name: str) -> list[str] | None:
     """The keyword options the mixer ``name`` accepts besides head_dim, n_heads (None: any)."""
     factory = MIXERS.get(name)
@@ -48,6 +60,9 @@ def build_mixer(name: str, head_dim: int, n_heads: int, **options) -> nn.Module:
     """``MIXERS.get(name)(head_dim, n_heads, **options)``; unknown names/options raise clearly."""
     if not isinstance(name, str):
         raise TypeError(f"mixer must be a name, got {type(name).__name__} {name!r}")
+    if options.get("causal") and not getattr(MIXERS.get(name), "supports_causal", False):
+        raise ValueError(f"mixer {name!r} has no causal form; causal=True works with "
+                         f"{causal_mixers()}")
     valid = mixer_options(name)
     unknown = [] if valid is None else sorted(set(options) - set(valid))
     if unknown:

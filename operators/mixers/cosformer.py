@@ -9,6 +9,11 @@ kernel does not change with the resolution.  Each factor splits as
 ``cos a cos b + sin a sin b``, so ``c(x, y) = Σ_t f_t(x) f_t(y)`` over the ``2^p`` products
 ``f_t`` of one cos or sin per axis; with features ``f_t(x_i) relu(q_i)`` the attention is a
 linear-cost kernel attention of width ``2^p d``: O(n 2^p d²).  Needs ``pos``.
+
+``causal=True``: the sums run over the tokens ``j ≤ i`` in point index order
+(:mod:`petrov.operators.mixers.causal`), while the cos re-weighting keeps using the tokens'
+physical coordinates (not their index): both factors of ``c`` are point-wise, so the causal and
+recurrent forms apply unchanged.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from torch import nn
 
 from . import MIXERS
 from ._kernels import check_eps, full_precision, normalized_kernel_attention, upcast
+from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 
 def cos_sin_terms(x: torch.Tensor) -> torch.Tensor:
@@ -49,11 +55,14 @@ class CosformerMixer(nn.Module):
 
     normalized: tuple[str, ...] = ()
     requires_pos = True
+    supports_causal = True
 
     def __init__(self, head_dim: int, n_heads: int, eps: float = 1e-6,
-                 domain: tuple[float, float] = (0.0, 1.0)):
+                 domain: tuple[float, float] = (0.0, 1.0), causal: bool = False,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE):
         super().__init__()
         self.eps = check_eps(eps)
+        self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
         try:
             low, high = (float(v) for v in domain)
         except (TypeError, ValueError):
@@ -73,16 +82,31 @@ class CosformerMixer(nn.Module):
                 f"[{float(pos.min()):.4g}, {float(pos.max()):.4g}]); pass domain=(low, high)")
         return x.clamp(0.0, 1.0)
 
-    def forward(self, q, k, v, pos=None, weights=None):
+    @property
+    def causal_eps(self) -> float:
+        return self.eps
+
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (one copy per cos/sin product term)."""
+        return 2**pos_dim * width
+
+    def features(self, q, k, pos):
+        """``(b,h,n,d)`` x2, ``pos: (b,n,p)`` -> ``f_t(x_i) relu(q_i)``, ``f_t(x_j) relu(k_j)``: ``(b,h,n,2^p d)``."""
         if pos is None:
             raise ValueError("cosformer needs the point coordinates pos: (b, n, p); "
                              "build the attention layer with pos_dim > 0")
+        terms = cos_sin_terms(upcast(self.unit_coordinates(pos)))
+        return (expand_features(torch.relu(q), terms.to(q.dtype)),
+                expand_features(torch.relu(k), terms.to(k.dtype)))
+
+    def forward(self, q, k, v, pos=None, weights=None):
+        if self.causal:
+            return causal_forward(self, q, k, v, pos, weights)
         dtype = v.dtype
         with full_precision(q):
-            terms = cos_sin_terms(upcast(self.unit_coordinates(pos)))
-            phi_q = expand_features(torch.relu(upcast(q)), terms.to(upcast(q).dtype))
-            phi_k = expand_features(torch.relu(upcast(k)), terms.to(upcast(k).dtype))
+            phi_q, phi_k = self.features(upcast(q), upcast(k), pos)
             return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, self.eps).to(dtype)
 
     def extra_repr(self) -> str:
-        return f"eps={self.eps}, domain={self.domain}"
+        causal = f", causal=True, chunk_size={self.chunk_size}" if self.causal else ""
+        return f"eps={self.eps}, domain={self.domain}{causal}"

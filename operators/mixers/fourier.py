@@ -7,6 +7,11 @@ are normalized by the attention layer.
 By default the n x n kernel matrix is formed (cost O(n² d), memory O(n²) per head), which is what
 "Fourier-type" denotes.  Without softmax the product is associative, so ``associative=True``
 computes the identical result as ``Q̃ (K̃ᵀ diag(w) V)`` in O(n d²).
+
+``causal=True``: ``z_i = Σ_{j≤i} w_j (q̃_i·k̃_j) v_j``, the masked kernel; this is causal linear
+attention with φ = identity and no normalizer, computed in O(n d²) by the chunked form of
+:mod:`petrov.operators.mixers.causal` whatever ``associative`` says (same numbers as the masked
+n x n product).  The layer then requires norm "layer" or None (the column norm uses all points).
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from torch import nn
 
 from . import MIXERS
 from ._kernels import full_precision, upcast, weighted_outer
+from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 
 @MIXERS.register("fourier")
@@ -21,22 +27,36 @@ class FourierMixer(nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``."""
 
     normalized = ("q", "k")
+    supports_causal = True
+    causal_eps = None  # no normalizer
 
-    def __init__(self, head_dim: int, n_heads: int, associative: bool = False):
+    def __init__(self, head_dim: int, n_heads: int, associative: bool = False, causal: bool = False,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE):
         super().__init__()
         if not isinstance(associative, bool):
             raise ValueError(f"associative must be True or False, got {associative!r}")
         self.associative = associative
+        self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
+
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (φ = identity)."""
+        return width
+
+    def features(self, q, k, pos=None):
+        """φ = identity (the causal form's point-wise feature maps)."""
+        return q, k
 
     def matrix(self, k, v, pos=None, weights=None):
         """With ``associative=True``: ``K̃ᵀ diag(w) V`` ``(b,h,d,d)`` (at least float32), so that
         ``forward(q, k, v) = q @ matrix(k, v)``; ``None`` for the dense kernel."""
-        if not self.associative:
+        if not self.associative or self.causal:
             return None
         with full_precision(k):
             return weighted_outer(upcast(k), upcast(v), weights)
 
     def forward(self, q, k, v, pos=None, weights=None):
+        if self.causal:
+            return causal_forward(self, q, k, v, pos, weights)
         if self.associative:
             kv = self.matrix(k, v, pos, weights)
             with full_precision(q):
@@ -51,4 +71,5 @@ class FourierMixer(nn.Module):
         return kernel @ v
 
     def extra_repr(self) -> str:
-        return f"associative={self.associative}"
+        causal = f", causal=True, chunk_size={self.chunk_size}" if self.causal else ""
+        return f"associative={self.associative}{causal}"

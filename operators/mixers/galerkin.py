@@ -4,6 +4,10 @@ With uniform weights this is ``Q (K̃ᵀ Ṽ) / n``.  Row i of the output is a P
 projection: ``(K̃ᵀ diag(w) Ṽ)_{ab}`` is the quadrature of ``∫ k_a(ξ) v_b(ξ) dξ`` and the result is
 expanded in span{q_a}.  No softmax, no 1/sqrt(d).  Cost O(n d²), memory O(n d).  K and V are
 normalized by the attention layer.  The d x d sum is formed in float32 under autocast.
+
+``causal=True``: ``z_i = q_i Σ_{j≤i} w_j k̃_j ṽ_jᵀ`` (linear attention with φ = identity and no
+normalizer; see :mod:`petrov.operators.mixers.causal`), in chunks of ``chunk_size`` tokens.  The
+column norm would use all points, so the attention layer then requires norm "layer" or None.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from torch import nn
 
 from . import MIXERS
 from ._kernels import full_precision, upcast, weighted_outer
+from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 
 @MIXERS.register("galerkin")
@@ -18,18 +23,37 @@ class GalerkinMixer(nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``."""
 
     normalized = ("k", "v")
+    supports_causal = True
+    causal_eps = None  # no normalizer
 
-    def __init__(self, head_dim: int, n_heads: int):
+    def __init__(self, head_dim: int, n_heads: int, causal: bool = False,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE):
         super().__init__()
+        self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
+
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (φ = identity)."""
+        return width
+
+    def features(self, q, k, pos=None):
+        """φ = identity (the causal form's point-wise feature maps)."""
+        return q, k
 
     def matrix(self, k, v, pos=None, weights=None):
         """``K̃ᵀ diag(w) Ṽ``: ``(b,h,n,d)`` x2 -> ``(b,h,d,d)`` (at least float32), so that
         ``forward(q, k, v) = q @ matrix(k, v)``; the attention layer uses it to fold its output
-        projection into this d x d matrix."""
+        projection into this d x d matrix.  ``None`` when causal (no single matrix)."""
+        if self.causal:
+            return None
         with full_precision(k):
             return weighted_outer(upcast(k), upcast(v), weights)
 
     def forward(self, q, k, v, pos=None, weights=None):
+        if self.causal:
+            return causal_forward(self, q, k, v, pos, weights)
         kv = self.matrix(k, v, pos, weights)  # (b, h, d, d)
         with full_precision(q):
             return (upcast(q) @ kv).to(v.dtype)
+
+    def extra_repr(self) -> str:
+        return f"causal={self.causal}, chunk_size={self.chunk_size}" if self.causal else ""

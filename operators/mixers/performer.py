@@ -20,6 +20,12 @@ Attention is then ``z_i = φ(q_i)ᵀ Σ_j w_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j 
   ``redraw_interval`` forward calls (0 = never); in eval they are frozen.  ``seed=None`` takes a
   seed from torch's global generator (reproducible under ``torch.manual_seed``).
 - Under autocast the projections, exponentials, sums and normalizer are computed in float32.
+- ``causal=True`` (:mod:`petrov.operators.mixers.causal`): the per-(batch, head) key max would look
+  at later tokens, so the keys subtract instead a constant that does not depend on the data:
+  ``ω_r·x − |x|²/2 ≤ |ω_r|²/2``, so ``shift = max(0, max_r |ω_r|²/2 − KEY_HEADROOM)`` keeps every key
+  exponent below ``KEY_HEADROOM`` (no float32 overflow) and is 0 for the usual head widths.  It
+  cancels like the max; eps is scaled by ``exp(−shift)`` so that it means the same as without it.
+  The per-row query max is point-wise and stays.
 """
 from __future__ import annotations
 
@@ -31,6 +37,9 @@ from torch import nn
 
 from . import MIXERS
 from ._kernels import check_eps, full_precision, normalized_kernel_attention, upcast
+from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
+
+KEY_HEADROOM = 60.0  # causal keys: exponents stay below this (exp(60) ~ 1e26, far from float32's 3e38)
 
 
 def seeded_generator(seed: int, draw: int) -> torch.Generator:
@@ -61,15 +70,23 @@ def draw_omega(n_features: int, dim: int, generator: torch.Generator, ortho: boo
     return rows * norms.unsqueeze(1)
 
 
-def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | None = None) -> torch.Tensor:
+def key_shift(omega: torch.Tensor) -> float:
+    """The causal keys' data-independent stabilizer ``max(0, max_r |ω_r|²/2 − KEY_HEADROOM)``."""
+    return max(0.0, float(omega.double().square().sum(dim=1).max()) / 2 - KEY_HEADROOM)
+
+
+def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float | None = None) -> torch.Tensor:
     """``φ(x) = m^{-1/2} exp(ωx − |x|²/2)``: ``(b, h, n, d) -> (b, h, n, m)``.
 
     ``x`` is already scaled by ``d^{-1/4}``.  ``stabilize``: ``"row"`` subtracts the max over the
-    features of each point (queries), ``"head"`` one max per (b, h) (keys), ``None`` nothing (exact
-    unstabilized features, for tests).  The subtracted maxima are constants for autograd.
+    features of each point (queries), ``"head"`` one max per (b, h) (keys), a number subtracts that
+    constant (causal keys, :func:`key_shift`), ``None`` nothing (exact unstabilized features, for
+    tests).  The subtracted maxima are constants for autograd.
     """
     logits = x @ omega.transpose(0, 1).to(x.dtype) - x.square().sum(dim=-1, keepdim=True) / 2
-    if stabilize == "row":
+    if isinstance(stabilize, float):
+        logits = logits - stabilize
+    elif stabilize == "row":
         logits = logits - logits.detach().amax(dim=-1, keepdim=True)
     elif stabilize == "head":
         logits = logits - logits.detach().amax(dim=(-2, -1), keepdim=True)
@@ -87,6 +104,7 @@ class PerformerMixer(nn.Module):
     """
 
     normalized: tuple[str, ...] = ()
+    supports_causal = True
 
     def __init__(
         self,
@@ -97,8 +115,11 @@ class PerformerMixer(nn.Module):
         seed: int | None = None,
         ortho: bool = True,
         eps: float = 1e-6,
+        causal: bool = False,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ):
         super().__init__()
+        self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
         if n_features is None:
             n_features = max(head_dim, math.ceil(head_dim * math.log(max(head_dim, 1))))
         for name, value, low in (("n_features", n_features, 1), ("redraw_interval", redraw_interval, 0)):
@@ -133,20 +154,36 @@ class PerformerMixer(nn.Module):
                 self.redraw(calls // self.redraw_interval)
         self.calls += 1
 
-    def forward(self, q, k, v, pos=None, weights=None):
+    @property
+    def causal_eps(self) -> float:
+        return self.eps * math.exp(-key_shift(self.omega))
+
+    def feature_width(self, width: int, pos_dim: int) -> int:
+        """Width of the feature maps for q, k of ``width`` (m random features)."""
+        return self.n_features
+
+    def features(self, q, k, pos=None):
+        """Query features (row-stabilized) and key features (``"head"``-stabilized, or by the
+        constant :func:`key_shift` when causal): ``(b,h,n,d)`` x2 -> ``(b,h,n,m)`` x2."""
         d = q.shape[-1]
         if d != self.head_dim:
             raise ValueError(f"performer built for q/k width {self.head_dim}, got {d}")
+        scale = d ** -0.25
+        omega = upcast(self.omega)
+        key_stabilizer = key_shift(self.omega) if self.causal else "head"
+        return favor_features(q * scale, omega, "row"), favor_features(k * scale, omega, key_stabilizer)
+
+    def forward(self, q, k, v, pos=None, weights=None):
         if self.training:
             self._count_training_call()
+        if self.causal:
+            return causal_forward(self, q, k, v, pos, weights)
         dtype = v.dtype
         with full_precision(q):
-            scale = d ** -0.25
-            omega = upcast(self.omega)
-            phi_q = favor_features(upcast(q) * scale, omega, "row")
-            phi_k = favor_features(upcast(k) * scale, omega, "head")
+            phi_q, phi_k = self.features(upcast(q), upcast(k))
             return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, self.eps).to(dtype)
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, n_features={self.n_features}, "
-                f"redraw_interval={self.redraw_interval}, ortho={self.ortho}, eps={self.eps}")
+                f"redraw_interval={self.redraw_interval}, ortho={self.ortho}, eps={self.eps}"
+                + (f", causal=True, chunk_size={self.chunk_size}" if self.causal else ""))
