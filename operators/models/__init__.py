@@ -46,4 +46,4 @@ def build_model(name: str, **config):
 
 
 # Importing the modules registers the models.
-from . import fno, hybrid1d, hybrid2d  # noqa: E402,F401
+from . import fno, hybrid1d, hybrid2d, latent2d  # noqa: E402,F401
