@@ -37,7 +37,8 @@ TINY = {
     "galerkin2d": dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5, decoder_width=4, modes=2),
     "galerkin2d_inverse": dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5),
     "latent2d": dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=4, decoder_width=4, modes=2),
-    "latent2d_inverse": dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=4, coarse_size=7),
+    "latent2d_inverse": dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=4, coarse_size=7,
+                             latent_kernel=3, latent_modes=2),
 }
 NOT_INVARIANT = {
     "galerkin2d": "3x3 convolutions on an intermediate grid round(sqrt(n*n_c)) that moves with the input",

@@ -102,12 +102,16 @@ def test_inverse_output_is_on_the_coarse_grid_for_any_fine_grid(name):
         assert model(torch.randn(shape(n))).shape == (2, 7, 7, 1)
 
 
-def test_latent_spectral_blocks_plug_in_and_check_their_modes():
+def test_latent_blocks_plug_in_and_check_their_sizes():
     config, shape, (n, _) = TINY["latent2d"]
-    model = build_model("latent2d", **dict(config, n_layers=2, latent_modes=2))
-    assert len(model.encoder.spectral) == 2 and model(torch.randn(shape(n))).shape == (2, n, n, 1)
+    for extra in (dict(latent_modes=2), dict(latent_kernel=3), dict(latent_modes=2, latent_kernel=3)):
+        model = build_model("latent2d", **dict(config, n_layers=2, **extra))
+        assert len(model.encoder.local) == 2 and model(torch.randn(shape(n))).shape == (2, n, n, 1)
+    assert len(build_model("latent2d", **config).encoder.local) == 0
     with pytest.raises(ValueError, match="latent_modes"):
         build_model("latent2d", **dict(config, latent_modes=3))  # 2 * 3 > latent_size 5
+    with pytest.raises(ValueError, match="latent_kernel"):
+        build_model("latent2d", **dict(config, latent_kernel=2))
     with pytest.raises(ValueError, match="too coarse"):
         build_model("latent2d", **dict(config, latent_size=33))(torch.randn(shape(n)))
 

@@ -7,8 +7,9 @@ model is a discretization of one continuous operator and converges as the input 
     x (b, n, n, c_in), pos (b, n, n, 2)
       --lift--> f = MLP([x, pos])                   (b, n, n, c_f)   pointwise on the input grid
       --R-----> R f Rᵀ                              (b, m, m, c_f)   quadrature-weighted hat averages
-      --Linear, n_layers x EncoderLayer(attention(pos_dim=2) + FFN) [+ SpectralBlock if latent_modes]
-                on the m² latent nodes ξ = (i, j)/(m-1) (m = latent_size, fixed in physical space)
+      --Linear, n_layers x EncoderLayer(attention(pos_dim=2) + FFN) [+ latent block: SpectralBlock
+                (latent_modes) and/or k x k conv (latent_kernel), residual] on the m² latent nodes
+                ξ = (i, j)/(m-1) (m = latent_size, fixed in physical space)
       --Linear--> (b, m, m, c_f) --P--> P z Pᵀ       (b, n, n, c_f)   bilinear interpolation of the nodes
 
 then
@@ -51,7 +52,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..blocks import EncoderConfig, PointwiseDecoder, SpectralBlock, SpectralDecoder, encoder_stack, mlp, resize2d
+from ..blocks import (
+    EncoderConfig, PointwiseDecoder, SpectralBlock, SpectralDecoder, activation, encoder_stack, mlp, resize2d,
+)
 from ..checks import check_grid_input, grid_pos
 from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
 from ..transfer import prolong2d, restrict2d
@@ -67,7 +70,12 @@ class LatentGridConfig(EncoderConfig):
     fine_width: int = 32
     fine_hidden: Optional[int] = None  # hidden width of the lift MLP, default 2 * fine_width
     lift_activation: str = "gelu"
-    latent_modes: int = 0  # > 0: a SpectralBlock with these modes after every attention layer
+    # Local operators on the latent grid after every attention layer, each in a residual branch
+    # (fixed grid, so both are resolution-invariant): a SpectralBlock keeping latent_modes modes,
+    # and/or a latent_kernel x latent_kernel convolution (a stencil of fixed physical width 1/(m-1)
+    # per tap: the derivatives an inverse problem needs).  0 = off.
+    latent_modes: int = 0
+    latent_kernel: int = 0
     periodic: bool = False
 
 
@@ -106,6 +114,17 @@ REFERENCE_SIZE_CONFIG = {
 REFERENCE_SIZE_PARAMETERS = 2_220_993
 
 
+def latent_block(c: LatentGridConfig) -> nn.Sequential:
+    """``(b, d, m, m) -> (b, d, m, m)`` on the latent grid: [SpectralBlock] [conv k x k, σ]."""
+    layers: list[nn.Module] = []
+    if c.latent_modes:
+        layers.append(SpectralBlock(c.d_model, c.d_model, c.latent_modes, ndim=2, act=c.ffn_activation))
+    if c.latent_kernel:
+        layers += [nn.Conv2d(c.d_model, c.d_model, c.latent_kernel, padding=c.latent_kernel // 2,
+                             padding_mode="replicate"), activation(c.ffn_activation)]
+    return nn.Sequential(*layers)
+
+
 class LatentEncoder2d(nn.Module):
     """``x (b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> fine features ``f (b, n, n, c_f)``,
     latent features ``z (b, m, m, c_f)`` (already mapped back to ``c_f`` channels)."""
@@ -122,10 +141,9 @@ class LatentEncoder2d(nn.Module):
         self.lift = mlp(c.in_channels + 2, c.fine_hidden or 2 * c.fine_width, c.fine_width, c.lift_activation)
         self.to_latent = nn.Linear(c.fine_width, c.d_model)
         self.layers = encoder_stack(c, pos_dim=2)
-        self.spectral = nn.ModuleList(
-            SpectralBlock(c.d_model, c.d_model, c.latent_modes, ndim=2, act=c.ffn_activation)
-            for _ in range(c.n_layers if c.latent_modes else 0)
-        )
+        if c.latent_kernel < 0 or (c.latent_kernel and c.latent_kernel % 2 == 0):
+            raise ValueError(f"latent_kernel must be 0 (off) or an odd size, got {c.latent_kernel}")
+        self.local = nn.ModuleList(latent_block(c) for _ in range(c.n_layers if c.latent_modes or c.latent_kernel else 0))
         self.from_latent = nn.Linear(c.d_model, c.fine_width)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor):
@@ -135,9 +153,9 @@ class LatentEncoder2d(nn.Module):
         h = grid_to_points(self.to_latent(z))
         for i, layer in enumerate(self.layers):
             h = layer(h, pos_z)
-            if self.spectral:  # a spectral block on the latent grid (fixed modes: physical too)
+            if self.local:
                 grid = channels_first(points_to_grid(h, self.latent))
-                h = grid_to_points(channels_last(self.spectral[i](grid)))
+                h = h + grid_to_points(channels_last(self.local[i](grid)))
         return f, self.from_latent(points_to_grid(h, self.latent))
 
 
