@@ -35,9 +35,9 @@ attention): the input grid carries only ``c_f = fine_width`` channels (lift, ski
 first layer); the ``d_model``-wide attention and FFN run on the m² latent points only, a number
 that does not grow with the input grid; transfers are two small matrix products per axis
 (O(n·m) each).  Measured at 85², batch 8, one thread, at equal parameter count (2.2M,
-``REFERENCE_SIZE_CONFIG``): a training step is 3.2x faster than ``galerkin2d``'s, whose 3x3
-convolutions run at d_model channels on an intermediate grid that grows with the input
-(benchmarks/throughput_darcy.py; busy shared machine, so noisy).  The 3x3 convolution on the latent
+``REFERENCE_SIZE_CONFIG``): a training step is 3.6x faster than ``galerkin2d``'s (0.46 s vs
+1.68 s; 3.2x with the machine busy), whose 3x3 convolutions run at d_model channels on an
+intermediate grid that grows with the input (benchmarks/throughput_darcy.py).  The 3x3 convolution on the latent
 grid (``latent_kernel``) is a stencil of fixed physical width: trained at 36 on Darcy it lowered the
 test error from 2.8e-2 to 2.2e-2 (at 36, 71 and 141 alike), below the small ``fno2d``'s 2.5e-2.
 
