@@ -12,7 +12,7 @@ table and plots (input, truth, prediction, error maps) in OUT/eval. Re-running c
 run. `--model galerkin2d` trains the reference Darcy hybrid instead.
 
 What to expect (one run each, 30 epochs, measured on a shared 2-core CPU): test relative L2 at
-36 / 71 / 141: latent2d 2.8e-2 / 2.8e-2 / 2.9e-2 (flat: every map is defined in physical space);
+36 / 71 / 141: latent2d 2.2e-2 / 2.2e-2 / 2.2e-2 (flat: every map is defined in physical space);
 `--model fno2d` 2.5e-2 / 2.6e-2 / 2.7e-2; `--model galerkin2d` 2.5e-2 / 4.2e-2 / 5.9e-2 (its convolutional down-sampler acts on grid cells, so it
 degrades when evaluated finer than it was trained; the reference trains it at the fine grid).
 """
