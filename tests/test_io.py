@@ -19,6 +19,13 @@ TINY = {
         dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5, decoder_width=4, modes=2), (2, 9, 9, 1)
     ),
     "galerkin2d_inverse": (dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5, norm=None), (2, 9, 9, 1)),
+    "latent2d": (
+        dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=3, decoder_width=4, modes=2,
+             latent_modes=2, mixer="cosformer"), (2, 9, 9, 1)
+    ),
+    "latent2d_inverse": (
+        dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, coarse_size=6, latent_kernel=3), (2, 11, 11, 1)
+    ),
 }
 
 
