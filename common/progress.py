@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from tqdm.auto import tqdm
-from tqdm.std import tqdm as terminal_tqdm
+
+# tqdm.auto picks a notebook widget under Jupyter, else the terminal bar
+NOTEBOOK = any(cls.__module__ == "tqdm.notebook" for cls in tqdm.__mro__)
 
 
 def progress_disable(enabled: bool = True) -> bool | None:
@@ -18,7 +20,7 @@ def progress_disable(enabled: bool = True) -> bool | None:
     terminal), or False (a notebook widget: on)."""
     if not enabled:
         return True
-    return None if tqdm is terminal_tqdm else False
+    return False if NOTEBOOK else None
 
 
 def progress_bar(iterable: Iterable | None = None, *, enabled: bool = True, **kwargs: Any) -> tqdm:
