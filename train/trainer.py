@@ -17,6 +17,10 @@ epoch and batch; ``last.pt`` then still holds the last completed (finite) epoch.
 starts at ``lr/div_factor`` and lasts at least ``optim.min_warmup_steps`` batches, so a schedule
 compressed into few epochs does not ramp to the maximum lr within a handful of steps.
 
+Output: one INFO line per epoch on the ``petrov.train.trainer`` logger (shown by the ``petrov``
+command, silent in the API unless logging is configured); the batch progress bar only on a terminal
+and with ``run.progress``.
+
 Determinism: the sampler order is a function of (seed, epoch), RNG states are checkpointed, so on CPU
 (fixed thread count) a resumed run ends with exactly the weights of an uninterrupted one.
 """
