@@ -388,6 +388,8 @@ def evaluate_resolutions(
         dataset = _open(setup, data_path, idx, res)
         check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}")
         noise, seed = _noise(setup, dataset)
+        log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
+                  batch_size, noise)
         errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
                                       noise=noise, noise_seed=seed)
         rows.append(resolution_row(res, errors, keep_samples=per_sample))
