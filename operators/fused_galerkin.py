@@ -25,10 +25,14 @@ from torch.autograd.function import once_differentiable
 
 
 def _weighted(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """``w_j a_j`` for ``a: (b, h, n, f)``, or ``a / n`` for uniform weights (a new tensor)."""
-    if weights is None:
-        return a / a.shape[-2]
-    return a * weights[:, None, :, None]
+    """``w_j a_j`` for ``a: (b, h, n, f)`` (a new tensor); ``a`` itself for uniform weights, whose
+    ``1/n`` is applied to the small products instead."""
+    return a if weights is None else a * weights[:, None, :, None]
+
+
+def _uniform_scale(s: torch.Tensor, n: int, weights: torch.Tensor | None) -> torch.Tensor:
+    """``s / n`` for uniform weights (``s`` small: d x d), ``s`` otherwise."""
+    return s / n if weights is None else s
 
 
 def _heads_pos(pos: torch.Tensor, h: int) -> torch.Tensor:
@@ -45,12 +49,12 @@ def outer_blocks(kt: torch.Tensor, vt: torch.Tensor, pos: torch.Tensor | None,
     kw = _weighted(kt, weights)
     s = kw.transpose(-1, -2) @ vt  # (b, h, d, d)
     if pos is None:
-        return s
+        return _uniform_scale(s, kt.shape[-2], weights)
     pos_h = _heads_pos(pos, kt.shape[1])
-    pw = _weighted(pos_h, weights)  # (b, h, n, p): small
+    pw = _weighted(pos_h, weights).transpose(-1, -2)  # (b, h, p, n): small
     top = torch.cat([s, kw.transpose(-1, -2) @ pos_h], dim=-1)  # (b, h, d, e)
-    bottom = torch.cat([pw.transpose(-1, -2) @ vt, pw.transpose(-1, -2) @ pos_h], dim=-1)  # (b, h, p, e)
-    return torch.cat([top, bottom], dim=-2)
+    bottom = torch.cat([pw @ vt, pw @ pos_h], dim=-1)  # (b, h, p, e)
+    return _uniform_scale(torch.cat([top, bottom], dim=-2), kt.shape[-2], weights)
 
 
 class _NormalizedOuter(torch.autograd.Function):
@@ -82,6 +86,7 @@ class _NormalizedOuter(torch.autograd.Function):
         with torch.enable_grad():
             k_, v_ = k.detach().requires_grad_(), v.detach().requires_grad_()
             kt, vt = norm_k(k_, weights), norm_v(v_, weights)
+        grad = _uniform_scale(grad, k.shape[-2], weights)
         g_kk = grad[..., :d, :d]
         grad_kt = vt.detach() @ g_kk.transpose(-1, -2)
         grad_vt = kt.detach() @ g_kk
@@ -89,7 +94,9 @@ class _NormalizedOuter(torch.autograd.Function):
             pos_h = _heads_pos(pos, k.shape[1])
             grad_kt += pos_h @ grad[..., :d, d:].transpose(-1, -2)
             grad_vt += pos_h @ grad[..., d:, :d]
-        grad_kt, grad_vt = _weighted(grad_kt, weights), _weighted(grad_vt, weights)
+        if weights is not None:
+            grad_kt.mul_(weights[:, None, :, None])
+            grad_vt.mul_(weights[:, None, :, None])
         inputs = [k_, v_] + [p for p in params if p.requires_grad]
         grads = iter(torch.autograd.grad((kt, vt), inputs, (grad_kt, grad_vt), allow_unused=True))
         grad_k, grad_v = next(grads), next(grads)
