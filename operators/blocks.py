@@ -82,9 +82,14 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, dim_feedforward: int, act: str = "relu", dropout: float = 0.0):
         super().__init__()
+        sigma = activation(act)
+        if isinstance(sigma, nn.ReLU):
+            # ReLU's backward reads its output, not its input: acting in place on the first
+            # Linear's output (which nothing keeps) saves one (…, f) temporary per call
+            sigma.inplace = True
         self.net = nn.Sequential(
             nn.Linear(d_model, dim_feedforward),
-            activation(act),
+            sigma,
             nn.Dropout(dropout),
             nn.Linear(dim_feedforward, d_model),
         )
@@ -134,8 +139,10 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(c.d_model) if c.layer_norm else nn.Identity()
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
-        x = self.norm1(x + self.drop1(self.attention(x, pos, weights)))
-        return self.norm2(x + self.drop2(self.ffn(x)))
+        # residual sums in place on the branch outputs (fresh tensors that no backward reads): no
+        # extra (b, n, d) temporary per branch
+        x = self.norm1(self.drop1(self.attention(x, pos, weights)).add_(x))
+        return self.norm2(self.drop2(self.ffn(x)).add_(x))
 
 
 def encoder_stack(c: EncoderConfig, pos_dim: int) -> nn.ModuleList:
