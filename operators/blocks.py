@@ -82,14 +82,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, dim_feedforward: int, act: str = "relu", dropout: float = 0.0):
         super().__init__()
-        sigma = activation(act)
-        if isinstance(sigma, nn.ReLU):
-            # ReLU's backward reads its output, not its input: acting in place on the first
-            # Linear's output (which nothing keeps) saves one (…, f) temporary per call
-            sigma.inplace = True
         self.net = nn.Sequential(
             nn.Linear(d_model, dim_feedforward),
-            sigma,
+            activation(act),
             nn.Dropout(dropout),
             nn.Linear(dim_feedforward, d_model),
         )
@@ -119,6 +114,13 @@ class EncoderConfig(AttentionConfig):
                        "dim_feedforward")
 
 
+def _residual(x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+    """``x + branch``, summed in place into ``branch`` when it is a fresh tensor (no (b, n, d)
+    temporary; no backward reads a branch output).  Not into a view: autograd would then copy the
+    base tensor in backward."""
+    return branch.add_(x) if branch._base is None else x + branch
+
+
 class EncoderLayer(nn.Module):
     """``(b, n, d) -> (b, n, d)``: ``x + Attn(x, pos)`` then ``x + FFN(x)`` (post-norm if ``layer_norm``).
 
@@ -139,10 +141,8 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(c.d_model) if c.layer_norm else nn.Identity()
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
-        # residual sums in place on the branch outputs (fresh tensors that no backward reads): no
-        # extra (b, n, d) temporary per branch
-        x = self.norm1(self.drop1(self.attention(x, pos, weights)).add_(x))
-        return self.norm2(self.drop2(self.ffn(x)).add_(x))
+        x = self.norm1(_residual(x, self.drop1(self.attention(x, pos, weights))))
+        return self.norm2(_residual(x, self.drop2(self.ffn(x))))
 
 
 def encoder_stack(c: EncoderConfig, pos_dim: int) -> nn.ModuleList:

@@ -128,6 +128,9 @@ def folded_output(x: torch.Tensor, pos: torch.Tensor | None, s: torch.Tensor, q_
     c = torch.einsum("hd,bhdo->bo", q_proj.bias.view(h, d), mat_q) + out_proj.bias
     out = torch.baddbmm(c.unsqueeze(1), x, a)
     if pos is not None:
-        # in place: baddbmm keeps its operands for backward, not its output
-        out = out.baddbmm_(pos, mat[:, :, d:].sum(dim=1))
+        # pos P as p rank-1 updates in place (baddbmm keeps its operands for backward, not its
+        # output; a baddbmm_ with inner size p would go through a temporary copy)
+        p_mat = mat[:, :, d:].sum(dim=1)  # (b, p, m_out)
+        for j in range(pos.shape[-1]):
+            out = out.addcmul_(pos[..., j:j + 1], p_mat[:, j:j + 1])
     return out
