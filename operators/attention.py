@@ -44,6 +44,7 @@ from typing import NamedTuple, Optional
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .fused_galerkin import folded_output, normalized_outer
 from .mixers import MIXERS, build_mixer
@@ -180,10 +181,18 @@ class Attention(nn.Module):
         return q, k, v
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                weights: torch.Tensor | None = None) -> torch.Tensor:
+                weights: torch.Tensor | None = None, recompute: bool = False) -> torch.Tensor:
+        """``recompute=True`` (training memory): keep only ``x`` for backward and recompute the rest
+        there (Galerkin: the K, V projections and normalizations; other mixers: the whole layer,
+        by ``torch.utils.checkpoint``).  Same numbers."""
         pos, weights = self._check_inputs(x, pos, weights)
         if self._fusable(x, pos, weights):
-            return self._fused_galerkin(x, pos, weights)
+            return self._fused_galerkin(x, pos, weights, recompute and torch.is_grad_enabled())
+        if recompute and torch.is_grad_enabled():
+            return checkpoint(self._unfused, x, pos, weights, use_reentrant=False)
+        return self._unfused(x, pos, weights)
+
+    def _unfused(self, x, pos, weights) -> torch.Tensor:
         b, n, _ = x.shape
         q, k, v = self._heads(x, pos, weights)
         matrix = getattr(self.mixer, "matrix", None)
@@ -243,14 +252,27 @@ class Attention(nn.Module):
                 and not torch.is_autocast_enabled(x.device.type)
                 and not any(t is not None and t.requires_grad for t in (pos, weights)))
 
-    def _fused_galerkin(self, x, pos, weights) -> torch.Tensor:
-        """Steps 1-5 for Galerkin: K, V projected and normalized inside one autograd Function that
-        keeps only the raw projections for backward, the query projection folded into the output
-        one (:mod:`petrov.operators.fused_galerkin`); the same operator as the unfused path."""
-        k, v = (self._split_heads(p(x)) for p in (self.k_proj, self.v_proj))
+    def _fused_galerkin(self, x, pos, weights, recompute: bool = False) -> torch.Tensor:
+        """Steps 1-5 for Galerkin: K, V normalized inside one autograd Function that keeps only the
+        raw projections for backward (only ``x`` with ``recompute``: the projections are then
+        recomputed too), the query projection folded into the output one
+        (:mod:`petrov.operators.fused_galerkin`); the same operator as the unfused path."""
         norm_k, norm_v = (self.norms[name] if name in self.norms else _NO_NORM for name in "kv")
-        s = normalized_outer(k, v, pos if self.pos_dim else None, weights, norm_k, norm_v)
-        return folded_output(x, pos if self.pos_dim else None, s, self.q_proj, self.out_proj)
+        pos_or_none = pos if self.pos_dim else None
+        if recompute:
+            def make(x, w):
+                return (norm_k(self._split_heads(self.k_proj(x)), w), norm_v(self._split_heads(self.v_proj(x)), w))
+
+            def params():
+                return [*norm_k.parameters(), *norm_v.parameters(), *self.k_proj.parameters(),
+                        *self.v_proj.parameters()]
+
+            s = normalized_outer(make, (x,), params, pos_or_none, weights)
+        else:
+            k, v = (self._split_heads(p(x)) for p in (self.k_proj, self.v_proj))
+            s = normalized_outer(lambda k, v, w: (norm_k(k, w), norm_v(v, w)), (k, v),
+                                 lambda: [*norm_k.parameters(), *norm_v.parameters()], pos_or_none, weights)
+        return folded_output(x, pos_or_none, s, self.q_proj, self.out_proj)
 
     def _project_through(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         """``out_proj(concat_h q_h kv_h) = sum_h q_h (kv_h W_hᵀ) + bias`` for a mixer linear in Q

@@ -58,58 +58,61 @@ def outer_blocks(kt: torch.Tensor, vt: torch.Tensor, pos: torch.Tensor | None,
 
 
 class _NormalizedOuter(torch.autograd.Function):
-    """``S = [N_k(k), pos]ᵀ diag(w) [N_v(v), pos]`` saving only ``k, v`` for backward.
+    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` with ``(K̃, Ṽ) = make(*sources, weights)``, saving only the
+    sources for backward.
 
-    ``forward(norm_k, norm_v, weights, pos, k, v, *params)``: ``k, v: (b, h, n, d)`` raw projections,
-    ``norm_*(t, weights)`` the layer's normalizations, ``params`` their parameters (passed so that
-    autograd returns their gradients); ``pos`` and ``weights`` take no gradient.
+    ``forward(make, params, n_sources, weights, pos, *sources_then_params)``: ``make`` maps the sources
+    to the normalized ``K̃, Ṽ: (b, h, n, d)`` (the raw projections through the normalizations, or the
+    layer input through projections and normalizations); ``params()`` lists every parameter ``make``
+    uses, in a fixed order, also passed as inputs (so that autograd returns their gradients, computed
+    with the parameters as they are at backward time, as ``torch.utils.checkpoint`` does); ``pos``
+    and ``weights`` take no gradient.
 
     Backward, with ``G = dL/dS`` split in blocks ``G_kk (d, d), G_kp (d, p), G_pk (p, d)``:
     ``dL/dK̃ = diag(w) (Ṽ G_kkᵀ + pos G_kpᵀ)``, ``dL/dṼ = diag(w) (K̃ G_kk + pos G_pk)``, then through
-    the normalizations, recomputed from ``k, v`` with autograd.
+    ``make``, recomputed from the sources with autograd.
     """
 
     @staticmethod
-    def forward(ctx, norm_k, norm_v, weights, pos, k, v, *params):
-        ctx.norms = (norm_k, norm_v)
-        ctx.save_for_backward(k, v, pos, weights)
+    def forward(ctx, make, params, n_sources, weights, pos, *tensors):
+        sources = tensors[:n_sources]
+        ctx.make, ctx.params = make, params
+        ctx.save_for_backward(pos, weights, *sources)
         with torch.no_grad():
-            return outer_blocks(norm_k(k, weights), norm_v(v, weights), pos, weights)
+            return outer_blocks(*make(*sources, weights), pos, weights)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        k, v, pos, weights = ctx.saved_tensors
-        norm_k, norm_v = ctx.norms
-        d = k.shape[-1]
-        params = [p for norm in ctx.norms for p in norm.parameters()]
+        pos, weights, *sources = ctx.saved_tensors
+        params = ctx.params()
         with torch.enable_grad():
-            k_, v_ = k.detach().requires_grad_(), v.detach().requires_grad_()
-            kt, vt = norm_k(k_, weights), norm_v(v_, weights)
-        grad = _uniform_scale(grad, k.shape[-2], weights)
+            leaves = [t.detach().requires_grad_(t.requires_grad) for t in sources]
+            kt, vt = ctx.make(*leaves, weights)
+        d = kt.shape[-1]
+        grad = _uniform_scale(grad, kt.shape[-2], weights)
         g_kk = grad[..., :d, :d]
         grad_kt = vt.detach() @ g_kk.transpose(-1, -2)
         grad_vt = kt.detach() @ g_kk
         if pos is not None:
-            pos_h = _heads_pos(pos, k.shape[1])
+            pos_h = _heads_pos(pos, kt.shape[1])
             grad_kt += pos_h @ grad[..., :d, d:].transpose(-1, -2)
             grad_vt += pos_h @ grad[..., d:, :d]
         if weights is not None:
             grad_kt.mul_(weights[:, None, :, None])
             grad_vt.mul_(weights[:, None, :, None])
-        inputs = [k_, v_] + [p for p in params if p.requires_grad]
-        grads = iter(torch.autograd.grad((kt, vt), inputs, (grad_kt, grad_vt), allow_unused=True))
-        grad_k, grad_v = next(grads), next(grads)
-        grad_params = [next(grads) if p.requires_grad else None for p in params]
-        return (None, None, None, None, grad_k, grad_v, *grad_params)
+        wanted = [t for t in leaves + list(params) if t.requires_grad]
+        found = dict(zip(map(id, wanted), torch.autograd.grad((kt, vt), wanted, (grad_kt, grad_vt),
+                                                              allow_unused=True)))
+        return (None, None, None, None, None, *[found.get(id(t)) for t in leaves + list(params)])
 
 
-def normalized_outer(k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor | None, weights: torch.Tensor | None,
-                     norm_k: nn.Module, norm_v: nn.Module) -> torch.Tensor:
-    """``[N_k(k), pos]ᵀ diag(w) [N_v(v), pos]``: ``(b, h, n, d)`` x2 -> ``(b, h, d + p, d + p)``,
-    keeping only ``k, v`` for backward (see :class:`_NormalizedOuter`)."""
-    params = [p for norm in (norm_k, norm_v) for p in norm.parameters()]
-    return _NormalizedOuter.apply(norm_k, norm_v, weights, pos, k, v, *params)
+def normalized_outer(make, sources: tuple[torch.Tensor, ...], params, pos: torch.Tensor | None,
+                     weights: torch.Tensor | None) -> torch.Tensor:
+    """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` with ``(K̃, Ṽ) = make(*sources, weights)`` (each ``(b, h, n, d)``)
+    -> ``(b, h, d + p, d + p)``, keeping only ``sources`` for backward and recomputing ``make`` there
+    (see :class:`_NormalizedOuter`); ``params()``: the parameters ``make`` uses, in a fixed order."""
+    return _NormalizedOuter.apply(make, params, len(sources), weights, pos, *sources, *params())
 
 
 def folded_output(x: torch.Tensor, pos: torch.Tensor | None, s: torch.Tensor, q_proj: nn.Linear,

@@ -79,8 +79,21 @@ def test_normalized_outer_passes_gradcheck(norm, weighted):
     if weights is not None:
         weights = weights / weights.sum(-1, keepdim=True)
     params = [p for m in (norm_k, norm_v) for p in m.parameters()]
+
+    def make(k, v, w):
+        return norm_k(k, w), norm_v(v, w)
+
     assert torch.autograd.gradcheck(
-        lambda k, v, *ps: normalized_outer(k, v, pos, weights, norm_k, norm_v), (k, v, *params))
+        lambda k, v, *ps: normalized_outer(make, (k, v), lambda: params, pos, weights), (k, v, *params))
+
+    def make_from_x(x, w):  # the recompute form: one source, both projections inside
+        return make(x @ w_k, x @ w_v, w)
+
+    x = torch.randn(2, 2, 6, 4, generator=g, dtype=DT, requires_grad=True)
+    w_k, w_v = (torch.randn(4, 3, generator=g, dtype=DT, requires_grad=True) for _ in range(2))
+    assert torch.autograd.gradcheck(
+        lambda x, *ps: normalized_outer(make_from_x, (x,), lambda: params + [w_k, w_v], pos, weights),
+        (x, *params, w_k, w_v))
 
 
 def test_fused_layer_passes_gradcheck_in_all_parameters():
@@ -109,7 +122,8 @@ def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backwa
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        layer(x, pos).sum().backward()
+        out = layer(x, pos)
+    out.sum().backward()
     # x (shared by the K, V projections and the folded output), raw K and raw V; no normalized
     # or coordinate-concatenated copies
     assert len({ptr for ptr, _ in point_sized}) == 3, point_sized
@@ -124,3 +138,65 @@ def test_unfused_paths_still_used_for_dropout_and_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not layer._fusable(x, pos, None)
     assert not layer._fusable(x, pos.requires_grad_(), None)
+
+
+def _encoder_layer(mixer, dropout=0.0, **kw):
+    from petrov.operators.blocks import EncoderConfig, EncoderLayer
+    torch.manual_seed(5)
+    layer = EncoderLayer(EncoderConfig(d_model=6, n_heads=2, head_dim=3, mixer=mixer, norm="layer",
+                                       dim_feedforward=10, dropout=dropout, **kw), pos_dim=1)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_(0.0, 0.5)
+    return layer.double().train()
+
+
+@pytest.mark.parametrize("mixer, dropout", [("galerkin", 0.0), ("linear", 0.0), ("galerkin", 0.3)])
+def test_recomputing_encoder_layer_matches_the_plain_one_in_values_and_gradients(mixer, dropout):
+    layer = _encoder_layer(mixer, dropout)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 9, 6, generator=g, dtype=DT)
+    pos = torch.rand(2, 9, 1, generator=g, dtype=DT)
+    outs, grads = [], []
+    for recompute in (False, True):
+        layer.zero_grad()
+        torch.manual_seed(7)  # the same dropout masks on both passes
+        xi = x.clone().requires_grad_()
+        out = layer(xi, pos, recompute=recompute)
+        (out * torch.linspace(-1, 2, out.numel(), dtype=DT).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append([xi.grad] + [p.grad for p in layer.parameters()])
+    torch.testing.assert_close(outs[0], outs[1])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_recomputed_ffn_passes_gradcheck():
+    from petrov.operators.blocks import FeedForward
+    ffn = FeedForward(4, 7, act="gelu").double()
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(2, 5, 4, generator=g, dtype=DT, requires_grad=True)
+    names, params = zip(*ffn.named_parameters())
+
+    def f(x, *ps):
+        return torch.func.functional_call(ffn, dict(zip(names, ps)), (x,), {"recompute": True})
+
+    assert torch.autograd.gradcheck(f, (x, *[p.detach().clone().requires_grad_() for p in params]))
+
+
+def test_recomputing_encoder_layer_keeps_only_the_inputs_of_its_two_branches():
+    layer = _encoder_layer("galerkin").float()
+    b, n = 2, 64
+    x = torch.randn(b, n, 6, requires_grad=True)
+    pos = torch.rand(b, n, 1)
+    point_sized = set()
+
+    def pack(t):
+        if t.numel() >= b * n * 6:
+            point_sized.add((t.untyped_storage().data_ptr(), tuple(t.shape)))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = layer(x, pos, recompute=True)
+    out.sum().backward()  # (what backward recomputes is saved there, briefly, not counted)
+    assert len({ptr for ptr, _ in point_sized}) == 2, point_sized  # x and x + Attn(x)
