@@ -46,7 +46,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .fused_galerkin import folded_output, normalized_outer
+from .fused_galerkin import Normalized, folded_output, normalized_outer
 from .mixers import MIXERS, build_mixer
 from .mixers.galerkin import GalerkinMixer
 from .mixers._kernels import full_precision
@@ -259,19 +259,14 @@ class Attention(nn.Module):
         (:mod:`petrov.operators.fused_galerkin`); the same operator as the unfused path."""
         norm_k, norm_v = (self.norms[name] if name in self.norms else _NO_NORM for name in "kv")
         pos_or_none = pos if self.pos_dim else None
-        if recompute:
-            def make(x, w):
-                return (norm_k(self._split_heads(self.k_proj(x)), w), norm_v(self._split_heads(self.v_proj(x)), w))
-
-            def params():
-                return [*norm_k.parameters(), *norm_v.parameters(), *self.k_proj.parameters(),
-                        *self.v_proj.parameters()]
-
-            s = normalized_outer(make, (x,), params, pos_or_none, weights)
-        else:
-            k, v = (self._split_heads(p(x)) for p in (self.k_proj, self.v_proj))
-            s = normalized_outer(lambda k, v, w: (norm_k(k, w), norm_v(v, w)), (k, v),
-                                 lambda: [*norm_k.parameters(), *norm_v.parameters()], pos_or_none, weights)
+        sides = []
+        for norm, proj in ((norm_k, self.k_proj), (norm_v, self.v_proj)):
+            if recompute:  # source x: the projection is recomputed too
+                sides.append(Normalized(lambda x, w, norm=norm, proj=proj: norm(self._split_heads(proj(x)), w), x,
+                                        lambda norm=norm, proj=proj: [*norm.parameters(), *proj.parameters()]))
+            else:
+                sides.append(Normalized(norm, self._split_heads(proj(x)), norm.parameters))
+        s = normalized_outer(*sides, pos_or_none, weights)
         return folded_output(x, pos_or_none, s, self.q_proj, self.out_proj)
 
     def _project_through(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:

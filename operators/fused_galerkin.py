@@ -19,6 +19,8 @@ normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an
 """
 from __future__ import annotations
 
+from typing import Callable, NamedTuple, Optional
+
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
@@ -57,62 +59,87 @@ def outer_blocks(kt: torch.Tensor, vt: torch.Tensor, pos: torch.Tensor | None,
     return _uniform_scale(torch.cat([top, bottom], dim=-2), kt.shape[-2], weights)
 
 
+class Normalized(NamedTuple):
+    """How K̃ (or Ṽ) is made: ``make(source, weights) -> (b, h, n, d)`` from ``source`` (the raw
+    projection through the normalization, or the layer input through projection and normalization);
+    ``params()`` lists every parameter ``make`` uses, in a fixed order."""
+
+    make: Callable[[torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
+    source: torch.Tensor
+    params: Callable[[], list]
+
+
+def _recompute(side: Normalized, source: torch.Tensor, weights, grad_out: torch.Tensor):
+    """Gradients of ``<grad_out, make(source)>`` for the source and every parameter (None where not
+    wanted), ``make`` recomputed with autograd."""
+    with torch.enable_grad():
+        leaf = source.detach().requires_grad_(source.requires_grad)
+        out = side.make(leaf, weights)
+    inputs = [leaf] + list(side.params())
+    wanted = [t for t in inputs if t.requires_grad]
+    found = dict(zip(map(id, wanted), torch.autograd.grad(out, wanted, grad_out, allow_unused=True)))
+    return [found.get(id(t)) for t in inputs]
+
+
 class _NormalizedOuter(torch.autograd.Function):
-    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` with ``(K̃, Ṽ) = make(*sources, weights)``, saving only the
+    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` from two :class:`Normalized` sides, saving only their
     sources for backward.
 
-    ``forward(make, params, n_sources, weights, pos, *sources_then_params)``: ``make`` maps the sources
-    to the normalized ``K̃, Ṽ: (b, h, n, d)`` (the raw projections through the normalizations, or the
-    layer input through projections and normalizations); ``params()`` lists every parameter ``make``
-    uses, in a fixed order, also passed as inputs (so that autograd returns their gradients, computed
-    with the parameters as they are at backward time, as ``torch.utils.checkpoint`` does); ``pos``
-    and ``weights`` take no gradient.
+    ``forward(key, value, n_key_params, weights, pos, source_k, source_v, *params_k, *params_v)``:
+    the parameters are passed as inputs so that autograd returns their gradients (computed with the
+    parameters as they are at backward time, as ``torch.utils.checkpoint`` does); ``pos`` and
+    ``weights`` take no gradient.
 
     Backward, with ``G = dL/dS`` split in blocks ``G_kk (d, d), G_kp (d, p), G_pk (p, d)``:
     ``dL/dK̃ = diag(w) (Ṽ G_kkᵀ + pos G_kpᵀ)``, ``dL/dṼ = diag(w) (K̃ G_kk + pos G_pk)``, then through
-    ``make``, recomputed from the sources with autograd.
+    each side's ``make``, recomputed with autograd one side at a time (Ṽ once more without a graph
+    first), so that only one side's recomputed activations are alive at a time.
     """
 
     @staticmethod
-    def forward(ctx, make, params, n_sources, weights, pos, *tensors):
-        sources = tensors[:n_sources]
-        ctx.make, ctx.params = make, params
-        ctx.save_for_backward(pos, weights, *sources)
+    def forward(ctx, key, value, n_key_params, weights, pos, source_k, source_v, *params):
+        ctx.sides = (key, value)
+        ctx.save_for_backward(pos, weights, source_k, source_v)
         with torch.no_grad():
-            return outer_blocks(*make(*sources, weights), pos, weights)
+            return outer_blocks(key.make(source_k, weights), value.make(source_v, weights), pos, weights)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        pos, weights, *sources = ctx.saved_tensors
-        params = ctx.params()
-        with torch.enable_grad():
-            leaves = [t.detach().requires_grad_(t.requires_grad) for t in sources]
-            kt, vt = ctx.make(*leaves, weights)
-        d = kt.shape[-1]
-        grad = _uniform_scale(grad, kt.shape[-2], weights)
-        g_kk = grad[..., :d, :d]
-        grad_kt = vt.detach() @ g_kk.transpose(-1, -2)
-        grad_vt = kt.detach() @ g_kk
-        if pos is not None:
-            pos_h = _heads_pos(pos, kt.shape[1])
-            grad_kt += pos_h @ grad[..., :d, d:].transpose(-1, -2)
-            grad_vt += pos_h @ grad[..., d:, :d]
-        if weights is not None:
-            grad_kt.mul_(weights[:, None, :, None])
-            grad_vt.mul_(weights[:, None, :, None])
-        wanted = [t for t in leaves + list(params) if t.requires_grad]
-        found = dict(zip(map(id, wanted), torch.autograd.grad((kt, vt), wanted, (grad_kt, grad_vt),
-                                                              allow_unused=True)))
-        return (None, None, None, None, None, *[found.get(id(t)) for t in leaves + list(params)])
+        pos, weights, source_k, source_v = ctx.saved_tensors
+        key, value = ctx.sides
+        pos_h = None if pos is None else _heads_pos(pos, grad.shape[1])
+
+        def cross(t: torch.Tensor, g_main: torch.Tensor, g_pos: torch.Tensor) -> torch.Tensor:
+            out = t @ g_main
+            if pos_h is not None:
+                out += pos_h @ g_pos
+            return out if weights is None else out.mul_(weights[:, None, :, None])
+
+        with torch.no_grad():
+            vt = value.make(source_v, weights)
+        d = vt.shape[-1]
+        grad = _uniform_scale(grad, vt.shape[-2], weights)
+        g_kk, g_kp, g_pk = grad[..., :d, :d], grad[..., :d, d:], grad[..., d:, :d]
+        grad_kt = cross(vt, g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
+        del vt
+        with torch.no_grad():
+            kt = key.make(source_k, weights)
+        grad_vt = cross(kt, g_kk, g_pk)
+        del kt
+        grads_k = _recompute(key, source_k, weights, grad_kt)
+        del grad_kt
+        grads_v = _recompute(value, source_v, weights, grad_vt)
+        return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
 
 
-def normalized_outer(make, sources: tuple[torch.Tensor, ...], params, pos: torch.Tensor | None,
+def normalized_outer(key: Normalized, value: Normalized, pos: torch.Tensor | None,
                      weights: torch.Tensor | None) -> torch.Tensor:
-    """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` with ``(K̃, Ṽ) = make(*sources, weights)`` (each ``(b, h, n, d)``)
-    -> ``(b, h, d + p, d + p)``, keeping only ``sources`` for backward and recomputing ``make`` there
-    (see :class:`_NormalizedOuter`); ``params()``: the parameters ``make`` uses, in a fixed order."""
-    return _NormalizedOuter.apply(make, params, len(sources), weights, pos, *sources, *params())
+    """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` (each ``(b, h, n, d)``) -> ``(b, h, d + p, d + p)``, keeping only
+    the sources of K̃ and Ṽ for backward and recomputing the rest there (see :class:`_NormalizedOuter`)."""
+    params_k = list(key.params())
+    return _NormalizedOuter.apply(key, value, len(params_k), weights, pos, key.source, value.source,
+                                  *params_k, *value.params())
 
 
 def folded_output(x: torch.Tensor, pos: torch.Tensor | None, s: torch.Tensor, q_proj: nn.Linear,

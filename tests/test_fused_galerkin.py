@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from petrov.operators import Attention
-from petrov.operators.fused_galerkin import normalized_outer
+from petrov.operators.fused_galerkin import Normalized, normalized_outer
 from petrov.operators.normalization import build_norm
 
 DT = torch.float64
@@ -80,20 +80,22 @@ def test_normalized_outer_passes_gradcheck(norm, weighted):
         weights = weights / weights.sum(-1, keepdim=True)
     params = [p for m in (norm_k, norm_v) for p in m.parameters()]
 
-    def make(k, v, w):
-        return norm_k(k, w), norm_v(v, w)
+    def outer(k, v, *ps):
+        return normalized_outer(Normalized(norm_k, k, norm_k.parameters), Normalized(norm_v, v, norm_v.parameters),
+                                pos, weights)
 
-    assert torch.autograd.gradcheck(
-        lambda k, v, *ps: normalized_outer(make, (k, v), lambda: params, pos, weights), (k, v, *params))
+    assert torch.autograd.gradcheck(outer, (k, v, *params))
 
-    def make_from_x(x, w):  # the recompute form: one source, both projections inside
-        return make(x @ w_k, x @ w_v, w)
-
+    # the recompute form: both sides made from one source x through their projections
     x = torch.randn(2, 2, 6, 4, generator=g, dtype=DT, requires_grad=True)
     w_k, w_v = (torch.randn(4, 3, generator=g, dtype=DT, requires_grad=True) for _ in range(2))
-    assert torch.autograd.gradcheck(
-        lambda x, *ps: normalized_outer(make_from_x, (x,), lambda: params + [w_k, w_v], pos, weights),
-        (x, *params, w_k, w_v))
+
+    def outer_from_x(x, *ps):
+        return normalized_outer(Normalized(lambda x, w: norm_k(x @ w_k, w), x, lambda: [*norm_k.parameters(), w_k]),
+                                Normalized(lambda x, w: norm_v(x @ w_v, w), x, lambda: [*norm_v.parameters(), w_v]),
+                                pos, weights)
+
+    assert torch.autograd.gradcheck(outer_from_x, (x, *params, w_k, w_v))
 
 
 def test_fused_layer_passes_gradcheck_in_all_parameters():
