@@ -10,8 +10,9 @@ Data (generated once into ``--data-dir`` with petrov.datasets, then loaded ident
 - Burgers (nu = 0.1): 1224 samples at 8192 points; train on the first 1024 at ``--burgers-train-res``
   (default 1024), model selection on the next 100, test on the last 100 at 256 ... 8192.
 - Darcy: 1200 samples solved at ``--darcy-native`` (default 421, the FNO data's native grid; strided
-  to coarser grids); train on the first 1000 at 85 x 85, select on the next 100, test on the last 100 at
-  85 and at unseen resolutions 61, 141, 211.
+  to coarser grids); train on the first 1000 at 85 x 85 (``--darcy-train-res 43``: at 43 x 43, zero-shot
+  super-resolution), select on the next 100, test on the last 100 at the training resolution and at
+  61, 85, 141, 211.
 ``--burgers-file`` / ``--darcy-file`` use existing files instead (petrov HDF5 or the FNO ``.mat`` files).
 
 Contenders (each trained by ``petrov.train.train`` with the same recipe: Adam, OneCycle (max lr
@@ -177,7 +178,8 @@ def problems(args: argparse.Namespace) -> dict[str, Problem]:
                       20 if q else 100, 20 if q else 100, 256 if q else args.burgers_train_res,
                       [256, 512, 1024] if q else [256, 512, 1024, 2048, 4096, 8192], 0.1, 1)
     darcy = Problem("darcy", "darcy", 85 if q else args.darcy_native, 120 if q else 1200, 80 if q else 1000,
-                    20 if q else 100, 20 if q else 100, 43 if q else 85, [43, 85] if q else [61, 85, 141, 211],
+                    20 if q else 100, 20 if q else 100, 43 if q else args.darcy_train_res,
+                    [43, 85] if q else sorted({args.darcy_train_res, 61, 85, 141, 211}),
                     0.5, 2)
     out = {}
     for p, file in ((burgers, args.burgers_file), (darcy, args.darcy_file)):
@@ -523,6 +525,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-warmup-steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--burgers-train-res", type=int, default=1024, choices=[1024, 2048])
+    parser.add_argument("--darcy-train-res", type=int, default=85, choices=[43, 85],
+                        help="Darcy training resolution (43: zero-shot super-resolution to 61 ... 211)")
     parser.add_argument("--darcy-native", type=int, default=421, help="native grid of the generated Darcy data")
     parser.add_argument("--burgers-file", default=None, help="existing Burgers file (petrov .h5 or FNO .mat)")
     parser.add_argument("--darcy-file", default=None, help="existing Darcy file (petrov .h5 or FNO .mat)")
