@@ -135,7 +135,21 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
         x = self.norm1(x + self.drop1(self.attention(x, pos, weights)))
+        return self._feed_forward(x)
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm2(x + self.drop2(self.ffn(x)))
+
+    def init_state(self, batch: int, n_points: int, **options):
+        """Empty recurrent state of a causal layer (see ``Attention.init_state``)."""
+        return self.attention.init_state(batch, n_points, **options)
+
+    def step(self, state, x_t: torch.Tensor, pos_t: torch.Tensor | None = None, weight_t=None):
+        """One point of a causal layer, ``x_t: (b, d)`` -> ``(y_t: (b, d), new state)``: the
+        attention's recurrent step, then the same residuals and FFN (point-wise) as ``forward``;
+        steps 0..n-1 give the rows of ``forward`` (eval mode)."""
+        a, state = self.attention.step(state, x_t, pos_t, weight_t)
+        return self._feed_forward(self.norm1(x_t + self.drop1(a))), state
 
 
 def encoder_stack(c: EncoderConfig, pos_dim: int) -> nn.ModuleList:
