@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..operators.registry import Registry
+from petrov.common.registry import Registry
 from .darcy import AVERAGING, darcy_matrix, factorize
 
 FACE_DERIVATIVES: Registry = Registry("face averaging derivative")
