@@ -11,7 +11,8 @@ the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last 
   ``SimpleTransformerEncoderLayer``): ``x = LN1(x + Attn(x))``, ``x = LN2(x + FFN(x))``; the two
   LayerNorms exist only with ``layer_norm=True``.  With ``layer_norm=False`` (the reference's
   Burgers and Darcy set-up) the only normalization is the one inside the attention (K, V for
-  Galerkin; Q, K for Fourier).
+  Galerkin; Q, K for Fourier).  A causal layer also runs as a recurrence, one point at a time
+  (``init_state`` / ``step``, constant-size state; see ``Attention.step``).
 - :class:`SpectralDecoder`: [pointwise lift of ``(x, coordinates)``] -> spectral blocks -> MLP.
 - :class:`PointwiseDecoder`: lift of ``(x, coordinates)`` -> hidden layers -> output.
 - :class:`DownSampler2d` / :class:`UpSampler2d`: convolutions and bilinear interpolation
