@@ -11,9 +11,9 @@ the native grid (strided).
 
 Contenders: the shipped presets ``burgers-marching`` (marching1d) and ``burgers-arfno`` (arfno1d), each
 trained by ``petrov.train.train`` with its preset's recipe and training mode, one thread.  Equal budget:
-a probe times one training step (the mode's forward(s) and backward) of each model; its epochs are
-planned so the OneCycle schedule fits ``--budget-minutes`` of training, and the trainer also stops at
-the budget.
+a probe times one training step (the mode's forward(s) and backward) and one validation batch (a
+free rollout) of each model; its epochs are planned so the OneCycle schedule fits ``--budget-minutes``
+of training (validation included), and the trainer also stops at the budget.
 
 Printed (with the CPU model; timings on a shared machine are noisy): per contender the parameters,
 epochs, seconds per epoch, and the rollout relative L2 at t = 1 per resolution (mean over the test
@@ -84,18 +84,25 @@ def ensure_data(s: dict) -> Path:
     return path
 
 
-def step_seconds(cfg, path: Path, repeats: int = 2) -> float:
-    """Median seconds of one training step (the mode's prediction, loss, backward) on one batch."""
+def _median_seconds(work, repeats: int) -> float:
+    times = []
+    for _ in range(repeats + 1):  # the first call warms up
+        t0 = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[len(times[1:]) // 2]
+
+
+def probe_seconds(cfg, path: Path, repeats: int = 2) -> tuple[float, float]:
+    """Median seconds of one training step (the mode's prediction, loss, backward) and of one
+    validation batch (a free rollout, no gradient) on one batch at the training resolution."""
     model = build_model(cfg.model.name, **cfg.model.options)
     data = open_dataset(path, resolution=cfg.data.train_resolution, indices=range(cfg.optim.batch_size))
     op, mode = NormalizedOperator(model), training_mode(cfg.loss.mode)
-    times = []
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        pred = mode.predict(op, data.x, data.y)
-        mode.loss(pred, data.y).mean().backward()
-        times.append(time.perf_counter() - t0)
-    return sorted(times[1:])[len(times[1:]) // 2]
+    step = _median_seconds(lambda: mode.loss(mode.predict(op, data.x, data.y), data.y).mean().backward(), repeats)
+    with torch.no_grad():
+        rollout = _median_seconds(lambda: op.predict(data.x), repeats)
+    return step, rollout
 
 
 def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[int]) -> dict:
@@ -104,9 +111,10 @@ def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[
                  f"data.eval_resolutions={resolutions}", "run.progress=false", "run.threads=1",
                  f"run.time_budget_minutes={s['budget_minutes']}"]
     cfg = load_config(CONTENDERS[name], overrides)
-    step = step_seconds(cfg, path)
+    step, rollout = probe_seconds(cfg, path)
     steps_per_epoch = math.ceil(s["n_train"] / cfg.optim.batch_size)
-    epochs = max(1, int(PLAN_FRACTION * 60 * s["budget_minutes"] / (step * steps_per_epoch)))
+    epoch_seconds = step * steps_per_epoch + rollout * math.ceil(s["n_val"] / cfg.optim.batch_size)
+    epochs = max(1, int(PLAN_FRACTION * 60 * s["budget_minutes"] / epoch_seconds))
     cfg = load_config(CONTENDERS[name], overrides + [f"optim.epochs={epochs}",
                                                      f"optim.min_warmup_steps={min(50, epochs * steps_per_epoch // 5)}"])
     run_dir = runs / name
@@ -118,7 +126,7 @@ def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[
     return {"name": name, "preset": CONTENDERS[name], "mode": cfg.loss.mode,
             "parameters": count_parameters(build_model(cfg.model.name, **cfg.model.options)),
             "epochs": result.epochs_completed, "planned_epochs": epochs, "stopped": result.stopped,
-            "seconds_per_epoch": seconds / max(result.epochs_completed, 1), "probe_step_seconds": step,
+            "seconds_per_epoch": seconds / max(result.epochs_completed, 1), "probe_step_seconds": step, "probe_rollout_seconds": rollout,
             "best_val": result.best_val_rel_l2, "rows": rows}
 
 

@@ -231,6 +231,9 @@ def plot_spacetime(truth: Any, pred: Any, path: str | os.PathLike, *, sample_ids
         _field(axes[j, 0], fig, y[j], f"sample {int(ids[j])}: truth u(x, t)", vmin=lo, vmax=hi)
         _field(axes[j, 1], fig, p[j], "rollout", vmin=lo, vmax=hi)
         _field(axes[j, 2], fig, np.abs(p[j] - y[j]), f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", cmap="magma")
+        for ax in axes[j]:
+            ax.set_xlabel("x", fontsize=8)
+            ax.set_ylabel("t", fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

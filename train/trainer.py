@@ -2,7 +2,9 @@
 
 Recipe (the reference Galerkin Transformer's): Adam/AdamW; OneCycleLR stepped per global batch; gradient clipping by global
 norm; loss ``relL2 + γ·relH1`` in raw units (predictions decoded by the y-normaliser, see
-``petrov.train.data``); model selection on the validation split (``best.pt``); the test split is only
+``petrov.train.data``; ``loss.mode`` picks how a batch becomes predictions, loss and validation
+metric: teacher forcing, pushforward or unrolled rollouts for marching models, see
+``petrov.train.rollout``); model selection on the validation split (``best.pt``); the test split is only
 evaluated, after training, with the best model, at each ``data.eval_resolutions``.
 
 Run directory (rank 0 writes it)::
