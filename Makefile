@@ -14,7 +14,9 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet "$(TORCH_PIN)"
 
 # A regular (non-editable) install, as a user gets from pip; redone whenever a source changes.
+# setuptools' build/ directory is removed first: it would ship modules deleted from the sources.
 $(VENV)/.installed: $(BIN)/python $(SOURCES)
+	rm -rf build
 	$(BIN)/pip install --quiet ".[test]"
 	touch $@
 

@@ -23,6 +23,9 @@ validation epoch is tested):
   (the reference SimpleTransformer, 530,305 parameters), Darcy ``galerkin2d`` with
   ``galerkin2d.REFERENCE_CONFIG`` and ``coarse_size = 29`` (the reference README's setting for an 85 x 85
   fine grid: ``--subsample-attn 15 --subsample-nodes 5``);
+- Darcy only, petrov ``latent2d`` (the resolution-invariant 2-D attention operator: attention on a
+  latent grid fixed in physical space), one per registered mixer, keys ``latent-<mixer>``, configured as
+  the ``darcy-budget-85`` preset (tuned for this budget);
 - petrov FNO: ``fno1d`` / ``fno2d`` with ``fno.REFERENCE_CONFIG`` (the FNO paper's settings);
 - neuraloperator's ``neuralop.models.FNO`` as installed, wrapped only to take petrov's channels-last
   tensors (it appends its own grid coordinates).  Settings: Darcy = its documented Darcy example
@@ -188,6 +191,17 @@ def problems(args: argparse.Namespace) -> dict[str, Problem]:
     return out
 
 
+def latent2d_options(quick: bool) -> dict[str, Any]:
+    """``latent2d`` as the ``darcy-budget-85`` preset configures it for a 20-minute budget at 85."""
+    from petrov.train.config import load_config
+
+    options = dict(load_config("darcy-budget-85").model.options)
+    if quick:
+        options.update(d_model=32, n_layers=1, dim_feedforward=64, latent_size=12, fine_width=8,
+                       decoder_width=8, decoder_hidden=32, modes=6)
+    return options
+
+
 def contenders(problem: Problem, quick: bool) -> list[dict[str, Any]]:
     """(key, label, model name, options, note) of every contender on ``problem``."""
     from petrov.operators import list_mixers
@@ -212,6 +226,10 @@ def contenders(problem: Problem, quick: bool) -> list[dict[str, Any]]:
             nop.update(n_modes=[12, 12], hidden_channels=8)
     rows = [{"key": mixer, "label": f"petrov {hybrid_name} {mixer}", "model": hybrid_name,
              "options": {**hybrid, "mixer": mixer}, "note": ""} for mixer in list_mixers()]
+    if problem.ndim > 1:  # the resolution-invariant 2-D attention operator, every mixer
+        latent = latent2d_options(quick)
+        rows += [{"key": f"latent-{mixer}", "label": f"petrov latent2d {mixer}", "model": "latent2d",
+                  "options": {**latent, "mixer": mixer}, "note": ""} for mixer in list_mixers()]
     rows.append({"key": "fno", "label": f"petrov {fno_name}", "model": fno_name, "options": fno_opts, "note": ""})
     odd = any(r % 2 for r in [problem.train_res, *problem.eval_res])
     rows.append({"key": "neuralop", "label": "neuralop FNO", "model": NEURALOP_MODEL, "options": nop,
@@ -495,7 +513,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", nargs="+", default=["burgers", "darcy"], choices=["burgers", "darcy"])
     parser.add_argument("--contenders", nargs="+", default=None,
-                        help="subset by key: mixer names, fno, neuralop, neuralop-even (default: all)")
+                        help="subset by key: mixer names (hybrids), latent-<mixer> (Darcy latent2d), fno, "
+                             "neuralop, neuralop-even (default: all)")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="training wall-clock per contender (default 20; 0.05 with --quick)")
     parser.add_argument("--epochs", type=int, default=None, help="train every contender this many epochs instead")

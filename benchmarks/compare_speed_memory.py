@@ -37,8 +37,10 @@ keeping its activations — one more encoder forward per step for less memory).
 The reference computes its attention with dropout p = 0.5 on the attention matrix even where the
 config says 0 (``F.dropout`` defaults); that is part of the code as installed and is measured as is.
 
-Targets: petrov trains >= 1.5x faster than the reference at the same config, and uses <= 0.6x
-its peak memory at n = 8192.  Dense Fourier attention keeps several n x n matrices per layer; a run whose
+Targets: petrov trains >= 2x faster than the reference at the same config, and uses <= 0.6x its
+peak memory at n = 8192 (<= 0.8x at n = 2048), with one setting.  Beside the wall-clock speed the
+script prints samples per CPU second of the worker (``time.process_time``, one thread): on a machine
+shared with other work the wall-clock ratio follows the neighbours' load, the CPU-time one much less.  Dense Fourier attention keeps several n x n matrices per layer; a run whose
 estimate exceeds ``--max-mem-gb`` (or 85% of the available memory) is skipped and reported as such.
 """
 from __future__ import annotations
@@ -69,7 +71,8 @@ EX1_BURGERS = dict(
 )
 IMPLEMENTATIONS = ("reference", "petrov", "petrov+checkpoint")
 ALLOCATOR_ENV = {"default": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"}}
-SPEED_TARGET, MEMORY_TARGET, MEMORY_TARGET_N = 1.5, 0.6, 8192
+SPEED_TARGET = 2.0
+MEMORY_TARGETS = {8192: 0.6, 2048: 0.8}  # n -> peak extra memory, at most this fraction of the reference's
 # n x n float32 matrices alive per layer at the peak of a training step of the dense Fourier kernel,
 # calibrated on the peaks measured at n = 2048 (reference +1.04 GB ~ 3.9 copies, petrov +0.60 GB ~ 2.2
 # copies) and rounded up; the +12-15 GB measured earlier for the reference at 8192 is ~3.5 copies.
@@ -125,11 +128,14 @@ def measure(spec: dict) -> dict:
     memory = PeakMemory()
     for _ in range(spec["warmup"]):
         step()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(spec["steps"]):
         step()
     seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu_start
     return {
+        "cpu_seconds_per_step": cpu_seconds / spec["steps"],
+        "cpu_samples_per_second": b * spec["steps"] / cpu_seconds,
         "parameters": sum(p.numel() for p in params),
         "seconds_per_step": seconds / spec["steps"],
         "samples_per_second": b * spec["steps"] / seconds,
@@ -166,7 +172,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     row.update(run_worker(__file__, spec, timeout=args.timeout, env=ALLOCATOR_ENV[args.allocator]))
                 rows.append(row)
                 if "samples_per_second" in row:
-                    print(f"  {impl:<17} {mixer:<8} n={n:<5} {row['samples_per_second']:8.2f} samples/s  "
+                    print(f"  {impl:<17} {mixer:<8} n={n:<5} {row['samples_per_second']:8.2f} samples/s "
+                          f"({row['cpu_samples_per_second']:.2f} per CPU second)  "
                           f"peak +{row['peak_extra_bytes'] / 1e9:.2f} GB", flush=True)
                 else:
                     print(f"  {impl:<17} {mixer:<8} n={n:<5} {row.get('skipped') or row.get('error')}", flush=True)
@@ -199,19 +206,23 @@ def report(rows: list[dict], allocator: str) -> dict:
         if impl == "reference" or ref is None:
             continue
         speed = p["samples_per_second"] / ref["samples_per_second"]
+        cpu_speed = p["cpu_samples_per_second"] / ref["cpu_samples_per_second"]
         mem = p["peak_extra_bytes"] / max(ref["peak_extra_bytes"], 1)
-        ratios.append({"impl": impl, "mixer": mixer, "n": n, "speedup": speed, "memory_ratio": mem})
-        print(f"  {impl:<17} {mixer:<8} n={n:<5} speed {speed:5.2f}x   peak memory {mem:5.2f}x of the reference")
+        ratios.append({"impl": impl, "mixer": mixer, "n": n, "speedup": speed, "cpu_speedup": cpu_speed,
+                       "memory_ratio": mem})
+        print(f"  {impl:<17} {mixer:<8} n={n:<5} speed {speed:5.2f}x (per CPU second {cpu_speed:5.2f}x)   "
+              f"peak memory {mem:5.2f}x of the reference")
         targets.append({"text": f"{impl} {mixer} n={n}: >= {SPEED_TARGET}x training speed", "ratio": speed,
                         "met": speed >= SPEED_TARGET})
-        if n == MEMORY_TARGET_N:
-            targets.append({"text": f"{impl} {mixer} n={n}: <= {MEMORY_TARGET}x peak memory", "ratio": mem,
-                            "met": mem <= MEMORY_TARGET})
+        if n in MEMORY_TARGETS:
+            targets.append({"text": f"{impl} {mixer} n={n}: <= {MEMORY_TARGETS[n]}x peak memory", "ratio": mem,
+                            "met": mem <= MEMORY_TARGETS[n]})
     print(f"\ntargets (allocator: {allocator}):")
     for t in targets:
         print(f"  {t['text']}: {verdict(t['met'])} (measured {t['ratio']:.2f}x)")
-    if not any(f"n={MEMORY_TARGET_N}" in t["text"] for t in targets):
-        print(f"  peak memory at n={MEMORY_TARGET_N}: {verdict(None)} in this run")
+    for n_target in MEMORY_TARGETS:
+        if not any(f"n={n_target}:" in t["text"] for t in targets):
+            print(f"  peak memory at n={n_target}: {verdict(None)} in this run")
     return {"ratios": ratios, "targets": targets}
 
 

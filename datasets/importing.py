@@ -36,9 +36,9 @@ from typing import Any, Sequence
 import h5py
 import numpy as np
 import scipy.io
-from tqdm.auto import tqdm
 
 from petrov.common.files import atomic_path
+from petrov.common.progress import progress_bar
 
 from .fno_files import mat_format
 from .recipes import ImportedParams, get_recipe
@@ -339,7 +339,7 @@ def _write_atomically(output: Path, xs: ArraySource, ys: ArraySource, attrs: dic
                 shape = (n, *(res,) * dim, c)
                 h5.create_dataset(name, shape=shape, dtype="float32", chunks=(1, *shape[1:]))
             h5.attrs.update(attrs)
-            with tqdm(total=n, unit="sample", disable=not progress, desc="import") as bar:
+            with progress_bar(total=n, unit="sample", enabled=progress, desc="import") as bar:
                 for lo in range(0, n, chunk):
                     hi = min(lo + chunk, n)
                     for name, src in (("x", xs), ("y", ys)):

@@ -171,20 +171,18 @@ def _burgers_solver(p: BurgersParams) -> dict:
             "nu": p.nu, "t": p.t}
 
 
+_BURGERS_GRID = dict(native_resolution=8192, periodic=True, dim=1, x_name="u0", y_name="u")
+
 RECIPES.register("burgers")(
     Recipe(
         name="burgers",
         description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), y = u(.,t)",
         family="burgers",
         params_cls=BurgersParams,
-        native_resolution=8192,
-        periodic=True,
-        dim=1,
-        x_name="u0",
-        y_name="u",
         produce=_produce_burgers,
         validate=_validate_burgers,
         solver_settings=_burgers_solver,
+        **_BURGERS_GRID,
     )
 )
 
@@ -222,11 +220,7 @@ RECIPES.register("burgers-trajectory")(
         "y = u(.,t_k) at t_k = k t / T, k = 0..T",
         family="burgers-trajectory",
         params_cls=BurgersTrajectoryParams,
-        native_resolution=8192,
-        periodic=True,
-        dim=1,
-        x_name="u0",
-        y_name="u",
+        **_BURGERS_GRID,
         produce=_produce_burgers_trajectory,
         validate=_validate_burgers_trajectory,
         solver_settings=_burgers_trajectory_solver,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import logging
 import math
 import os
 import shutil
@@ -32,10 +33,10 @@ from typing import Any, Callable
 
 import h5py
 import numpy as np
-from tqdm.auto import tqdm
 
 from petrov.common.config import asdict
 from petrov.common.files import exclusive_lock, replace_synced
+from petrov.common.progress import progress_bar
 from petrov.common.version import petrov_version
 from .darcy import darcy_worker_pool
 from .recipes import Recipe, get_recipe
@@ -44,6 +45,8 @@ FORMAT = "petrov-dataset"
 FORMAT_VERSION = 1
 # Attributes that must match for a partial file to be resumed.
 _IDENTITY = ("format_version", "kind", "params", "seed", "native_resolution", "n_samples")
+
+log = logging.getLogger(__name__)
 
 
 def partial_path(path: str | os.PathLike) -> Path:
@@ -247,8 +250,10 @@ def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, see
         # one pool for the whole run: starting spawn workers costs seconds, not to be paid per chunk
         pool = stack.enter_context(darcy_worker_pool(workers)) if workers and recipe.uses_workers else 0
         start = int(h5.attrs["n_complete"])
-        bar = tqdm(total=n_samples, initial=start, unit="sample", disable=not progress,
-                   desc=f"{kind} n={resolution}")
+        log.debug("%s: samples %d..%d of %d in chunks of %d%s", tmp, start, n_samples - 1, n_samples, chunk_size,
+                  f" (resumed, {start} already written)" if start else "")
+        bar = progress_bar(total=n_samples, initial=start, unit="sample", enabled=progress,
+                           desc=f"{kind} n={resolution}")
         with bar:
             for lo in range(start, n_samples, chunk_size):
                 hi = min(lo + chunk_size, n_samples)

@@ -44,11 +44,16 @@ from typing import NamedTuple, Optional
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
+from .fused_galerkin import Normalized, folded_output, normalized_outer
 from .mixers import MIXERS, build_mixer
+from .mixers.galerkin import GalerkinMixer
 from .mixers._kernels import full_precision
 from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
-from .normalization import build_norm
+from .normalization import NoNorm, build_norm
+
+_NO_NORM = NoNorm()
 
 
 def _positive_int(name: str, value: object, low: int = 1) -> int:
@@ -176,8 +181,18 @@ class Attention(nn.Module):
         return q, k, v
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                weights: torch.Tensor | None = None) -> torch.Tensor:
+                weights: torch.Tensor | None = None, recompute: bool = False) -> torch.Tensor:
+        """``recompute=True`` (training memory): keep only ``x`` for backward and recompute the rest
+        there (Galerkin: the K, V projections and normalizations; other mixers: the whole layer,
+        by ``torch.utils.checkpoint``).  Same numbers."""
         pos, weights = self._check_inputs(x, pos, weights)
+        if self._fusable(x, pos, weights):
+            return self._fused_galerkin(x, pos, weights, recompute and torch.is_grad_enabled())
+        if recompute and torch.is_grad_enabled():
+            return checkpoint(self._unfused, x, pos, weights, use_reentrant=False)
+        return self._unfused(x, pos, weights)
+
+    def _unfused(self, x, pos, weights) -> torch.Tensor:
         b, n, _ = x.shape
         q, k, v = self._heads(x, pos, weights)
         matrix = getattr(self.mixer, "matrix", None)
@@ -227,6 +242,32 @@ class Attention(nn.Module):
         z, mixer = mixer_step(self.mixer, state.mixer, q[:, :, 0], k[:, :, 0], v[:, :, 0], pos, weight)
         y = self.out_proj(self.dropout(z.reshape(z.shape[0], -1)))
         return y, AttentionState(mixer, state.weight)
+
+    def _fusable(self, x, pos, weights) -> bool:
+        """The fused Galerkin path applies: non-causal Galerkin mixer, no active dropout, float32/64
+        without autocast, no gradient wanted for the coordinates or the weights."""
+        return (isinstance(self.mixer, GalerkinMixer) and not self.causal
+                and not (self.training and self.dropout.p > 0)
+                and x.dtype in (torch.float32, torch.float64)
+                and not torch.is_autocast_enabled(x.device.type)
+                and not any(t is not None and t.requires_grad for t in (pos, weights)))
+
+    def _fused_galerkin(self, x, pos, weights, recompute: bool = False) -> torch.Tensor:
+        """Steps 1-5 for Galerkin: K, V normalized inside one autograd Function that keeps only the
+        raw projections for backward (only ``x`` with ``recompute``: the projections are then
+        recomputed too), the query projection folded into the output one
+        (:mod:`petrov.operators.fused_galerkin`); the same operator as the unfused path."""
+        norm_k, norm_v = (self.norms[name] if name in self.norms else _NO_NORM for name in "kv")
+        pos_or_none = pos if self.pos_dim else None
+        sides = []
+        for norm, proj in ((norm_k, self.k_proj), (norm_v, self.v_proj)):
+            if recompute:  # source x: the projection is recomputed too
+                sides.append(Normalized(lambda x, w, norm=norm, proj=proj: norm(self._split_heads(proj(x)), w), x,
+                                        lambda norm=norm, proj=proj: [*norm.parameters(), *proj.parameters()]))
+            else:
+                sides.append(Normalized(norm, self._split_heads(proj(x)), norm.parameters))
+        s = normalized_outer(*sides, pos_or_none, weights)
+        return folded_output(x, pos_or_none, s, self.q_proj, self.out_proj)
 
     def _project_through(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         """``out_proj(concat_h q_h kv_h) = sum_h q_h (kv_h W_hᵀ) + bias`` for a mixer linear in Q

@@ -26,7 +26,9 @@ from typing import Optional
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 from .attention import Attention, AttentionConfig
 from .layout import channels_first, channels_last
@@ -78,8 +80,45 @@ class SpectralBlock(nn.Module):
         return self.act(self.spectral(x) + skip.view(b, -1, *x.shape[2:]))
 
 
+class _RecomputedHidden(torch.autograd.Function):
+    """``W_2 σ(W_1 x + b_1) + b_2`` keeping only ``x`` for backward: the hidden ``σ(W_1 x + b_1)``
+    (``(…, f)``, the FFN's largest activation) is recomputed there.
+
+    ``forward(ffn, x, *params)``, ``params`` = the FFN's parameters (so autograd returns their
+    gradients).  Backward: ``dL/dW_2 = gᵀ r``, ``dL/db_2 = Σ g``, ``dL/dr = g W_2`` by hand, then
+    through ``r = σ(W_1 x + b_1)``, recomputed with autograd.
+    """
+
+    @staticmethod
+    def forward(ctx, ffn, x, *params):
+        ctx.ffn = ffn
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return ffn.net(x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        first, act, _, last = ctx.ffn.net
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_(x.requires_grad)
+            hidden = act(first(leaf))
+        g = grad.reshape(-1, grad.shape[-1])
+        grad_w2 = g.t() @ hidden.detach().reshape(-1, hidden.shape[-1]) if last.weight.requires_grad else None
+        grad_b2 = g.sum(0) if last.bias.requires_grad else None
+        wanted = [t for t in (leaf, first.weight, first.bias) if t.requires_grad]
+        found = dict(zip(map(id, wanted), torch.autograd.grad(hidden, wanted, grad @ last.weight)))
+        return None, found.get(id(leaf)), found.get(id(first.weight)), found.get(id(first.bias)), grad_w2, grad_b2
+
+
 class FeedForward(nn.Module):
-    """``(…, d) -> (…, d)``: ``Linear(d, f) -> σ -> Dropout -> Linear(f, d)``."""
+    """``(…, d) -> (…, d)``: ``Linear(d, f) -> σ -> Dropout -> Linear(f, d)``.
+
+    ``forward(x, recompute=False)``; ``recompute=True`` (training memory): keep only ``x`` for
+    backward and recompute the hidden ``(…, f)`` activation there (with active dropout: the whole
+    block, by ``torch.utils.checkpoint``, which replays the dropout mask).  Same numbers.
+    """
 
     def __init__(self, d_model: int, dim_feedforward: int, act: str = "relu", dropout: float = 0.0):
         super().__init__()
@@ -90,8 +129,12 @@ class FeedForward(nn.Module):
             nn.Linear(dim_feedforward, d_model),
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+    def forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
+        if not (recompute and torch.is_grad_enabled()):
+            return self.net(x)
+        if self.training and self.net[2].p > 0:
+            return checkpoint(self.net, x, use_reentrant=False)
+        return _RecomputedHidden.apply(self, x, *self.parameters())
 
 
 @dataclass
@@ -115,6 +158,13 @@ class EncoderConfig(AttentionConfig):
                        "dim_feedforward")
 
 
+def _residual(x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+    """``x + branch``, summed in place into ``branch`` when it is a fresh tensor (no (b, n, d)
+    temporary; no backward reads a branch output).  Not into a view: autograd would then copy the
+    base tensor in backward."""
+    return branch.add_(x) if branch._base is None else x + branch
+
+
 class EncoderLayer(nn.Module):
     """``(b, n, d) -> (b, n, d)``: ``x + Attn(x, pos)`` then ``x + FFN(x)`` (post-norm if ``layer_norm``).
 
@@ -134,12 +184,15 @@ class EncoderLayer(nn.Module):
         self.norm1 = nn.LayerNorm(c.d_model) if c.layer_norm else nn.Identity()
         self.norm2 = nn.LayerNorm(c.d_model) if c.layer_norm else nn.Identity()
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None):
-        x = self.norm1(x + self.drop1(self.attention(x, pos, weights)))
-        return self._feed_forward(x)
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None,
+                recompute: bool = False):
+        """``recompute=True``: each branch keeps only its input for backward (``x`` and ``x + Attn(x)``)
+        and recomputes its activations there (see ``Attention.forward``, ``FeedForward.forward``)."""
+        x = self.norm1(_residual(x, self.drop1(self.attention(x, pos, weights, recompute=recompute))))
+        return self._feed_forward(x, recompute)
 
-    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm2(x + self.drop2(self.ffn(x)))
+    def _feed_forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
+        return self.norm2(_residual(x, self.drop2(self.ffn(x, recompute=recompute))))
 
     def init_state(self, batch: int, n_points: int, **options):
         """Empty recurrent state of a causal layer (see ``Attention.init_state``)."""

@@ -1,5 +1,6 @@
 """The demo script end to end with tiny settings, and how it continues or refuses an existing --out."""
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -61,3 +62,21 @@ def test_demo_rerun_continues_or_refuses(demo, capsys):
     (out / "eval" / "metrics.json").unlink()
     with pytest.raises(SystemExit, match="optim.epochs"):
         burgers.main(argv + ["--set", "optim.epochs=3"])
+
+
+@pytest.fixture(scope="module")
+def darcy_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("darcy") / "darcy-41.h5"
+    generate_dataset("darcy", path, 16, resolution=41, seed=1, progress=False)
+    return path
+
+
+@pytest.mark.parametrize("example, resolutions", [("darcy", [11, 21, 41]), ("darcy_inverse", [21, 41])])
+def test_darcy_examples_train_and_evaluate_at_every_resolution(example, resolutions, darcy_data, tmp_path):
+    torch.set_num_threads(1)
+    argv = ["--quick", "--out", str(tmp_path / "out"), "--data", str(darcy_data), "--device", "cpu", *TINY]
+    rows = load_example(example).main(argv)
+    assert [r["resolution"] for r in rows] == resolutions
+    assert all(math.isfinite(r["mean"]) and r["n"] == 4 for r in rows)
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["model"]["name"] == {"darcy": "latent2d", "darcy_inverse": "latent2d_inverse"}[example]

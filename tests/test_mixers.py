@@ -178,14 +178,14 @@ def test_none_weights_equal_explicit_uniform_weights(name):
     torch.testing.assert_close(mixer(q, k, v, pos=pos, weights=uniform), mixer(q, k, v, pos=pos))
 
 
-@pytest.mark.parametrize("name, helper", [
-    ("galerkin", "weighted_outer"),
-    ("linear", "normalized_kernel_attention"),
-    ("performer", "normalized_kernel_attention"),
-    ("cosformer", "normalized_kernel_attention"),
+@pytest.mark.parametrize("name, where, helper", [
+    ("galerkin", "galerkin", "weighted_outer"),
+    ("linear", "_kernels", "normalized_kernel_attention"),  # via _kernels.feature_map_attention
+    ("performer", "_kernels", "normalized_kernel_attention"),
+    ("cosformer", "cosformer", "normalized_kernel_attention"),
 ])
-def test_linear_kernels_sum_and_normalize_in_float32_under_autocast(name, helper, monkeypatch):
-    module = importlib.import_module(f"petrov.operators.mixers.{name}")
+def test_linear_kernels_sum_and_normalize_in_float32_under_autocast(name, where, helper, monkeypatch):
+    module = importlib.import_module(f"petrov.operators.mixers.{where}")
     original, seen = getattr(module, helper), []
 
     def spy(*tensors_and_options):

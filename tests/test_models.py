@@ -6,10 +6,11 @@ import torch
 
 from petrov.operators import build_model, grid_coordinates, list_mixers, list_models, model_config, model_name
 from petrov.operators.blocks import EncoderConfig, EncoderLayer, count_parameters
-from petrov.operators.models import fno, galerkin1d, galerkin2d
+from petrov.operators.models import fno, galerkin1d, galerkin2d, latent2d
 
 ATTN_1D = dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3)
 ATTN_2D = dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5)
+LATENT_2D = dict(d_model=9, n_layers=1, n_heads=2, latent_size=5, fine_width=3)
 # name -> (tiny config, input shape builder from a resolution, two resolutions)
 TINY = {
     "fno1d": (dict(width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
@@ -17,16 +18,18 @@ TINY = {
     "galerkin1d": (ATTN_1D, lambda n: (2, n, 1), (16, 23)),
     "galerkin2d": (dict(ATTN_2D, decoder_width=4, modes=2), lambda n: (2, n, n, 1), (9, 13)),
     "galerkin2d_inverse": (dict(ATTN_2D, decoder_hidden=6), lambda n: (2, n, n, 1), (9, 13)),
+    "latent2d": (dict(LATENT_2D, decoder_width=4, modes=2), lambda n: (2, n, n, 1), (9, 13)),
+    "latent2d_inverse": (dict(LATENT_2D, coarse_size=6, decoder_hidden=6), lambda n: (2, n, n, 1), (9, 13)),
     "marching1d": (dict(time_steps=3, width=4, modes=3, encoder_layers=1, decoder_layers=1, summary_modes=3,
                         proj_hidden=8, d_model=8, n_layers=1), lambda n: (2, n, 1), (16, 23)),
     "arfno1d": (dict(time_steps=3, width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
 }
 MARCHING_MODELS = ["marching1d", "arfno1d"]  # output: the trajectory, time_steps + 1 snapshots as channels
-ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse"]
+ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse", "latent2d", "latent2d_inverse"]
 
 
 def expected_grid(name, config, n):
-    if name == "galerkin2d_inverse":
+    if name.endswith("_inverse"):
         return (config["coarse_size"],) * 2
     return (n,) * (2 if "2d" in name else 1)
 
@@ -82,24 +85,40 @@ def test_mixer_options_reach_the_mixer():
     assert model.layers[0].attention.init_gain == 0.5
 
 
+@pytest.mark.parametrize("name", ["galerkin2d", "latent2d"])
 @pytest.mark.parametrize("n", [9, 12])
-def test_darcy_hybrid_boundary_is_exactly_zero(n):
-    config, shape, _ = TINY["galerkin2d"]
+def test_darcy_forward_boundary_is_exactly_zero(name, n):
+    config, shape, _ = TINY[name]
     torch.manual_seed(0)
-    model = build_model("galerkin2d", **config)
+    model = build_model(name, **config)
     out = model(torch.randn(shape(n)))
     for edge in (out[:, 0], out[:, -1], out[:, :, 0], out[:, :, -1]):
         assert torch.equal(edge, torch.zeros_like(edge))
     assert out[:, 1:-1, 1:-1].abs().min() > 0  # the interior is not masked
-    free = build_model("galerkin2d", **dict(config, dirichlet=False))
+    free = build_model(name, **dict(config, dirichlet=False))
     assert free(torch.randn(shape(n)))[:, 0].abs().max() > 0
 
 
-def test_inverse_output_is_on_the_coarse_grid_for_any_fine_grid():
-    config, shape, _ = TINY["galerkin2d_inverse"]
-    model = build_model("galerkin2d_inverse", **dict(config, coarse_size=7))
+@pytest.mark.parametrize("name", ["galerkin2d_inverse", "latent2d_inverse"])
+def test_inverse_output_is_on_the_coarse_grid_for_any_fine_grid(name):
+    config, shape, _ = TINY[name]
+    model = build_model(name, **dict(config, coarse_size=7))
     for n in (10, 15, 21):
         assert model(torch.randn(shape(n))).shape == (2, 7, 7, 1)
+
+
+def test_latent_blocks_plug_in_and_check_their_sizes():
+    config, shape, (n, _) = TINY["latent2d"]
+    for extra in (dict(latent_modes=2), dict(latent_kernel=3), dict(latent_modes=2, latent_kernel=3)):
+        model = build_model("latent2d", **dict(config, n_layers=2, **extra))
+        assert len(model.encoder.local) == 2 and model(torch.randn(shape(n))).shape == (2, n, n, 1)
+    assert len(build_model("latent2d", **config).encoder.local) == 0
+    with pytest.raises(ValueError, match="latent_modes"):
+        build_model("latent2d", **dict(config, latent_modes=3))  # 2 * 3 > latent_size 5
+    with pytest.raises(ValueError, match="latent_kernel"):
+        build_model("latent2d", **dict(config, latent_kernel=2))
+    with pytest.raises(ValueError, match="too coarse"):
+        build_model("latent2d", **dict(config, latent_size=33))(torch.randn(shape(n)))
 
 
 def test_coarse_coordinates_are_the_uniform_coarse_grid():
@@ -121,10 +140,12 @@ def test_fno_padding_keeps_the_grid():
         ("galerkin1d", galerkin1d.REFERENCE_CONFIG, 530_305),
         ("galerkin2d", galerkin2d.REFERENCE_CONFIG, 2_220_829),
         ("galerkin2d_inverse", galerkin2d.INVERSE_REFERENCE_CONFIG, 2_383_873),
+        ("latent2d", latent2d.REFERENCE_SIZE_CONFIG, latent2d.REFERENCE_SIZE_PARAMETERS),
     ],
 )
 def test_reference_presets_have_the_reference_parameter_counts(name, preset, expected):
-    # counts published by / computed from the reference code (scaomath/galerkin-transformer)
+    # counts published by / computed from the reference code (scaomath/galerkin-transformer);
+    # latent2d: sized to the Darcy hybrid's count for equal-parameter comparisons
     assert count_parameters(build_model(name, **preset)) == expected
     # the count does not depend on the mixer's normalization choice (column vs layer)
     if preset.get("norm"):

@@ -6,9 +6,13 @@ import pytest
 import torch
 
 from petrov.datasets import GridDataset
+from petrov.train import plots
 from petrov.train.plots import (
+    field_names,
+    percentile_band,
     plot_comparison,
     plot_error_vs_resolution,
+    plot_inversion,
     plot_predictions,
     plot_training_curves,
     read_epoch_log,
@@ -23,12 +27,41 @@ def assert_png(path):
     assert not list(path.parent.glob(".*tmp"))
 
 
-def dataset(grid, n=3, grid_out=None):
+def dataset(grid, n=3, grid_out=None, kind=None):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, *grid, 1, generator=g)
     y = torch.randn(n, *(grid_out or grid), 1, generator=g)
-    return GridDataset(x, y, kind="burgers" if len(grid) == 1 else "darcy", periodic=len(grid) == 1,
+    return GridDataset(x, y, kind=kind or ("burgers" if len(grid) == 1 else "darcy"), periodic=len(grid) == 1,
                        native_resolution=grid[0], indices=np.arange(10, 10 + n))
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions make, inspected just before they are saved and closed."""
+    seen = []
+    save = plots.save_figure
+
+    def inspect(fig, path, **kwargs):
+        texts = [t for ax in fig.axes for t in (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) if t]
+        colorbars = [im.colorbar.ax.get_ylabel() for ax in fig.axes for im in ax.images if im.colorbar]
+        images = sum(len(ax.images) for ax in fig.axes)
+        bands = [c.get_paths()[0].vertices.copy() for c in fig.axes[0].collections]
+        legend = fig.axes[0].get_legend()
+        labels = [t.get_text() for t in legend.get_texts()] if legend else []
+        seen.append({"texts": texts, "colorbars": colorbars, "images": images, "bands": bands, "legend": labels})
+        return save(fig, path, **kwargs)
+
+    monkeypatch.setattr(plots, "save_figure", inspect)
+    return seen
+
+
+def reference_percentile(values, q):
+    """Linear interpolation between the sorted values at rank q/100 * (n - 1), written out."""
+    v = sorted(values)
+    rank = q / 100 * (len(v) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (rank - lo) * (v[hi] - v[lo])
 
 
 def test_predictions_1d_and_2d(tmp_path):
@@ -42,12 +75,78 @@ def test_predictions_1d_and_2d(tmp_path):
         plot_predictions(ds, ds.y[:, :32], tmp_path / "bad.png")
 
 
-def test_error_vs_resolution(tmp_path):
-    rows = [{"resolution": r, "n": 5, "mean": 1e-3 * (1 + i), "std": 2e-4, "median": 9e-4, "max": 3e-3}
-            for i, r in enumerate([256, 512, 1024])]
-    assert_png(plot_error_vs_resolution(rows, tmp_path / "e.png", train_resolution=512, target=1e-2))
+def test_percentile_band_matches_the_sorted_values():
+    errors = np.random.default_rng(0).lognormal(np.log(1e-3), 1.0, size=37)
+    lo, med, hi = percentile_band(torch.tensor(errors), 10, 90)
+    assert lo == pytest.approx(reference_percentile(errors, 10), rel=1e-12)
+    assert med == pytest.approx(reference_percentile(errors, 50), rel=1e-12)
+    assert hi == pytest.approx(reference_percentile(errors, 90), rel=1e-12)
+    # a band of positive errors stays positive (drawable on a log axis), unlike mean - std for skewed errors
+    assert 0 < errors.min() <= lo <= med <= hi <= errors.max()
+    skewed = np.array([1e-3] * 9 + [1e-1])  # one bad sample: mean - std is negative, the band is not
+    assert skewed.mean() - skewed.std() < 0 < percentile_band(skewed)[0]
+    assert percentile_band([2.0, 1.0], 0, 100) == (1.0, 1.5, 2.0)
+    with pytest.raises(ValueError, match="no per-sample errors"):
+        percentile_band([])
+    with pytest.raises(ValueError, match="NaN"):
+        percentile_band([1.0, float("nan")])
+    with pytest.raises(ValueError, match="low <= 50 <= high"):
+        percentile_band([1.0, 2.0], 60, 90)
+
+
+def test_error_vs_resolution_draws_the_percentile_band(tmp_path, figures):
+    rng = np.random.default_rng(1)
+    rows = []
+    for i, r in enumerate([256, 512, 1024]):
+        e = rng.lognormal(np.log(1e-3 * (1 + i)), 0.8, size=20)
+        rows.append({"resolution": r, "n": 20, "mean": e.mean(), "std": e.std(), "median": float(np.median(e)),
+                     "max": e.max(), "per_sample": e.tolist()})
+    assert_png(plot_error_vs_resolution(rows[::-1], tmp_path / "e.png", train_resolution=512, target=1e-2))
+    (band,) = figures[-1]["bands"]  # one shaded region: its edges are the 10th and 90th percentiles
+    for r in rows:
+        at = band[np.isclose(band[:, 0], r["resolution"]), 1]
+        assert min(at) == pytest.approx(reference_percentile(r["per_sample"], 10))
+        assert max(at) == pytest.approx(reference_percentile(r["per_sample"], 90))
+    assert {"10th–90th percentile", "median", "mean"} <= set(figures[-1]["legend"])
+    # summary rows only (an older metrics file): the median line, no band
+    summary = [{k: v for k, v in r.items() if k != "per_sample"} for r in rows]
+    assert_png(plot_error_vs_resolution(summary, tmp_path / "s.png"))
+    assert figures[-1]["bands"] == []
     with pytest.raises(ValueError, match="no evaluation rows"):
         plot_error_vs_resolution([], tmp_path / "empty.png")
+
+
+@pytest.mark.parametrize("kind, grid, names", [
+    ("burgers", (32,), ("u₀", "u(·, 1)")),
+    ("darcy", (9, 9), ("a", "u")),
+    ("imported", (9, 9), ("x", "y")),
+    ("imported", (32,), ("x", "y")),
+])
+def test_predictions_name_the_fields_and_label_every_colorbar(tmp_path, figures, kind, grid, names):
+    assert field_names(kind) == names
+    ds = dataset(grid, n=2, kind=kind)
+    plot_predictions(ds, ds.y, tmp_path / "p.png")
+    fig = figures[-1]
+    text = " ".join(fig["texts"])
+    assert all(name in text for name in names)
+    assert len(fig["colorbars"]) == fig["images"] and all(fig["colorbars"])
+    if len(grid) == 2:
+        assert fig["images"] == 8 and set(fig["colorbars"]) >= set(names)
+
+
+def test_burgers_final_time_comes_from_the_file():
+    assert field_names("burgers", {"params": '{"nu": 0.1, "t": 0.5}'}) == ("u₀", "u(·, 0.5)")
+    assert field_names("unknown-kind") == ("input", "output")
+
+
+def test_inversion_names_the_fields(tmp_path, figures):
+    rng = np.random.default_rng(0)
+    u, a = rng.random((2, 9, 9)), 3 + 9 * rng.random((2, 5, 5))
+    assert_png(plot_inversion(u, a * 0.9, tmp_path / "inv.png", a_true=a))
+    text = " ".join(figures[-1]["texts"])
+    for name in ("u observed", "a true", "a recovered", "error"):
+        assert name in text
+    assert figures[-1]["images"] == 8 and all(figures[-1]["colorbars"])
 
 
 def test_training_curves_from_jsonl_and_csv(tmp_path):

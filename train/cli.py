@@ -8,6 +8,10 @@ Exit status: 0 success; 2 usage error (argparse's, or :class:`UsageError` raised
 other failure, reported as one line ``petrov COMMAND: error: ...`` on stderr (``petrov --debug ...``
 shows the traceback instead); 130 on Ctrl-C. Output cut short by a closed pipe (``petrov info F | head``)
 ends quietly with the status 141 a SIGPIPE would give.
+
+Output: results are printed on stdout; the library's log lines (epoch lines, notices) go to stdout at
+the default level INFO, warnings to stderr (see :mod:`petrov.train.console`). ``petrov -q COMMAND``
+shows warnings and errors only, ``petrov -v COMMAND`` adds DEBUG lines.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ import sys
 import traceback
 
 from petrov.common.version import petrov_version
+
+from .console import console_logging, level_for
 
 
 class UsageError(ValueError):
@@ -37,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"petrov {petrov_version()}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    chatter = parser.add_mutually_exclusive_group()
+    chatter.add_argument("-v", "--verbose", action="store_true", help="also show debug messages")
+    chatter.add_argument("-q", "--quiet", action="store_true", help="show warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -55,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        code = int(args.func(args) or 0)
+        with console_logging(level_for(args.verbose, args.quiet)):
+            code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
     except BrokenPipeError:

@@ -9,7 +9,8 @@
                     [--indices test|a:b|all] [--device auto|cpu|cuda] [--batch-size N] [--no-plots]
 
 The work is done by :func:`petrov.train.trainer.train` and
-:func:`petrov.train.evaluate.run_evaluation`; this module parses arguments and prints summaries.
+:func:`petrov.train.evaluate.run_evaluation`; this module parses arguments and prints the results
+(the library's notices, such as epoch lines and written files, are log lines: see ``train/cli.py``).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from .config import (
     apply_overrides, check_resumable, config_from_dict, config_to_dict, load_config, load_config_json, preset_names,
 )
-from .evaluate import parse_indices, parse_resolutions, run_evaluation
+from .evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
 from .trainer import train
 
 
@@ -71,9 +72,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 def _run_evaluate(args: argparse.Namespace) -> int:
     if args.batch_size is not None and args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
-                   indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
-                   plots=args.plots, out_dir=args.out)
+    rows = run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
+                          indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
+                          plots=args.plots, out_dir=args.out, echo=False)
+    train_res = load_config_json(Path(args.run_dir) / "config.json", check_model=False).data.train_resolution
+    print(format_table(rows, train_res))
     return 0
 
 

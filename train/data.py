@@ -12,6 +12,7 @@ resolution is evaluated at another with consistent statistics.
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,8 @@ from petrov.datasets import (
 )
 
 from .config import DataConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def ensure_data_file(cfg: DataConfig, progress: bool = True) -> Path:
         )
     g = cfg.generate
     path.parent.mkdir(parents=True, exist_ok=True)
-    print(f"generating {g.n_samples} {g.kind} samples into {path} ...", flush=True)
+    log.info("generating %d %s samples into %s ...", g.n_samples, g.kind, path)
     generate_dataset(
         g.kind, path, g.n_samples, resolution=g.resolution, seed=g.seed, progress=progress, **g.options
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import warnings
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from .data import NormalizedOperator, input_noise, split_indices
 from .losses import per_time_relative_l2, relative_l2_per_sample
 
 ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
+
+log = logging.getLogger(__name__)
 
 
 # --- the metric -------------------------------------------------------------------------------------
@@ -397,6 +400,8 @@ def evaluate_resolutions(
         dataset = _open(setup, data_path, idx, res)
         check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}")
         noise, seed = _noise(setup, dataset)
+        log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
+                  batch_size, noise)
         errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
                                       noise=noise, noise_seed=seed, metric=metric)
         rows.append(per_time_row(res, errors, per_sample) if per_time
@@ -579,20 +584,23 @@ def run_evaluation(
     out_dir: str | os.PathLike | None = None,
     echo: bool = True,
 ) -> list[dict[str, Any]]:
-    """What ``petrov evaluate`` does: evaluate, write ``RUN_DIR/eval`` (or ``out_dir``), print, plot."""
+    """What ``petrov evaluate`` does: evaluate, write ``RUN_DIR/eval`` (or ``out_dir``), plot.
+
+    Logs (INFO, logger ``petrov.train.evaluate``) the table of :func:`format_table` if ``echo``, and
+    the files written. The rows (returned and in ``metrics.json``) carry the per-sample errors as
+    ``"per_sample"``: the error-vs-resolution figure draws their percentiles."""
     dev = _device(device)
     setup = load_run(run_dir, map_location=dev)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "eval"
     check_writable(out, "evaluation output directory")  # before the work, not after it
     rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
-                                device=dev, out_dir=out)
+                                device=dev, out_dir=out, per_sample=True)
     if echo:
-        print(format_table(rows, setup.config.data.train_resolution))
-        print(f"saved {out / 'metrics.csv'} and {out / 'metrics.json'}")
+        log.info("%s", format_table(rows, setup.config.data.train_resolution))
+    log.info("saved %s and %s", out / "metrics.csv", out / "metrics.json")
     if plots:
         paths = make_plots(setup, rows, out, data_path, indices=indices, device=dev)
-        if echo:
-            print("plots: " + ", ".join(str(p) for p in paths))
+        log.info("plots: %s", ", ".join(str(p) for p in paths))
     return rows
 
 

@@ -1,10 +1,14 @@
 """Figures for trained operators (matplotlib, Agg backend, PNG written atomically).
 
 - :func:`plot_predictions`: prediction vs truth on a few samples — 1-D: input, truth and prediction,
-  point-wise error; 2-D: input, truth, prediction and |error| fields side by side.
-- :func:`plot_error_vs_resolution`: relative L² (mean ± std, median, max) against the grid size,
-  log-log, the training resolution marked.
-- :func:`plot_inversion`: inverse Darcy, per sample: observed u, true and recovered coefficient, |error|.
+  point-wise error; 2-D: input, truth, prediction and |error| fields side by side. The fields are
+  named after the dataset kind (:func:`field_names`: Burgers u₀ -> u(·, 1), Darcy a -> u, imported
+  x -> y) and every colorbar is labelled.
+- :func:`plot_error_vs_resolution`: relative L² against the grid size, log-log: the median with a
+  percentile band of the per-sample errors (:func:`percentile_band`, default 10th–90th), the mean
+  and the max as markers, the training resolution marked. (Mean ± std bars would reach below zero
+  on a log axis: the errors are skewed.)
+- :func:`plot_inversion`: inverse Darcy, per sample: u observed, a true, a recovered, error.
 - :func:`plot_error_vs_time`, :func:`plot_spacetime`: trajectories (marching models): rollout error
   against time per resolution; space-time pictures of truth, rollout and |error|.
 - :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
@@ -51,6 +55,30 @@ def _rel_l2(pred: np.ndarray, true: np.ndarray) -> float:
     return float(np.linalg.norm(pred - true) / max(np.linalg.norm(true), 1e-300))
 
 
+# --- field names ----------------------------------------------------------------------------------
+
+# (input, target) of each dataset kind as the figures name them
+FIELD_NAMES = {
+    "burgers": ("u₀", "u(·, {t})"),
+    "burgers-trajectory": ("u₀", "u(·, 0)"),  # the first snapshot (channel 0) is what is drawn
+    "darcy": ("a", "u"),
+    "darcy-inverse": ("u observed", "a (pooled)"),
+    "imported": ("x", "y"),
+}
+
+
+def field_names(kind: str | None, attrs: dict[str, Any] | None = None) -> tuple[str, str]:
+    """How the figures name the input and the target of a dataset ``kind`` (Burgers: ``u₀`` and
+    ``u(·, t)`` with the file's final time ``t``, default 1); ``("input", "output")`` if unknown."""
+    x_name, y_name = FIELD_NAMES.get(kind or "", ("input", "output"))
+    params = (attrs or {}).get("params", "{}")
+    try:
+        t = json.loads(params).get("t", 1.0) if isinstance(params, str) else dict(params).get("t", 1.0)
+    except (ValueError, TypeError, AttributeError):
+        t = 1.0
+    return x_name, y_name.format(t=f"{float(t):g}")
+
+
 # --- predictions ----------------------------------------------------------------------------------
 
 def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, *, n: int = 4,
@@ -64,15 +92,16 @@ def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, 
     if p.shape != y.shape:
         raise ValueError(f"predictions of shape {p.shape} do not match the targets {y.shape}")
     ids = [int(i) for i in np.asarray(getattr(dataset, "indices", np.arange(k)))[:k]]
+    names = field_names(getattr(dataset, "kind", None), getattr(dataset, "attrs", None))
     if y.ndim == 3:
         return _predictions_1d(_np(dataset.coords)[..., 0], _np(dataset.coords_out)[..., 0], x, y, p, ids,
-                               path, title)
+                               names, path, title)
     if y.ndim == 4:
-        return _predictions_2d(x, y, p, ids, path, title)
+        return _predictions_2d(x, y, p, ids, names, path, title)
     raise ValueError(f"can plot 1-D or 2-D fields, got targets of shape {y.shape}")
 
 
-def _predictions_1d(s_in, s_out, x, y, p, ids, path, title) -> Path:
+def _predictions_1d(s_in, s_out, x, y, p, ids, names, path, title) -> Path:
     k = len(y)
     fig, axes = plt.subplots(3, k, figsize=(3.4 * k, 7.0), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [1, 2, 1]})
@@ -80,7 +109,7 @@ def _predictions_1d(s_in, s_out, x, y, p, ids, path, title) -> Path:
         top, mid, low = axes[:, j]
         top.plot(s_in, x[j, :, 0], color="0.4", lw=1)
         top.set_title(f"sample {ids[j]}: relL2 {_rel_l2(p[j], y[j]):.2e}", fontsize=9)
-        mid.plot(s_out, y[j, :, 0], color="k", lw=1.6, label="truth")
+        mid.plot(s_out, y[j, :, 0], color="k", lw=1.6, label=f"truth {names[1]}")
         mid.plot(s_out, p[j, :, 0], color="tab:red", lw=1.0, ls="--", label="prediction")
         low.plot(s_out, p[j, :, 0] - y[j, :, 0], color="tab:blue", lw=0.9)
         low.axhline(0.0, color="0.7", lw=0.6)
@@ -88,8 +117,8 @@ def _predictions_1d(s_in, s_out, x, y, p, ids, path, title) -> Path:
         for ax in (top, mid, low):
             ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
             ax.tick_params(labelsize=8)
-    axes[0, 0].set_ylabel("input")
-    axes[1, 0].set_ylabel("output")
+    axes[0, 0].set_ylabel(f"input {names[0]}")
+    axes[1, 0].set_ylabel(f"output {names[1]}")
     axes[2, 0].set_ylabel("prediction − truth")
     axes[1, 0].legend(fontsize=8, loc="best")
     if title:
@@ -98,28 +127,29 @@ def _predictions_1d(s_in, s_out, x, y, p, ids, path, title) -> Path:
     return save_figure(fig, path)
 
 
-def _field(ax, fig, z, title, cmap="viridis", vmin=None, vmax=None, label=None):
+def _field(ax, fig, z, title, label, cmap="viridis", vmin=None, vmax=None):
+    """``z (nx, ny)`` as an image (x to the right, y up) with a colorbar labelled ``label``."""
     im = ax.imshow(z.T, origin="lower", extent=(0, 1, 0, 1), cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_title(title, fontsize=9)
     ax.set_xticks([]), ax.set_yticks([])
     cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
-    if label:
-        cb.set_label(label, fontsize=8)
+    cb.set_label(label, fontsize=8)
     cb.ax.tick_params(labelsize=7)
     cb.formatter.set_powerlimits((-2, 3))
     cb.update_ticks()
 
 
-def _predictions_2d(x, y, p, ids, path, title) -> Path:
+def _predictions_2d(x, y, p, ids, names, path, title) -> Path:
     k = len(y)
+    x_name, y_name = names
     fig, axes = plt.subplots(k, 4, figsize=(13.0, 3.0 * k), squeeze=False)
     for j in range(k):
         lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())  # truth and prediction share a scale
-        _field(axes[j, 0], fig, x[j, ..., 0], f"sample {ids[j]}: input", cmap="cividis")
-        _field(axes[j, 1], fig, y[j, ..., 0], "truth", vmin=lo, vmax=hi)
-        _field(axes[j, 2], fig, p[j, ..., 0], "prediction", vmin=lo, vmax=hi)
+        _field(axes[j, 0], fig, x[j, ..., 0], f"sample {ids[j]}: input {x_name}", x_name, cmap="cividis")
+        _field(axes[j, 1], fig, y[j, ..., 0], f"truth {y_name}", y_name, vmin=lo, vmax=hi)
+        _field(axes[j, 2], fig, p[j, ..., 0], f"prediction of {y_name}", y_name, vmin=lo, vmax=hi)
         _field(axes[j, 3], fig, np.abs(p[j, ..., 0] - y[j, ..., 0]),
-               f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", cmap="magma")
+               f"error (relL2 {_rel_l2(p[j], y[j]):.2e})", f"|prediction − {y_name}|", cmap="magma")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -128,8 +158,9 @@ def _predictions_2d(x, y, p, ids, path, title) -> Path:
 
 def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *, a_true: np.ndarray | None = None,
                    sample_ids: Sequence[int] | None = None, n: int = 4, title: str | None = None) -> Path:
-    """Inverse Darcy, one row per sample (first ``n``): observed u ``(N, m, m)``, true a and recovered a
-    ``(N, k, k)`` on one colour scale, and |error| (the last two only when ``a_true`` is given)."""
+    """Inverse Darcy, one row per sample (first ``n``): u observed ``(N, m, m)``, a true and a recovered
+    ``(N, k, k)`` on one colour scale, and the error |a recovered − a true| (a true and the error only
+    when ``a_true`` is given)."""
     k = min(n, len(a))
     if k == 0:
         raise ValueError("no samples to plot")
@@ -139,14 +170,14 @@ def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *,
     for j in range(k):
         both = [a[j]] if a_true is None else [a[j], a_true[j]]
         lo, hi = min(z.min() for z in both), max(z.max() for z in both)
-        _field(axes[j, 0], fig, u_obs[j], f"sample {int(ids[j])}: observed u", cmap="cividis", label="u")
+        _field(axes[j, 0], fig, u_obs[j], f"sample {int(ids[j])}: u observed", "u", cmap="cividis")
         if a_true is None:
-            _field(axes[j, 1], fig, a[j], "recovered a", vmin=lo, vmax=hi, label="a")
+            _field(axes[j, 1], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi)
             continue
-        _field(axes[j, 1], fig, a_true[j], "true a (pooled)", vmin=lo, vmax=hi, label="a")
-        _field(axes[j, 2], fig, a[j], "recovered a", vmin=lo, vmax=hi, label="a")
-        _field(axes[j, 3], fig, np.abs(a[j] - a_true[j]), f"|error| (relL2 {_rel_l2(a[j], a_true[j]):.2e})",
-               cmap="magma", label="|a - a_true|")
+        _field(axes[j, 1], fig, a_true[j], "a true (pooled)", "a", vmin=lo, vmax=hi)
+        _field(axes[j, 2], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi)
+        _field(axes[j, 3], fig, np.abs(a[j] - a_true[j]), f"error (relL2 {_rel_l2(a[j], a_true[j]):.2e})",
+               "|a recovered − a true|", cmap="magma")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -155,21 +186,42 @@ def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *,
 
 # --- error vs resolution --------------------------------------------------------------------------
 
+def percentile_band(errors: Sequence[float] | np.ndarray | torch.Tensor, low: float = 10.0,
+                    high: float = 90.0) -> tuple[float, float, float]:
+    """``(P_low, median, P_high)`` of per-sample errors: percentiles with numpy's linear interpolation
+    between the sorted values (``P_q`` = value at rank ``q/100 · (n − 1)``)."""
+    e = _np(errors).ravel()
+    if e.size == 0:
+        raise ValueError("no per-sample errors to take percentiles of")
+    if not np.isfinite(e).all():
+        raise ValueError("per-sample errors hold NaN/inf; evaluate a model that gives finite predictions")
+    if not 0.0 <= low <= 50.0 <= high <= 100.0:
+        raise ValueError(f"need 0 <= low <= 50 <= high <= 100 for a band around the median, got {low}, {high}")
+    lo, med, hi = np.percentile(e, [low, 50.0, high])
+    return float(lo), float(med), float(hi)
+
+
 def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.PathLike, *,
                              train_resolution: int | None = None, target: float | None = None,
-                             title: str | None = None) -> Path:
-    """Relative L² against resolution from evaluation rows (``resolution, mean, std, median, max``):
-    mean with ±1 std bars, median and max markers; log-log axes."""
+                             title: str | None = None, band: tuple[float, float] = (10.0, 90.0)) -> Path:
+    """Relative L² against resolution from evaluation rows (``resolution, n, mean, median, max`` and,
+    for the band, ``per_sample``: ``evaluate_resolutions(..., per_sample=True)``), log-log: the median
+    as a line inside the ``band`` percentiles of the per-sample errors (shaded), mean and max as
+    markers. Rows without ``per_sample`` (older metrics files) get the median line and no band."""
     if not rows:
         raise ValueError("no evaluation rows to plot")
     rows = sorted(rows, key=lambda r: r["resolution"])
     res = np.array([r["resolution"] for r in rows], dtype=float)
-    mean, std = np.array([r["mean"] for r in rows]), np.array([r["std"] for r in rows])
     fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    lower = np.minimum(std, mean * 0.999)  # keep the bar above zero on a log axis
-    ax.errorbar(res, mean, yerr=[lower, std], fmt="o-", color="tab:blue", capsize=3, label="mean ± std")
-    ax.plot(res, [r["median"] for r in rows], "s--", color="tab:green", ms=4, lw=0.8, label="median")
-    ax.plot(res, [r["max"] for r in rows], "v:", color="tab:red", ms=4, lw=0.8, label="max")
+    if all(r.get("per_sample") for r in rows):
+        lo, median, hi = np.array([percentile_band(r["per_sample"], *band) for r in rows]).T
+        ax.fill_between(res, lo, hi, color="tab:blue", alpha=0.2, lw=0,
+                        label=f"{band[0]:g}th–{band[1]:g}th percentile")
+    else:
+        median = np.array([r["median"] for r in rows])
+    ax.plot(res, median, "o-", color="tab:blue", ms=4, lw=1.2, label="median")
+    ax.plot(res, [r["mean"] for r in rows], "D", color="tab:orange", ms=5, mfc="none", mew=1.2, label="mean")
+    ax.plot(res, [r["max"] for r in rows], "v", color="tab:red", ms=4, label="max")
     if train_resolution is not None:
         ax.axvline(train_resolution, color="0.5", ls="-.", lw=0.8, label=f"trained at {train_resolution}")
     if target is not None:
@@ -181,7 +233,7 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlim(res.min() / 1.25, res.max() * 1.25)
     ax.set_xlabel("resolution (grid points per axis)")
-    ax.set_ylabel("relative L2 error")
+    ax.set_ylabel("relative L2 error per sample")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title or f"test error vs resolution (n = {rows[0]['n']})")
@@ -307,6 +359,6 @@ def plot_comparison(labels: Sequence[str], values: Sequence[float], path: str | 
 
 
 __all__ = [
-    "plot_comparison", "plot_error_vs_resolution", "plot_predictions", "plot_training_curves",
-    "read_epoch_log", "save_figure",
+    "field_names", "percentile_band", "plot_comparison", "plot_error_vs_resolution", "plot_inversion",
+    "plot_predictions", "plot_training_curves", "read_epoch_log", "save_figure",
 ]

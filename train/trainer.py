@@ -19,6 +19,10 @@ epoch and batch; ``last.pt`` then still holds the last completed (finite) epoch.
 starts at ``lr/div_factor`` and lasts at least ``optim.min_warmup_steps`` batches, so a schedule
 compressed into few epochs does not ramp to the maximum lr within a handful of steps.
 
+Output: one INFO line per epoch on the ``petrov.train.trainer`` logger (shown by the ``petrov``
+command, silent in the API unless logging is configured); the batch progress bar only on a terminal
+and with ``run.progress``.
+
 Determinism: the sampler order is a function of (seed, epoch), RNG states are checkpointed, so on CPU
 (fixed thread count) a resumed run ends with exactly the weights of an uninterrupted one.
 """
@@ -28,6 +32,7 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import math
 import os
 import random
@@ -39,9 +44,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock
+from petrov.common.progress import progress_bar
 from petrov.operators import build_model
 
 from . import checkpoint as ckpt
@@ -52,6 +57,8 @@ from .evaluate import (
     batch_pos, check_model_fits_data, data_loader, evaluate_relative_l2, resolution_row, sample_ids, write_metrics,
 )
 from .rollout import check_mode_fits_model, training_mode
+
+log = logging.getLogger(__name__)
 
 
 class TrainingDiverged(RuntimeError):
@@ -175,6 +182,10 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if self.amp and self.amp_dtype == torch.float16 else None
         self.epoch = 0
         self.best_metric, self.best_epoch = math.inf, 0
+        if ctx.is_main:
+            log.debug("model %s: %d parameters on %s; %d training batches of %d per epoch (rank 0)",
+                      cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device,
+                      len(self.train_loader), self.batch)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -191,6 +202,7 @@ class Trainer:
         norms = self.operator.normalizer_states()
         if best:
             ckpt.save_run_checkpoint(self.run_dir / "best.pt", self.model, norms, **state)
+            log.debug("saved %s (epoch %d)", self.run_dir / "best.pt", self.epoch)
         ckpt.save_run_checkpoint(
             self.run_dir / "last.pt", self.model, norms, **state,
             optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
@@ -209,6 +221,9 @@ class Trainer:
         self.best_metric = float(state["best_metric"])
         rngs = state["rng"]
         ckpt.set_rng_state(rngs[self.ctx.rank] if len(rngs) == self.ctx.world_size else rngs[0])
+        if self.ctx.is_main:
+            log.debug("resuming %s after epoch %d (best %.4e at epoch %d)", self.run_dir / "last.pt",
+                      self.epoch, self.best_metric, self.best_epoch)
 
     # --- epochs ------------------------------------------------------------------------------
     def _autocast(self):
@@ -239,8 +254,8 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
         total, count = 0.0, 0
-        bar = tqdm(self.train_loader, desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
-                   disable=not (ctx.is_main and cfg.run.progress))
+        bar = progress_bar(self.train_loader, desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
+                           enabled=ctx.is_main and cfg.run.progress)
         for batch, (x, y, idx) in enumerate(bar, start=1):
             x, y = x.to(ctx.device), y.to(ctx.device)
             pred = self.mode.predict(self.operator, x, y, pos=batch_pos(coords, len(x), ctx.device),
@@ -283,7 +298,7 @@ class Trainer:
     def eval_batch(self) -> int:
         return self.cfg.run.eval_batch_size or self.batch
 
-    def fit(self, log: RunLog) -> str:
+    def fit(self, run_log: RunLog) -> str:
         cfg, start = self.cfg, time.monotonic()
         budget = cfg.run.time_budget_minutes
         durations: list[float] = []
@@ -300,11 +315,9 @@ class Trainer:
             record = EpochRecord(self.epoch, train_loss, val, self.scheduler.get_last_lr()[0],
                                  seconds, improved)
             if self.ctx.is_main:
-                log.append(record)  # before the checkpoint: a resume drops rows it does not cover
-                if cfg.run.progress:
-                    tqdm.write(f"epoch {self.epoch}/{cfg.optim.epochs}: train loss {train_loss:.4e}"
-                               f"  val relL2 {val:.4e}  lr {record.lr:.2e}  {seconds:.1f}s"
-                               + ("  (best)" if improved else ""))
+                run_log.append(record)  # before the checkpoint: a resume drops rows it does not cover
+                log.info("epoch %d/%d: train loss %.4e  val relL2 %.4e  lr %.2e  %.1fs%s", self.epoch,
+                         cfg.optim.epochs, train_loss, val, record.lr, seconds, "  (best)" if improved else "")
             self.save(best=improved)
             if any(cb(self, record) for cb in self.callbacks):
                 return "callback"
@@ -369,12 +382,12 @@ def train(
                 trainer.restore()
             elif ctx.is_main:
                 save_config_json(config, run_dir / "config.json")
-            log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None
+            run_log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None
             try:
-                stopped = trainer.fit(log)
+                stopped = trainer.fit(run_log)
             finally:
-                if log is not None:
-                    log.close()
+                if run_log is not None:
+                    run_log.close()
             test = trainer.test() if stopped != "callback" else []
             if ctx.is_main and test:
                 write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,

@@ -89,3 +89,13 @@ def check_eps(eps: float) -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0 or eps == float("inf"):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     return float(eps)
+
+
+def feature_map_attention(mixer, q, k, v, weights) -> torch.Tensor:
+    """The non-causal forward of a mixer with positive feature maps ``mixer.features(q, k)`` and a
+    normalizer ``mixer.eps`` (linear, Performer): :func:`normalized_kernel_attention` in float32
+    at least, returned in ``v``'s dtype."""
+    dtype = v.dtype
+    with full_precision(q):
+        phi_q, phi_k = mixer.features(upcast(q), upcast(k))
+        return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, mixer.eps).to(dtype)

@@ -162,3 +162,13 @@ def mixer_step(mixer, state: CausalState, q, k, v, pos, weight) -> tuple[torch.T
         phi_q, phi_k = mixer.features(upcast(q)[:, :, None], upcast(k)[:, :, None], pos)
         z, state = causal_step(state, phi_q[:, :, 0], phi_k[:, :, 0], upcast(v), weight, mixer.causal_eps)
     return z.to(dtype), state
+
+
+def identity_feature_width(mixer, width: int, pos_dim: int) -> int:
+    """``feature_width`` of the mixers whose feature map is the identity (Galerkin, Fourier)."""
+    return width
+
+
+def identity_features(mixer, q, k, pos=None):
+    """``features`` of the mixers whose feature map is the identity: φ(q), φ(k) = q, k."""
+    return q, k

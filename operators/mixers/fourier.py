@@ -19,7 +19,9 @@ from torch import nn
 
 from . import MIXERS
 from ._kernels import full_precision, upcast, weighted_outer
-from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
+from .causal import (
+    DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
+)
 
 
 @MIXERS.register("fourier")
@@ -38,13 +40,9 @@ class FourierMixer(nn.Module):
         self.associative = associative
         self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
 
-    def feature_width(self, width: int, pos_dim: int) -> int:
-        """Width of the feature maps for q, k of ``width`` (φ = identity)."""
-        return width
-
-    def features(self, q, k, pos=None):
-        """φ = identity (the causal form's point-wise feature maps)."""
-        return q, k
+    # the causal form's point-wise feature maps: φ = identity
+    feature_width = identity_feature_width
+    features = identity_features
 
     def matrix(self, k, v, pos=None, weights=None):
         """With ``associative=True``: ``K̃ᵀ diag(w) V`` ``(b,h,d,d)`` (at least float32), so that

@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import MIXERS
-from ._kernels import check_eps, full_precision, normalized_kernel_attention, upcast
+from ._kernels import check_eps, feature_map_attention
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 
@@ -51,10 +51,7 @@ class LinearMixer(nn.Module):
     def forward(self, q, k, v, pos=None, weights=None):
         if self.causal:
             return causal_forward(self, q, k, v, pos, weights)
-        dtype = v.dtype
-        with full_precision(q):
-            phi_q, phi_k = self.features(upcast(q), upcast(k))
-            return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, self.eps).to(dtype)
+        return feature_map_attention(self, q, k, v, weights)
 
     def extra_repr(self) -> str:
         causal = f", causal=True, chunk_size={self.chunk_size}" if self.causal else ""

@@ -28,12 +28,6 @@ from ..layout import channels_first, channels_last
 from . import register_model
 
 
-def _check_sizes(c) -> None:
-    check_positive(c, "in_channels", "out_channels", "width", "modes", "n_layers", "proj_hidden")
-    if isinstance(c.padding, bool) or not isinstance(c.padding, int) or c.padding < 0:
-        raise ValueError(f"{type(c).__name__}.padding must be an integer >= 0, got {c.padding!r}")
-
-
 @dataclass
 class FNO1dConfig:
     in_channels: int = 1
@@ -47,23 +41,18 @@ class FNO1dConfig:
     periodic: bool = True
 
     def __post_init__(self):
-        _check_sizes(self)
+        check_positive(self, "in_channels", "out_channels", "width", "modes", "n_layers", "proj_hidden")
+        if isinstance(self.padding, bool) or not isinstance(self.padding, int) or self.padding < 0:
+            raise ValueError(f"{type(self).__name__}.padding must be an integer >= 0, got {self.padding!r}")
 
 
 @dataclass
-class FNO2dConfig:
-    in_channels: int = 1
-    out_channels: int = 1
+class FNO2dConfig(FNO1dConfig):
+    """The same fields; defaults for Darcy-size 2-D grids (node grids, not periodic)."""
+
     width: int = 20
     modes: int = 8
-    n_layers: int = 4
-    proj_hidden: int = 64
-    activation: str = "gelu"
-    padding: int = 0
     periodic: bool = False
-
-    def __post_init__(self):
-        _check_sizes(self)
 
 
 REFERENCE_CONFIG = {

@@ -14,9 +14,11 @@ function values only, so ``lift_coordinates=False``; coordinates enter every att
 The mixer is a config value: ``"galerkin"`` (the reference's 8192-point runs) or ``"fourier"``
 (its default), or any other registered mixer.
 
-``checkpoint_layers=True`` recomputes the encoder layers in backward: same numbers; the encoder
-keeps only each layer's input for backward instead of ~9 ``(b, n, d_model)`` tensors per layer,
-for one more encoder forward per training step.
+``checkpoint_layers=True`` recomputes activations of the encoder layers in backward: same numbers;
+each layer keeps only the inputs of its two branches (``x`` and ``x + Attn(x)``) instead of ~6
+``(b, n, d_model)`` tensors, recomputing the Galerkin K, V projections and normalizations and the
+FFN hidden activation (other mixers: the attention branch whole, ``torch.utils.checkpoint``), i.e.
+about half an encoder forward more per training step.
 
 The defaults are a small version (d_model 64, 2 layers, decoder width 32) that trains on a
 2-core CPU in minutes at n = 512-2048.  ``pos`` defaults to the periodic grid ``x_i = i/n``.
@@ -28,7 +30,6 @@ from typing import Optional
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from ..blocks import EncoderConfig, SpectralDecoder, encoder_stack
 from ..checks import check_grid_input, grid_pos, weight_dtype
@@ -44,9 +45,9 @@ class Galerkin1dConfig(EncoderConfig):
     modes: int = 16
     decoder_activation: str = "silu"
     periodic: bool = True
-    # Recompute each encoder layer's activations during backward instead of keeping them
-    # (torch.utils.checkpoint): identical results, less training memory, one more encoder
-    # forward per step.  No effect without gradients.
+    # Recompute the encoder layers' activations during backward instead of keeping them (each
+    # branch keeps its input): identical results, less training memory, about half an encoder
+    # forward more per step.  No effect without gradients.
     checkpoint_layers: bool = False
 
 
@@ -85,7 +86,6 @@ class Galerkin1d(nn.Module):
         check_grid_input(x, 1, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
         pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         h = self.lift(torch.cat([x, pos], dim=-1) if self.cfg.lift_coordinates else x)
-        recompute = self.cfg.checkpoint_layers and torch.is_grad_enabled()
         for layer in self.layers:  # a 1-D grid (b, n, d) is already a point cloud
-            h = checkpoint(layer, h, pos, use_reentrant=False) if recompute else layer(h, pos)
+            h = layer(h, pos, recompute=self.cfg.checkpoint_layers)
         return self.decoder(h)

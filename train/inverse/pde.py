@@ -18,6 +18,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
+from petrov.common.progress import progress_bar
 from petrov.datasets.darcy_adjoint import misfit_and_gradient, observation_stride
 
 from .config import InversionConfig
@@ -68,7 +69,7 @@ def invert_pde(u_obs: np.ndarray, cfg: InversionConfig, start: np.ndarray | None
         start = np.full((len(u_obs), n_c, n_c), cfg.threshold)
     bounds = [(cfg.low, cfg.high)] * (n_c * n_c) if cfg.parametrization == "box" else None
     out, info = np.empty((len(u_obs), n_c, n_c)), []
-    for i, obs in enumerate(u_obs):
+    for i, obs in enumerate(progress_bar(u_obs, desc="pde inversion", unit="sample", leave=False)):
         obs = np.ascontiguousarray(obs[::stride, ::stride], dtype=np.float64)
         t0 = time.process_time()
         x0 = from_coefficient(torch.as_tensor(start[i], dtype=torch.float64), cfg).numpy().ravel()

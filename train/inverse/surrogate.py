@@ -18,6 +18,7 @@ import time
 import numpy as np
 import torch
 
+from petrov.common.progress import progress_bar
 from petrov.operators.layout import grid_coordinates
 
 from .config import InversionConfig
@@ -83,7 +84,8 @@ def invert_surrogate(operator, u_obs: np.ndarray, cfg: InversionConfig, start: n
         start = np.full((n, n_c, n_c), cfg.threshold)
     out, info = np.empty((n, n_c, n_c)), []
     with frozen(operator):
-        for lo in range(0, n, cfg.batch_size):
+        batches = progress_bar(range(0, n, cfg.batch_size), desc="surrogate inversion", unit="batch", leave=False)
+        for lo in batches:
             hi = min(n, lo + cfg.batch_size)
             t0 = time.process_time()
             obs = torch.as_tensor(u_obs[lo:hi], dtype=dtype, device=device)

@@ -1,0 +1,166 @@
+"""Galerkin attention with its query and output projections folded into one d_model x d_model matrix,
+and K, V normalized inside one autograd Function that recomputes the normalization in backward.
+
+For one layer (``x: (b, n, m)``, m = d_model, h heads of width d, coordinates ``pos: (b, n, p)``,
+e = d + p, quadrature weights ``w`` or uniform ``1/n``):
+
+    K̃ = N_k(x W_kᵀ + b_k),  Ṽ = N_v(x W_vᵀ + b_v)                        (b, h, n, d)
+    S_h = [K̃_h, pos]ᵀ diag(w) [Ṽ_h, pos]                                  (b, h, e, e)
+    M_h = S_h W_{o,h}ᵀ = [M_h^q ; M_h^p]                                  (b, h, e, m): rows d | p
+    out = Σ_h [Q_h, pos] M_h + b_o   with  Q_h = x W_{q,h}ᵀ + b_{q,h}
+        = x A + pos P + c,   A = Σ_h W_{q,h}ᵀ M_h^q (b, m, m),  P = Σ_h M_h^p (b, p, m),
+                             c = Σ_h b_{q,h} M_h^q + b_o (b, m)
+
+(the same operator as the unfused layer, products reassociated).  Q is never formed: the query
+projection and the product with S cost one n-sized product ``x A`` instead of two, in forward and in
+backward.  :class:`_NormalizedOuter` computes S from the raw projections without concatenating the
+coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
+normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+import torch
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+
+def _weighted(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``w_j a_j`` for ``a: (b, h, n, f)`` (a new tensor); ``a`` itself for uniform weights, whose
+    ``1/n`` is applied to the small products instead."""
+    return a if weights is None else a * weights[:, None, :, None]
+
+
+def _uniform_scale(s: torch.Tensor, n: int, weights: torch.Tensor | None) -> torch.Tensor:
+    """``s / n`` for uniform weights (``s`` small: d x d), ``s`` otherwise."""
+    return s / n if weights is None else s
+
+
+def _heads_pos(pos: torch.Tensor, h: int) -> torch.Tensor:
+    """``(b, n, p) -> (b, h, n, p)`` (a broadcast view)."""
+    return pos.unsqueeze(1).expand(pos.shape[0], h, *pos.shape[1:])
+
+
+def outer_blocks(kt: torch.Tensor, vt: torch.Tensor, pos: torch.Tensor | None,
+                 weights: torch.Tensor | None) -> torch.Tensor:
+    """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` as a block matrix, without concatenating the coordinates.
+
+    ``kt, vt: (b, h, n, d)``, ``pos: (b, n, p)`` or None -> ``(b, h, d + p, d + p)``.
+    """
+    kw = _weighted(kt, weights)
+    s = kw.transpose(-1, -2) @ vt  # (b, h, d, d)
+    if pos is None:
+        return _uniform_scale(s, kt.shape[-2], weights)
+    pos_h = _heads_pos(pos, kt.shape[1])
+    pw = _weighted(pos_h, weights).transpose(-1, -2)  # (b, h, p, n): small
+    top = torch.cat([s, kw.transpose(-1, -2) @ pos_h], dim=-1)  # (b, h, d, e)
+    bottom = torch.cat([pw @ vt, pw @ pos_h], dim=-1)  # (b, h, p, e)
+    return _uniform_scale(torch.cat([top, bottom], dim=-2), kt.shape[-2], weights)
+
+
+class Normalized(NamedTuple):
+    """How K̃ (or Ṽ) is made: ``make(source, weights) -> (b, h, n, d)`` from ``source`` (the raw
+    projection through the normalization, or the layer input through projection and normalization);
+    ``params()`` lists every parameter ``make`` uses, in a fixed order."""
+
+    make: Callable[[torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
+    source: torch.Tensor
+    params: Callable[[], list]
+
+
+def _recompute(side: Normalized, source: torch.Tensor, weights, grad_out: torch.Tensor):
+    """Gradients of ``<grad_out, make(source)>`` for the source and every parameter (None where not
+    wanted), ``make`` recomputed with autograd."""
+    with torch.enable_grad():
+        leaf = source.detach().requires_grad_(source.requires_grad)
+        out = side.make(leaf, weights)
+    inputs = [leaf] + list(side.params())
+    wanted = [t for t in inputs if t.requires_grad]
+    found = dict(zip(map(id, wanted), torch.autograd.grad(out, wanted, grad_out, allow_unused=True)))
+    return [found.get(id(t)) for t in inputs]
+
+
+class _NormalizedOuter(torch.autograd.Function):
+    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` from two :class:`Normalized` sides, saving only their
+    sources for backward.
+
+    ``forward(key, value, n_key_params, weights, pos, source_k, source_v, *params_k, *params_v)``:
+    the parameters are passed as inputs so that autograd returns their gradients (computed with the
+    parameters as they are at backward time, as ``torch.utils.checkpoint`` does); ``pos`` and
+    ``weights`` take no gradient.
+
+    Backward, with ``G = dL/dS`` split in blocks ``G_kk (d, d), G_kp (d, p), G_pk (p, d)``:
+    ``dL/dK̃ = diag(w) (Ṽ G_kkᵀ + pos G_kpᵀ)``, ``dL/dṼ = diag(w) (K̃ G_kk + pos G_pk)``, then through
+    each side's ``make``, recomputed with autograd one side at a time (Ṽ once more without a graph
+    first), so that only one side's recomputed activations are alive at a time.
+    """
+
+    @staticmethod
+    def forward(ctx, key, value, n_key_params, weights, pos, source_k, source_v, *params):
+        ctx.sides = (key, value)
+        ctx.save_for_backward(pos, weights, source_k, source_v)
+        with torch.no_grad():
+            return outer_blocks(key.make(source_k, weights), value.make(source_v, weights), pos, weights)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        pos, weights, source_k, source_v = ctx.saved_tensors
+        key, value = ctx.sides
+        pos_h = None if pos is None else _heads_pos(pos, grad.shape[1])
+
+        def cross(t: torch.Tensor, g_main: torch.Tensor, g_pos: torch.Tensor) -> torch.Tensor:
+            out = t @ g_main
+            if pos_h is not None:
+                out += pos_h @ g_pos
+            return out if weights is None else out.mul_(weights[:, None, :, None])
+
+        with torch.no_grad():
+            vt = value.make(source_v, weights)
+        d = vt.shape[-1]
+        grad = _uniform_scale(grad, vt.shape[-2], weights)
+        g_kk, g_kp, g_pk = grad[..., :d, :d], grad[..., :d, d:], grad[..., d:, :d]
+        grad_kt = cross(vt, g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
+        del vt
+        with torch.no_grad():
+            kt = key.make(source_k, weights)
+        grad_vt = cross(kt, g_kk, g_pk)
+        del kt
+        grads_k = _recompute(key, source_k, weights, grad_kt)
+        del grad_kt
+        grads_v = _recompute(value, source_v, weights, grad_vt)
+        return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
+
+
+def normalized_outer(key: Normalized, value: Normalized, pos: torch.Tensor | None,
+                     weights: torch.Tensor | None) -> torch.Tensor:
+    """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` (each ``(b, h, n, d)``) -> ``(b, h, d + p, d + p)``, keeping only
+    the sources of K̃ and Ṽ for backward and recomputing the rest there (see :class:`_NormalizedOuter`)."""
+    params_k = list(key.params())
+    return _NormalizedOuter.apply(key, value, len(params_k), weights, pos, key.source, value.source,
+                                  *params_k, *value.params())
+
+
+def folded_output(x: torch.Tensor, pos: torch.Tensor | None, s: torch.Tensor, q_proj: nn.Linear,
+                  out_proj: nn.Linear) -> torch.Tensor:
+    """``out_proj(concat_h [Q_h, pos] S_h)`` with ``Q = q_proj(x)`` never formed: ``x A + pos P + c``.
+
+    ``x: (b, n, m)``, ``pos: (b, n, p)`` or None, ``s: (b, h, e, e)`` -> ``(b, n, m)``.
+    """
+    b, h, e, _ = s.shape
+    m = x.shape[-1]
+    d = e - (0 if pos is None else pos.shape[-1])
+    w_out = out_proj.weight.view(-1, h, e).permute(1, 2, 0)  # (h, e, m_out)
+    mat = s @ w_out  # (b, h, e, m_out)
+    mat_q = mat[:, :, :d]  # (b, h, d, m_out)
+    a = torch.einsum("hdi,bhdo->bio", q_proj.weight.view(h, d, m), mat_q)  # (b, m, m_out)
+    c = torch.einsum("hd,bhdo->bo", q_proj.bias.view(h, d), mat_q) + out_proj.bias
+    out = torch.baddbmm(c.unsqueeze(1), x, a)
+    if pos is not None:
+        # pos P as p rank-1 updates in place (baddbmm keeps its operands for backward, not its
+        # output; a baddbmm_ with inner size p would go through a temporary copy)
+        p_mat = mat[:, :, d:].sum(dim=1)  # (b, p, m_out)
+        for j in range(pos.shape[-1]):
+            out = out.addcmul_(pos[..., j:j + 1], p_mat[:, j:j + 1])
+    return out

@@ -1,0 +1,204 @@
+"""The fused Galerkin path (query projection folded into the output one, K, V normalization recomputed
+in backward) against the plain composition of torch ops: values, gradients, float64 gradchecks, and
+what it keeps for backward."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from petrov.operators import Attention
+from petrov.operators.fused_galerkin import Normalized, normalized_outer
+from petrov.operators.normalization import build_norm
+
+DT = torch.float64
+
+
+def _layer(norm, pos_dim, n_heads, d_model=4, head_dim=3):
+    layer = Attention(d_model, n_heads=n_heads, head_dim=head_dim, mixer="galerkin", norm=norm, pos_dim=pos_dim)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_(0.0, 0.5)  # O(1) parameters: the default init is deliberately tiny
+    return layer.double()
+
+
+def _plain(layer: Attention, x, pos, weights):
+    """The layer written out: Q, K, V projections, K̃, Ṽ normalized, coordinates concatenated,
+    ``z = Q (K̃ᵀ diag(w) Ṽ)`` per head, heads concatenated, output projection."""
+    b, n, _ = x.shape
+    h, d = layer.n_heads, layer.head_dim
+    w = torch.full((b, n), 1.0 / n, dtype=x.dtype) if weights is None else weights / weights.sum(-1, keepdim=True)
+    weights = None if weights is None else w  # the layer normalizes the weights to sum 1
+    heads = [p(x).view(b, n, h, d).transpose(1, 2) for p in (layer.q_proj, layer.k_proj, layer.v_proj)]
+    q, k, v = (layer.norms[name](t, weights) if name in layer.norms else t for name, t in zip("qkv", heads))
+    if pos is not None:
+        coords = pos.expand(b, n, -1)[:, None].expand(b, h, n, pos.shape[-1])
+        q, k, v = (torch.cat([t, coords], dim=-1) for t in (q, k, v))
+    s = torch.einsum("bhni,bn,bhnj->bhij", k, w, v)
+    z = (q @ s).transpose(1, 2).reshape(b, n, -1)
+    return layer.out_proj(z)
+
+
+CASES = [(norm, pos_dim, heads, weighted) for norm in ("layer", "column", None) for pos_dim in (0, 1, 2)
+         for heads in (1, 2) for weighted in (False, True)]
+
+
+@pytest.mark.parametrize("norm, pos_dim, n_heads, weighted", CASES)
+def test_fused_layer_matches_plain_composition_in_values_and_gradients(norm, pos_dim, n_heads, weighted):
+    layer = _layer(norm, pos_dim, n_heads).train()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 7, 4, generator=g, dtype=DT)
+    pos = torch.rand(2, 7, pos_dim, generator=g, dtype=DT) if pos_dim else None
+    weights = torch.rand(2, 7, generator=g, dtype=DT) + 0.1 if weighted else None
+    outs, grads = [], []
+    for fn in (layer, lambda *a: _plain(layer, *a)):
+        layer.zero_grad()
+        xi = x.clone().requires_grad_()
+        out = fn(xi, pos, weights)
+        (out * torch.linspace(-1, 2, out.numel(), dtype=DT).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append([xi.grad] + [p.grad for p in layer.parameters()])
+    torch.testing.assert_close(outs[0], outs[1])
+    for (name, _), a, b in zip([("x", None)] + list(layer.named_parameters()), *grads):
+        torch.testing.assert_close(a, b, msg=lambda m: f"gradient of {name}: {m}")
+
+
+@pytest.mark.parametrize("norm", ["layer", "column", None])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_normalized_outer_passes_gradcheck(norm, weighted):
+    norm_k, norm_v = (build_norm(norm, 2, 3).double() for _ in range(2))
+    torch.manual_seed(2)
+    for m in (norm_k, norm_v):
+        for p in m.parameters():
+            p.data.normal_(1.0, 0.5)
+    g = torch.Generator().manual_seed(3)
+    k = torch.randn(2, 2, 6, 3, generator=g, dtype=DT, requires_grad=True)
+    v = torch.randn(2, 2, 6, 3, generator=g, dtype=DT, requires_grad=True)
+    pos = torch.rand(2, 6, 1, generator=g, dtype=DT)
+    weights = (torch.rand(2, 6, generator=g, dtype=DT) + 0.1) if weighted else None
+    if weights is not None:
+        weights = weights / weights.sum(-1, keepdim=True)
+    params = [p for m in (norm_k, norm_v) for p in m.parameters()]
+
+    def outer(k, v, *ps):
+        return normalized_outer(Normalized(norm_k, k, norm_k.parameters), Normalized(norm_v, v, norm_v.parameters),
+                                pos, weights)
+
+    assert torch.autograd.gradcheck(outer, (k, v, *params))
+
+    # the recompute form: both sides made from one source x through their projections
+    x = torch.randn(2, 2, 6, 4, generator=g, dtype=DT, requires_grad=True)
+    w_k, w_v = (torch.randn(4, 3, generator=g, dtype=DT, requires_grad=True) for _ in range(2))
+
+    def outer_from_x(x, *ps):
+        return normalized_outer(Normalized(lambda x, w: norm_k(x @ w_k, w), x, lambda: [*norm_k.parameters(), w_k]),
+                                Normalized(lambda x, w: norm_v(x @ w_v, w), x, lambda: [*norm_v.parameters(), w_v]),
+                                pos, weights)
+
+    assert torch.autograd.gradcheck(outer_from_x, (x, *params, w_k, w_v))
+
+
+def test_fused_layer_passes_gradcheck_in_all_parameters():
+    layer = _layer("layer", 1, 2).train()
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 5, 4, generator=g, dtype=DT, requires_grad=True)
+    pos = torch.rand(2, 5, 1, generator=g, dtype=DT)
+    names, params = zip(*layer.named_parameters())
+
+    def f(x, *ps):
+        return torch.func.functional_call(layer, dict(zip(names, ps)), (x, pos))
+
+    assert torch.autograd.gradcheck(f, (x, *[p.detach().clone().requires_grad_() for p in params]))
+
+
+def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward():
+    layer = _layer("layer", 1, 1, d_model=8, head_dim=8).float().train()
+    b, n = 2, 64
+    x = torch.randn(b, n, 8, requires_grad=True)
+    pos = torch.rand(b, n, 1)
+    point_sized = set()
+
+    def pack(t):
+        if t.numel() >= b * n * 8:
+            point_sized.add((t.untyped_storage().data_ptr(), tuple(t.shape)))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = layer(x, pos)
+    out.sum().backward()
+    # x (shared by the K, V projections and the folded output), raw K and raw V; no normalized
+    # or coordinate-concatenated copies
+    assert len({ptr for ptr, _ in point_sized}) == 3, point_sized
+
+
+def test_unfused_paths_still_used_for_dropout_and_autocast():
+    layer = Attention(4, n_heads=1, mixer="galerkin", norm="layer", pos_dim=1, dropout=0.5).train()
+    x, pos = torch.randn(1, 6, 4), torch.rand(1, 6, 1)
+    assert not layer._fusable(x, pos, None)
+    layer.eval()
+    assert layer._fusable(x, pos, None)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not layer._fusable(x, pos, None)
+    assert not layer._fusable(x, pos.requires_grad_(), None)
+
+
+def _encoder_layer(mixer, dropout=0.0, **kw):
+    from petrov.operators.blocks import EncoderConfig, EncoderLayer
+    torch.manual_seed(5)
+    layer = EncoderLayer(EncoderConfig(d_model=6, n_heads=2, head_dim=3, mixer=mixer, norm="layer",
+                                       dim_feedforward=10, dropout=dropout, **kw), pos_dim=1)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_(0.0, 0.5)
+    return layer.double().train()
+
+
+@pytest.mark.parametrize("mixer, dropout", [("galerkin", 0.0), ("linear", 0.0), ("galerkin", 0.3)])
+def test_recomputing_encoder_layer_matches_the_plain_one_in_values_and_gradients(mixer, dropout):
+    layer = _encoder_layer(mixer, dropout)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 9, 6, generator=g, dtype=DT)
+    pos = torch.rand(2, 9, 1, generator=g, dtype=DT)
+    outs, grads = [], []
+    for recompute in (False, True):
+        layer.zero_grad()
+        torch.manual_seed(7)  # the same dropout masks on both passes
+        xi = x.clone().requires_grad_()
+        out = layer(xi, pos, recompute=recompute)
+        (out * torch.linspace(-1, 2, out.numel(), dtype=DT).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append([xi.grad] + [p.grad for p in layer.parameters()])
+    torch.testing.assert_close(outs[0], outs[1])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_recomputed_ffn_passes_gradcheck():
+    from petrov.operators.blocks import FeedForward
+    ffn = FeedForward(4, 7, act="gelu").double()
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(2, 5, 4, generator=g, dtype=DT, requires_grad=True)
+    names, params = zip(*ffn.named_parameters())
+
+    def f(x, *ps):
+        return torch.func.functional_call(ffn, dict(zip(names, ps)), (x,), {"recompute": True})
+
+    assert torch.autograd.gradcheck(f, (x, *[p.detach().clone().requires_grad_() for p in params]))
+
+
+def test_recomputing_encoder_layer_keeps_only_the_inputs_of_its_two_branches():
+    layer = _encoder_layer("galerkin").float()
+    b, n = 2, 64
+    x = torch.randn(b, n, 6, requires_grad=True)
+    pos = torch.rand(b, n, 1)
+    point_sized = set()
+
+    def pack(t):
+        if t.numel() >= b * n * 6:
+            point_sized.add((t.untyped_storage().data_ptr(), tuple(t.shape)))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = layer(x, pos, recompute=True)
+    out.sum().backward()  # (what backward recomputes is saved there, briefly, not counted)
+    assert len({ptr for ptr, _ in point_sized}) == 2, point_sized  # x and x + Attn(x)

@@ -1,0 +1,173 @@
+"""Discretization invariance: every model converges under grid refinement; the grid transfers.
+
+Model-level check (necessary, not sufficient, for a model to be one operator at every resolution):
+an untrained model (seed 0, float64) applied to one smooth field sampled on nested grids gives
+outputs that converge.  Successive outputs are compared on the points of the coarsest grid (or on
+the fixed output grid of an inverse model); the difference between resolutions n and 2n must
+shrink by at least ``MIN_RATIO`` at every refinement.
+
+Observed ratios (seeds 0-3, tiny configs below): 1.97-2.03 (first order) for fno1d, fno2d,
+galerkin1d and latent2d: the FFT of a node grid (or of coordinates that jump at the periodic wrap)
+is a first-order quadrature; 3.6-4.8 (second order) for latent2d_inverse, whose path from input to
+output is pointwise maps and trapezoid-weighted hat averages.  galerkin2d and galerkin2d_inverse
+fall to 1.2-1.6 on the finer pairs: their 3x3 convolutions run on an intermediate grid
+round(sqrt(n·n_c)), whose spacing shrinks like n^(-1/2), so they converge at half order at best
+(irregularly, as the rounded grid moves) — the defect these tests document with strict xfails.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from petrov.operators import build_model, list_models
+from petrov.operators.transfer import (
+    hat_functions, prolong2d, prolongation_matrix, restrict2d, restriction_matrix, trapezoid_weights,
+)
+
+MIN_RATIO = 1.7
+RES_1D = (64, 128, 256, 512, 1024)  # periodic, x_i = i/n
+RES_2D = (17, 33, 65, 129, 257)  # node grids, x_i = i/(n-1); every grid nests in the next
+TINY = {
+    "fno1d": dict(width=4, modes=3, n_layers=2, proj_hidden=8),
+    "fno2d": dict(width=4, modes=2, n_layers=2, proj_hidden=8),
+    "galerkin1d": dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3),
+    "galerkin2d": dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5, decoder_width=4, modes=2),
+    "galerkin2d_inverse": dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5),
+    "latent2d": dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=4, decoder_width=4, modes=2),
+    "latent2d_inverse": dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=4, coarse_size=7,
+                             latent_kernel=3, latent_modes=2),
+}
+NOT_INVARIANT = {
+    "galerkin2d": "3x3 convolutions on an intermediate grid round(sqrt(n*n_c)) that moves with the input",
+    "galerkin2d_inverse": "3x3 convolutions on an intermediate grid round(sqrt(n*n_c)) that moves with the input",
+}
+
+
+def smooth_field(n: int, ndim: int) -> torch.Tensor:
+    """``(1, *grid, 1)`` float64 samples of a smooth field on the model's grid."""
+    if ndim == 1:
+        x = torch.arange(n, dtype=torch.float64) / n
+        return (torch.sin(2 * math.pi * x) + 0.5 * torch.cos(4 * math.pi * x))[None, :, None]
+    x = torch.linspace(0.0, 1.0, n, dtype=torch.float64)
+    X, Y = torch.meshgrid(x, x, indexing="ij")
+    return (torch.sin(math.pi * X) * torch.cos(2 * Y) + X * Y)[None, ..., None]
+
+
+def on_coarsest_points(out: torch.Tensor, n: int, ndim: int) -> torch.Tensor:
+    """The output at the points of the coarsest grid (outputs on a fixed grid are returned as is)."""
+    if out.shape[1] != n:
+        return out
+    step = n // RES_1D[0] if ndim == 1 else (n - 1) // (RES_2D[0] - 1)
+    return out[:, ::step] if ndim == 1 else out[:, ::step, ::step]
+
+
+def test_every_registered_model_has_a_tiny_case():
+    assert set(TINY) == set(list_models())
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_INVARIANT[name]))
+    if name in NOT_INVARIANT else name
+    for name in sorted(list_models())
+])
+def test_untrained_model_converges_under_refinement(name):
+    torch.manual_seed(0)
+    model = build_model(name, **TINY[name]).double().eval()
+    ndim = 1 if model.cfg.periodic else 2
+    resolutions = RES_1D if ndim == 1 else RES_2D
+    with torch.no_grad():
+        outs = [on_coarsest_points(model(smooth_field(n, ndim)), n, ndim) for n in resolutions]
+    scale = outs[-1].norm()
+    diffs = [float((b - a).norm() / scale) for a, b in zip(outs, outs[1:])]
+    assert diffs[-1] < 1e-3, diffs  # the outputs do approach each other ...
+    ratios = [a / b for a, b in zip(diffs, diffs[1:])]
+    assert min(ratios) >= MIN_RATIO, f"differences {diffs}, ratios {ratios}"  # ... at a steady rate
+
+
+# ---- the grid transfers (petrov.operators.transfer) ------------------------------------------
+
+@pytest.mark.parametrize("m, n", [(5, 5), (5, 9), (5, 17), (6, 11), (16, 36), (16, 85), (9, 7)])
+def test_restriction_reproduces_constants_exactly(m, n):
+    r = restriction_matrix(m, n)
+    assert r.shape == (m, n) and bool((r >= 0).all())
+    torch.testing.assert_close(r @ torch.full((n,), 3.5, dtype=torch.float64),
+                               torch.full((m,), 3.5, dtype=torch.float64), rtol=1e-15, atol=1e-14)
+
+
+@pytest.mark.parametrize("m, n", [(5, 17), (6, 11), (9, 7)])
+def test_restriction_equals_a_plain_loop(m, n):
+    # R[i, j] = phi_i(x_j) w_j / sum_k phi_i(x_k) w_k, written point by point
+    H, h = 1.0 / (m - 1), 1.0 / (n - 1)
+    expected = torch.zeros(m, n, dtype=torch.float64)
+    for i in range(m):
+        row = []
+        for j in range(n):
+            xj = j * h
+            phi = max(0.0, 1.0 - abs(xj - i * H) / H)
+            w = h / 2 if j in (0, n - 1) else h
+            row.append(phi * w)
+        total = sum(row)
+        for j in range(n):
+            expected[i, j] = row[j] / total
+    torch.testing.assert_close(restriction_matrix(m, n), expected, rtol=1e-14, atol=1e-15)
+
+
+def test_restriction_in_2d_is_the_separable_double_sum():
+    m, n = 4, 9
+    u = torch.randn(2, 3, n, n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    r = restriction_matrix(m, n)
+    expected = torch.zeros(2, 3, m, m, dtype=torch.float64)
+    for i in range(m):
+        for k in range(m):
+            for j in range(n):
+                for l in range(n):
+                    expected[:, :, i, k] += r[i, j] * r[k, l] * u[:, :, j, l]
+    torch.testing.assert_close(restrict2d(u, (m, m)), expected)
+
+
+def test_restriction_is_full_weighting_on_nested_grids_and_identity_on_the_same_grid():
+    r = restriction_matrix(5, 9)
+    torch.testing.assert_close(r[2, 3:6], torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64))
+    torch.testing.assert_close(restriction_matrix(7, 7), torch.eye(7, dtype=torch.float64))
+
+
+def test_restriction_converges_for_a_discontinuous_field():
+    # a jump between 3 and 12 at an irrational point; the limit is (∫ phi_i a) / (∫ phi_i)
+    m, c = 9, 1 / math.sqrt(5)
+
+    def jump(x):
+        return torch.where(x < c, 3.0, 12.0).to(torch.float64)
+
+    fine = 2**16 + 1
+    xf = torch.linspace(0, 1, fine, dtype=torch.float64)
+    phi = hat_functions(m, xf) * trapezoid_weights(fine)
+    limit = (phi @ jump(xf)) / phi.sum(dim=1)
+    for n in (33, 65, 129, 257, 513, 1025):
+        error = float((restriction_matrix(m, n) @ jump(torch.linspace(0, 1, n, dtype=torch.float64))
+                       - limit).abs().max())
+        # first order: the jump falls in one fine cell (weight h) of a hat of mass >= H/2, so the
+        # quadrature is off by at most jump * h / (H/2) (not monotone: it depends on where it falls)
+        assert error <= 9 * (1 / (n - 1)) / (0.5 / (m - 1)), (n, error)
+    assert error < 0.02
+    # bilinear decimation (point sampling) of the same jump does not converge near the jump
+    sampled = [F.interpolate(jump(torch.linspace(0, 1, n, dtype=torch.float64))[None, None], size=m,
+                             mode="linear", align_corners=True)[0, 0] for n in (129, 513)]
+    assert float((sampled[1] - limit).abs().max()) > 1.0
+
+
+def test_prolongation_is_bilinear_interpolation_and_exact_for_linear_functions():
+    z = torch.randn(2, 3, 5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(prolong2d(z, (17, 11)),
+                               F.interpolate(z, size=(17, 11), mode="bilinear", align_corners=True))
+    xi, x = torch.linspace(0, 1, 5, dtype=torch.float64), torch.linspace(0, 1, 13, dtype=torch.float64)
+    torch.testing.assert_close(prolongation_matrix(13, 5) @ (2 * xi - 1), 2 * x - 1)
+
+
+def test_too_coarse_input_grid_raises():
+    with pytest.raises(ValueError, match="too coarse"):
+        restriction_matrix(17, 5)
+    with pytest.raises(ValueError, match="at least 2"):
+        restriction_matrix(1, 9)
