@@ -11,7 +11,8 @@ the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last 
   ``SimpleTransformerEncoderLayer``): ``x = LN1(x + Attn(x))``, ``x = LN2(x + FFN(x))``; the two
   LayerNorms exist only with ``layer_norm=True``.  With ``layer_norm=False`` (the reference's
   Burgers and Darcy set-up) the only normalization is the one inside the attention (K, V for
-  Galerkin; Q, K for Fourier).
+  Galerkin; Q, K for Fourier).  A causal layer also runs as a recurrence, one point at a time
+  (``init_state`` / ``step``, constant-size state; see ``Attention.step``).
 - :class:`SpectralDecoder`: [pointwise lift of ``(x, coordinates)``] -> spectral blocks -> MLP.
 - :class:`PointwiseDecoder`: lift of ``(x, coordinates)`` -> hidden layers -> output.
 - :class:`DownSampler2d` / :class:`UpSampler2d`: convolutions and bilinear interpolation
@@ -188,7 +189,21 @@ class EncoderLayer(nn.Module):
         """``recompute=True``: each branch keeps only its input for backward (``x`` and ``x + Attn(x)``)
         and recomputes its activations there (see ``Attention.forward``, ``FeedForward.forward``)."""
         x = self.norm1(_residual(x, self.drop1(self.attention(x, pos, weights, recompute=recompute))))
+        return self._feed_forward(x, recompute)
+
+    def _feed_forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
         return self.norm2(_residual(x, self.drop2(self.ffn(x, recompute=recompute))))
+
+    def init_state(self, batch: int, n_points: int, **options):
+        """Empty recurrent state of a causal layer (see ``Attention.init_state``)."""
+        return self.attention.init_state(batch, n_points, **options)
+
+    def step(self, state, x_t: torch.Tensor, pos_t: torch.Tensor | None = None, weight_t=None):
+        """One point of a causal layer, ``x_t: (b, d)`` -> ``(y_t: (b, d), new state)``: the
+        attention's recurrent step, then the same residuals and FFN (point-wise) as ``forward``;
+        steps 0..n-1 give the rows of ``forward`` (eval mode)."""
+        a, state = self.attention.step(state, x_t, pos_t, weight_t)
+        return self._feed_forward(self.norm1(x_t + self.drop1(a))), state
 
 
 def encoder_stack(c: EncoderConfig, pos_dim: int) -> nn.ModuleList:

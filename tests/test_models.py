@@ -20,7 +20,11 @@ TINY = {
     "galerkin2d_inverse": (dict(ATTN_2D, decoder_hidden=6), lambda n: (2, n, n, 1), (9, 13)),
     "latent2d": (dict(LATENT_2D, decoder_width=4, modes=2), lambda n: (2, n, n, 1), (9, 13)),
     "latent2d_inverse": (dict(LATENT_2D, coarse_size=6, decoder_hidden=6), lambda n: (2, n, n, 1), (9, 13)),
+    "marching1d": (dict(time_steps=3, width=4, modes=3, encoder_layers=1, decoder_layers=1, summary_modes=3,
+                        proj_hidden=8, d_model=8, n_layers=1), lambda n: (2, n, 1), (16, 23)),
+    "arfno1d": (dict(time_steps=3, width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
 }
+MARCHING_MODELS = ["marching1d", "arfno1d"]  # output: the trajectory, time_steps + 1 snapshots as channels
 ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse", "latent2d", "latent2d_inverse"]
 
 
@@ -41,7 +45,8 @@ def test_forward_at_two_resolutions(name):
     model = build_model(name, **config).eval()
     for n in resolutions:  # built without a resolution; evaluated at two different ones
         out = model(torch.randn(shape(n)))
-        assert out.shape == (2, *expected_grid(name, config, n), 1)
+        channels = config["time_steps"] + 1 if name in MARCHING_MODELS else 1
+        assert out.shape == (2, *expected_grid(name, config, n), channels)
         assert torch.isfinite(out).all()
 
 

@@ -34,6 +34,8 @@ from typing import Any, Literal, Mapping
 from petrov.common.config import asdict, from_dict
 from petrov.common.files import write_json
 
+from .rollout import training_mode
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # the same parser, packaged for Python 3.10 (a conditional dependency)
@@ -102,9 +104,12 @@ class OptimConfig:
 
 @dataclass
 class LossConfig:
-    """``relL2 + h1_weight · relH1`` (see petrov.train.losses)."""
+    """``relL2 + h1_weight · relH1`` (see petrov.train.losses); ``mode``: the training mode
+    (petrov.train.rollout: ``direct``; for marching models ``teacher_forcing``, ``pushforward``,
+    ``rollout``)."""
 
     h1_weight: float = 0.0
+    mode: str = "direct"
 
 
 @dataclass
@@ -218,6 +223,10 @@ def _check_values(cfg: TrainConfig) -> None:
         raise ValueError("optim.grad_clip, optim.weight_decay, optim.min_warmup_steps must be >= 0")
     if cfg.loss.h1_weight < 0:
         raise ValueError(f"loss.h1_weight must be >= 0, got {cfg.loss.h1_weight}")
+    if training_mode(cfg.loss.mode).trajectory and d.normalize_x != d.normalize_y:
+        # a marching model's state 0 is its input: both sides must be in the same units
+        raise ValueError(f"loss.mode = {cfg.loss.mode!r} needs data.normalize_x = data.normalize_y "
+                         f"(got {d.normalize_x}, {d.normalize_y})")
 
 
 def _check_required(cls: type, raw: Mapping[str, Any], where: str) -> None:

@@ -100,6 +100,11 @@ class NormalizedOperator(nn.Module):
         norm = self._at("y", y_hat.shape[1:-1], y_hat.device)
         return y_hat if norm is None else norm.decode(y_hat)
 
+    def encode_target(self, y: torch.Tensor) -> torch.Tensor:
+        """Raw targets in the units the model outputs (the inverse of :meth:`decode`)."""
+        norm = self._at("y", y.shape[1:-1], y.device)
+        return y if norm is None else norm.encode(y)
+
     def predict(
         self,
         x: torch.Tensor,
@@ -109,15 +114,19 @@ class NormalizedOperator(nn.Module):
         noise_seed: int = 0,
         sample_ids: torch.Tensor | np.ndarray | None = None,
         net=None,
+        teacher: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``decode(net(encode(x) + noise·ξ, pos))``: the one path from raw inputs to raw predictions.
 
         ``noise·ξ`` is the input noise of the inverse problem, fixed per (``noise_seed``, file sample
         number in ``sample_ids``) (see :func:`add_input_noise`); ``net`` defaults to ``self.model``
-        (the trainer passes its DDP-wrapped model under autocast).
+        (the trainer passes its DDP-wrapped model under autocast).  ``teacher`` (raw units, the
+        target's shape): states a marching model conditions on (teacher forcing), passed to it as
+        ``teacher=encode_target(teacher)`` (see :mod:`petrov.operators.trajectory`).
         """
         x_hat = add_input_noise(self.encode(x), noise, noise_seed, sample_ids)
-        return self.decode((net or self.model)(x_hat, pos).float())
+        extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
+        return self.decode((net or self.model)(x_hat, pos, **extra).float())
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         return self.predict(x, pos)

@@ -113,7 +113,7 @@ def all_sum(value: torch.Tensor, ctx: Context) -> torch.Tensor:
 def gather_per_sample(
     values: torch.Tensor, indices: torch.Tensor, n: int, ctx: Context
 ) -> torch.Tensor:
-    """Assemble per-sample values ``(m,)`` with dataset indices ``(m,)`` into ``(n,)`` on every rank.
+    """Assemble per-sample values ``(m, *extra)`` with dataset indices ``(m,)`` into ``(n, *extra)`` on every rank.
 
     Padding duplicates from the sampler carry an index already seen and are dropped; a missing
     index is an error (never a silently shorter metric).
@@ -126,7 +126,7 @@ def gather_per_sample(
         dist.all_gather(vs, values)
         dist.all_gather(ix, indices)
         values, indices = torch.cat(vs), torch.cat(ix)
-    out = torch.full((n,), float("nan"), dtype=values.dtype, device=values.device)
+    out = torch.full((n, *values.shape[1:]), float("nan"), dtype=values.dtype, device=values.device)
     seen = torch.zeros(n, dtype=torch.bool, device=values.device)
     out[indices] = values  # duplicates hold the same sample's value
     seen[indices] = True

@@ -23,7 +23,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ from . import plots
 from .checkpoint import load_operator
 from .config import load_config_json
 from .data import NormalizedOperator, input_noise, split_indices
-from .losses import relative_l2_per_sample
+from .losses import per_time_relative_l2, relative_l2_per_sample
 
 ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
 
@@ -75,8 +75,12 @@ def evaluate_relative_l2(
     noise: float = 0.0,
     noise_seed: int = 0,
     ctx: dist_.Context | None = None,
+    metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = relative_l2_per_sample,
 ) -> torch.Tensor:
     """Per-sample relative L² ``(N,)`` of ``operator`` on ``dataset`` (raw units, dataset order).
+
+    ``metric(pred, y)`` gives the per-sample values (default the relative L² of the whole output;
+    e.g. ``per_time_relative_l2`` for one column per snapshot, ``(N, S)``).
 
     ``dataset`` is GridDataset-like (``.x (N,*grid,c)``, ``.y``, ``.coords``, optional ``.indices``
     = file sample numbers used to seed the input noise).  In a distributed run each rank evaluates
@@ -94,7 +98,7 @@ def evaluate_relative_l2(
         x, y = x.to(device), y.to(device)
         pred = operator.predict(x, batch_pos(dataset.coords, len(x), device), noise=noise,
                               noise_seed=noise_seed, sample_ids=ids[idx])
-        values.append(relative_l2_per_sample(pred, y))
+        values.append(metric(pred, y))
         where.append(idx.to(device))
     operator.train(was_training)
     if not values:
@@ -357,6 +361,7 @@ def evaluate_resolutions(
     config: Any = None,
     out_dir: str | os.PathLike | None = None,
     per_sample: bool = False,
+    per_time: bool | None = None,
 ) -> list[dict[str, Any]]:
     """Relative L² of one trained operator at each resolution, on the same samples.
 
@@ -370,6 +375,11 @@ def evaluate_resolutions(
     Returns one row per resolution ``{"resolution", "n", "mean", "std", "median", "max"}`` (plus
     ``"per_sample"``, a list, if ``per_sample``); with ``out_dir`` also writes
     ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`).
+
+    ``per_time`` (default: when the data kind stores trajectories, snapshots as channels): the
+    operator's prediction (a free rollout for marching models) is scored per snapshot; the row's
+    statistics are those of the final snapshot ``t_T`` and it adds ``per_time_mean``,
+    ``per_time_median``, ``per_time_max`` (lists over the snapshots ``k = 0..T``).
     """
     dev = _device(device)
     setup = _as_setup(source, config, dev)
@@ -383,6 +393,8 @@ def evaluate_resolutions(
     _warn_if_seen(setup, data_path, idx, int(info["n_complete"]))
 
     batch_size = batch_size or _default_batch(setup)
+    per_time = is_trajectory(info["kind"]) if per_time is None else per_time
+    metric = per_time_relative_l2 if per_time else relative_l2_per_sample
     rows = []
     for res in resolutions:
         dataset = _open(setup, data_path, idx, res)
@@ -391,11 +403,32 @@ def evaluate_resolutions(
         log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
                   batch_size, noise)
         errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
-                                      noise=noise, noise_seed=seed)
-        rows.append(resolution_row(res, errors, keep_samples=per_sample))
+                                      noise=noise, noise_seed=seed, metric=metric)
+        rows.append(per_time_row(res, errors, per_sample) if per_time
+                    else resolution_row(res, errors, keep_samples=per_sample))
     if out_dir is not None:
-        write_metrics(rows, out_dir, meta=_meta(setup, data_path, idx))
+        meta = _meta(setup, data_path, idx)
+        if per_time:
+            meta["metric"] = ("relative L2 per sample at the final snapshot t_T (rows), raw units; "
+                              "per snapshot k = 0..T in per_time_*")
+        write_metrics(rows, out_dir, meta=meta)
     return rows
+
+
+def is_trajectory(kind: str | None) -> bool:
+    """Whether data of ``kind`` store trajectories (``y``: snapshots as the trailing channels)."""
+    return kind is not None and get_recipe(kind).snapshots is not None
+
+
+def per_time_row(resolution: int, per_time: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
+    """The metrics row of a trajectory at one resolution: :func:`resolution_row` of the final
+    snapshot's errors plus ``per_time_mean/median/max`` over the samples, per snapshot
+    (``per_time: (N, T + 1)``)."""
+    row = resolution_row(resolution, per_time[:, -1], keep_samples=keep_samples)
+    v = per_time.double()
+    row.update(per_time_mean=v.mean(0).tolist(), per_time_median=v.median(0).values.tolist(),
+               per_time_max=v.max(0).values.tolist())
+    return row
 
 
 def _default_batch(setup: EvalSetup) -> int:
@@ -470,7 +503,8 @@ def read_metrics(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
 def format_table(rows: list[dict[str, Any]], train_resolution: int | None = None) -> str:
     """A fixed-width text table of the rows (the training resolution marked with ``*``)."""
     head = f"{'resolution':>11} {'n':>5} {'mean':>11} {'std':>10} {'median':>11} {'max':>10}"
-    lines = ["relative L2 on the test samples", head, "-" * len(head)]
+    what = "rollout relative L2 at the final time" if rows and "per_time_mean" in rows[0] else "relative L2"
+    lines = [f"{what} on the test samples", head, "-" * len(head)]
     for r in rows:
         mark = "*" if train_resolution is not None and r["resolution"] == train_resolution else " "
         lines.append(f"{r['resolution']:>10}{mark} {r['n']:>5} {r['mean']:>11.4e} {r['std']:>10.2e} "
@@ -525,7 +559,12 @@ def make_plots(
     noise = _noise(setup, dataset)[0]
     title = f"test samples at resolution {res}" + (
         f" (inputs drawn without the noise {noise:g} the model was given)" if noise else "")
-    written.append(plots.plot_predictions(dataset, pred, out / "predictions.png", title=title))
+    if "per_time_mean" in rows[0]:
+        written.append(plots.plot_error_vs_time(rows, out / "error_vs_time.png"))
+        written.append(plots.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
+                                            title=f"{title}: rollouts"))
+    else:
+        written.append(plots.plot_predictions(dataset, pred, out / "predictions.png", title=title))
     if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
         written.append(plots.plot_training_curves(setup.run_dir, out / "training_curves.png"))
     return written
@@ -567,6 +606,6 @@ def run_evaluation(
 
 __all__ = [
     "EvalSetup", "check_model_fits_data", "evaluate_relative_l2", "evaluate_resolutions", "format_table",
-    "load_run", "make_plots", "parse_indices", "parse_resolutions", "predict", "read_metrics",
-    "resolution_row", "run_evaluation", "summarize", "write_metrics",
+    "is_trajectory", "load_run", "make_plots", "parse_indices", "parse_resolutions", "per_time_row", "predict",
+    "read_metrics", "resolution_row", "run_evaluation", "summarize", "write_metrics",
 ]

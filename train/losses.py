@@ -109,3 +109,33 @@ def training_loss_per_sample(
     if h1_weight:
         loss = loss + h1_weight * relative_h1_per_sample(pred, target, periodic)
     return loss
+
+
+# --- trajectories: snapshots as the trailing channels ``(b, n, T + 1)`` ----------------------------
+
+def _snapshots_as_samples(u: torch.Tensor) -> torch.Tensor:
+    """``(b, *grid, S)`` -> ``(b S, *grid, 1)``: each snapshot a sample (sample-major)."""
+    return u.movedim(-1, 1).reshape(-1, *u.shape[1:-1], 1)
+
+
+def per_time_relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``‖p_k − y_k‖ / ‖y_k‖`` for every sample and snapshot k (the channels): ``(b, S)``."""
+    _check_pair(pred, target)
+    return relative_l2_per_sample(_snapshots_as_samples(pred), _snapshots_as_samples(target)).view(pred.shape[0], -1)
+
+
+def trajectory_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over the snapshots ``k = 1 .. T`` of the per-time relative L² (snapshot 0, the given
+    initial state, is left out): ``(b,)``.  Every time counts alike, although the field decays."""
+    return per_time_relative_l2(pred, target)[:, 1:].mean(dim=1)
+
+
+def trajectory_loss_per_sample(
+    pred: torch.Tensor, target: torch.Tensor, h1_weight: float = 0.0, periodic: bool = True
+) -> torch.Tensor:
+    """``relL2 + γ·relH1`` per snapshot ``k = 1 .. T``, averaged over the snapshots: ``(b,)``."""
+    _check_pair(pred, target)
+    b = pred.shape[0]
+    per_snapshot = training_loss_per_sample(_snapshots_as_samples(pred[..., 1:]),
+                                            _snapshots_as_samples(target[..., 1:]), h1_weight, periodic)
+    return per_snapshot.view(b, -1).mean(dim=1)

@@ -9,6 +9,8 @@
   and the max as markers, the training resolution marked. (Mean ± std bars would reach below zero
   on a log axis: the errors are skewed.)
 - :func:`plot_inversion`: inverse Darcy, per sample: u observed, a true, a recovered, error.
+- :func:`plot_error_vs_time`, :func:`plot_spacetime`: trajectories (marching models): rollout error
+  against time per resolution; space-time pictures of truth, rollout and |error|.
 - :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
   read from the run's ``log.jsonl`` (or ``log.csv``) written by the trainer.
 
@@ -235,6 +237,57 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title or f"test error vs resolution (n = {rows[0]['n']})")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+# --- trajectories (snapshots as channels) ---------------------------------------------------------
+
+def plot_error_vs_time(rows: Sequence[dict[str, Any]], path: str | os.PathLike, *,
+                       title: str | None = None) -> Path:
+    """Rollout relative L² against time, one line per resolution, from trajectory evaluation rows
+    (``resolution`` and ``per_time_mean``: the mean over samples of each snapshot's error, snapshot
+    ``k`` at ``t_k = k/T`` of the simulated span; snapshot 0, the given state, is not drawn)."""
+    if not rows or any("per_time_mean" not in r for r in rows):
+        raise ValueError("plot_error_vs_time needs trajectory evaluation rows (with per_time_mean)")
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    for r in sorted(rows, key=lambda r: r["resolution"]):
+        err = np.asarray(r["per_time_mean"], dtype=float)
+        t = np.arange(len(err)) / (len(err) - 1)
+        ax.plot(t[1:], err[1:], "o-", ms=3, lw=1.0, label=f"n = {r['resolution']}")
+    ax.set_yscale("log")
+    ax.set_xlabel("t / t_final")
+    ax.set_ylabel("relative L2 error of the rollout")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or f"rollout error vs time (mean over {rows[0]['n']} samples)")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_spacetime(truth: Any, pred: Any, path: str | os.PathLike, *, sample_ids: Sequence[int] | None = None,
+                   n: int = 2, title: str | None = None) -> Path:
+    """Space-time pictures of trajectories ``(N, n_x, T + 1)``: truth, prediction (one colour scale)
+    and |error|, one row per sample (first ``n``); x across, t upwards."""
+    y, p = _np(truth), _np(pred)
+    if y.shape != p.shape or y.ndim != 3:
+        raise ValueError(f"plot_spacetime needs truth and prediction of one shape (N, n_x, T + 1), "
+                         f"got {y.shape} and {p.shape}")
+    k = min(n, len(y))
+    if k == 0:
+        raise ValueError("no samples to plot")
+    ids = list(sample_ids if sample_ids is not None else range(k))
+    fig, axes = plt.subplots(k, 3, figsize=(11.0, 3.0 * k), squeeze=False)
+    for j in range(k):
+        lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())
+        _field(axes[j, 0], fig, y[j], f"sample {int(ids[j])}: truth u(x, t)", vmin=lo, vmax=hi)
+        _field(axes[j, 1], fig, p[j], "rollout", vmin=lo, vmax=hi)
+        _field(axes[j, 2], fig, np.abs(p[j] - y[j]), f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", cmap="magma")
+        for ax in axes[j]:
+            ax.set_xlabel("x", fontsize=8)
+            ax.set_ylabel("t", fontsize=8)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return save_figure(fig, path)
 

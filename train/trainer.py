@@ -2,7 +2,9 @@
 
 Recipe (the reference Galerkin Transformer's): Adam/AdamW; OneCycleLR stepped per global batch; gradient clipping by global
 norm; loss ``relL2 + γ·relH1`` in raw units (predictions decoded by the y-normaliser, see
-``petrov.train.data``); model selection on the validation split (``best.pt``); the test split is only
+``petrov.train.data``; ``loss.mode`` picks how a batch becomes predictions, loss and validation
+metric: teacher forcing, pushforward or unrolled rollouts for marching models, see
+``petrov.train.rollout``); model selection on the validation split (``best.pt``); the test split is only
 evaluated, after training, with the best model, at each ``data.eval_resolutions``.
 
 Run directory (rank 0 writes it)::
@@ -54,7 +56,7 @@ from .data import NormalizedOperator, TrainingData, build_training_data, ensure_
 from .evaluate import (
     batch_pos, check_model_fits_data, data_loader, evaluate_relative_l2, resolution_row, sample_ids, write_metrics,
 )
-from .losses import training_loss_per_sample
+from .rollout import check_mode_fits_model, training_mode
 
 log = logging.getLogger(__name__)
 
@@ -161,9 +163,11 @@ class Trainer:
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         self.periodic = bool(data.train.periodic)
+        self.mode = training_mode(cfg.loss.mode)
         _seed_all(cfg.run.seed)
         model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
+        check_mode_fits_model(cfg.loss.mode, model)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer)
         self.ddp = dist_.wrap_model(model, ctx)
@@ -227,10 +231,11 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(device_type="cuda", dtype=self.amp_dtype)
 
-    def _net(self, x_hat: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """The (DDP-wrapped) model under autocast: what a training step differentiates."""
+    def _net(self, x_hat: torch.Tensor, pos: torch.Tensor, **inputs) -> torch.Tensor:
+        """The (DDP-wrapped) model under autocast: what a training step differentiates (``inputs``:
+        e.g. a marching model's ``teacher``)."""
         with self._autocast():
-            return self.ddp(x_hat, pos)
+            return self.ddp(x_hat, pos, **inputs)
 
     def _stop(self, what: str, value: float, batch: int) -> TrainingDiverged:
         where = f"epoch {self.epoch + 1}, batch {batch} of {len(self.train_loader)}"
@@ -253,10 +258,10 @@ class Trainer:
                            enabled=ctx.is_main and cfg.run.progress)
         for batch, (x, y, idx) in enumerate(bar, start=1):
             x, y = x.to(ctx.device), y.to(ctx.device)
-            pred = self.operator.predict(x, batch_pos(coords, len(x), ctx.device), noise=self.data.noise,
-                                       noise_seed=cfg.data.noise_seed, sample_ids=self.train_ids[idx],
-                                       net=self._net)
-            per_sample = training_loss_per_sample(pred, y, cfg.loss.h1_weight, self.periodic)
+            pred = self.mode.predict(self.operator, x, y, pos=batch_pos(coords, len(x), ctx.device),
+                                     noise=self.data.noise, noise_seed=cfg.data.noise_seed,
+                                     sample_ids=self.train_ids[idx], net=self._net)
+            per_sample = self.mode.loss(pred, y, cfg.loss.h1_weight, self.periodic)
             loss = per_sample.mean()
             # summed over ranks before backward, so every rank stops together on a bad batch
             stats = dist_.all_sum(torch.stack([per_sample.detach().sum(),
@@ -285,7 +290,7 @@ class Trainer:
     def validate(self) -> float:
         per_sample = evaluate_relative_l2(
             self.operator, self.data.val, batch_size=self.eval_batch, device=self.ctx.device,
-            noise=self.data.noise, noise_seed=self.cfg.data.noise_seed, ctx=self.ctx,
+            noise=self.data.noise, noise_seed=self.cfg.data.noise_seed, ctx=self.ctx, metric=self.mode.metric,
         )
         return per_sample.mean().item()
 
@@ -337,6 +342,7 @@ class Trainer:
             per_sample = evaluate_relative_l2(
                 self.operator, open_split(d, splits.test, res), batch_size=self.eval_batch,
                 device=self.ctx.device, noise=self.data.noise, noise_seed=d.noise_seed, ctx=self.ctx,
+                metric=self.mode.metric,
             )
             rows.append(resolution_row(res, per_sample))
         return rows

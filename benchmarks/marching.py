@@ -1,0 +1,169 @@
+"""Time marching on Burgers trajectories at an equal CPU budget: marching1d vs the autoregressive FNO.
+
+    python benchmarks/marching.py --quick                      # about a minute: small file, 25 s per contender
+    python benchmarks/marching.py --budget-minutes 20          # the full comparison (see benchmarks/README.md)
+
+Data: ``burgers-trajectory`` (nu = 0.1, t in [0, 1], 20 steps of 0.05), generated once into ``--data``
+(default ``data/burgers-trajectory-8192.h5``, 700 samples at 8192; quick: 120 samples at 2048).
+Train on the first ``--n-train`` at ``--train-resolution`` (1024; quick 512), model selection on the
+next 64 (quick 16), test on the last 100 (quick 16) by free rollout at every resolution from 256 to
+the native grid (strided).
+
+Contenders: the shipped presets ``burgers-marching`` (marching1d) and ``burgers-arfno`` (arfno1d), each
+trained by ``petrov.train.train`` with its preset's recipe and training mode, one thread.  Equal budget:
+a probe times one training step (the mode's forward(s) and backward) and one validation batch (a
+free rollout) of each model; its epochs are planned so the OneCycle schedule fits ``--budget-minutes``
+of training (validation included), and the trainer also stops at the budget.
+
+Printed (with the CPU model; timings on a shared machine are noisy): per contender the parameters,
+epochs, seconds per epoch, and the rollout relative L2 at t = 1 per resolution (mean over the test
+samples), the spread max/min over resolutions, and the targets: <= 1e-2 at t = 1, flat within 1.1x
+from the coarsest to the finest grid, marching1d <= arfno1d.  ``--out`` (JSON) keeps every row,
+including the per-time errors; each run directory holds ``eval/metrics.json`` and the plots
+(error_vs_time.png, spacetime.png).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from petrov.datasets import generate_dataset, open_dataset
+from petrov.operators import build_model
+from petrov.operators.blocks import count_parameters
+from petrov.train.config import load_config
+from petrov.train.data import NormalizedOperator
+from petrov.train.evaluate import evaluate_resolutions, make_plots
+from petrov.train.rollout import training_mode
+from petrov.train.trainer import train
+
+from _common import format_table, machine_info, print_machine, verdict, write_json
+
+CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
+TARGET_T1 = 1e-2
+TARGET_FLAT = 1.1
+PLAN_FRACTION = 0.8  # of the budget: the probe misses validation and per-epoch bookkeeping
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small file, short budgets (about a minute)")
+    p.add_argument("--budget-minutes", type=float, default=None, help="training budget per contender")
+    p.add_argument("--data", default=None, help="trajectory file (generated if missing)")
+    p.add_argument("--train-resolution", type=int, default=None)
+    p.add_argument("--n-train", type=int, default=None)
+    p.add_argument("--runs", default="runs/bench-marching", help="directory of the run directories")
+    p.add_argument("--out", default=None, help="JSON results (default RUNS/results.json)")
+    p.add_argument("--threads", type=int, default=1)
+    return p.parse_args(argv)
+
+
+def settings(args) -> dict:
+    quick = args.quick
+    return {
+        "data": args.data or ("data/burgers-trajectory-2048.h5" if quick else "data/burgers-trajectory-8192.h5"),
+        "native": 2048 if quick else 8192,
+        "n_samples": 120 if quick else 700,
+        "n_train": args.n_train or (64 if quick else 512),
+        "n_val": 16 if quick else 64,
+        "n_test": 16 if quick else 100,
+        "train_resolution": args.train_resolution or (512 if quick else 1024),
+        "budget_minutes": args.budget_minutes or (25 / 60 if quick else 20.0),
+    }
+
+
+def ensure_data(s: dict) -> Path:
+    path = Path(s["data"])
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        generate_dataset("burgers-trajectory", path, s["n_samples"], s["native"], seed=0, progress=False,
+                         time_steps=20)
+    return path
+
+
+def _median_seconds(work, repeats: int) -> float:
+    times = []
+    for _ in range(repeats + 1):  # the first call warms up
+        t0 = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[len(times[1:]) // 2]
+
+
+def probe_seconds(cfg, path: Path, repeats: int = 2) -> tuple[float, float]:
+    """Median seconds of one training step (the mode's prediction, loss, backward) and of one
+    validation batch (a free rollout, no gradient) on one batch at the training resolution."""
+    model = build_model(cfg.model.name, **cfg.model.options)
+    data = open_dataset(path, resolution=cfg.data.train_resolution, indices=range(cfg.optim.batch_size))
+    op, mode = NormalizedOperator(model), training_mode(cfg.loss.mode)
+    step = _median_seconds(lambda: mode.loss(mode.predict(op, data.x, data.y), data.y).mean().backward(), repeats)
+    with torch.no_grad():
+        rollout = _median_seconds(lambda: op.predict(data.x), repeats)
+    return step, rollout
+
+
+def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[int]) -> dict:
+    overrides = [f"data.path={str(path)!r}", f"data.train_resolution={s['train_resolution']}",
+                 f"data.n_train={s['n_train']}", f"data.n_val={s['n_val']}", f"data.n_test={s['n_test']}",
+                 f"data.eval_resolutions={resolutions}", "run.progress=false", "run.threads=1",
+                 f"run.time_budget_minutes={s['budget_minutes']}"]
+    cfg = load_config(CONTENDERS[name], overrides)
+    step, rollout = probe_seconds(cfg, path)
+    steps_per_epoch = math.ceil(s["n_train"] / cfg.optim.batch_size)
+    epoch_seconds = step * steps_per_epoch + rollout * math.ceil(s["n_val"] / cfg.optim.batch_size)
+    epochs = max(1, int(PLAN_FRACTION * 60 * s["budget_minutes"] / epoch_seconds))
+    cfg = load_config(CONTENDERS[name], overrides + [f"optim.epochs={epochs}",
+                                                     f"optim.min_warmup_steps={min(50, epochs * steps_per_epoch // 5)}"])
+    run_dir = runs / name
+    t0 = time.monotonic()
+    result = train(cfg, run_dir)
+    seconds = time.monotonic() - t0
+    rows = evaluate_resolutions(run_dir, out_dir=run_dir / "eval", per_time=True)
+    make_plots(run_dir, rows, run_dir / "eval", n_samples=2, resolution=s["train_resolution"])
+    return {"name": name, "preset": CONTENDERS[name], "mode": cfg.loss.mode,
+            "parameters": count_parameters(build_model(cfg.model.name, **cfg.model.options)),
+            "epochs": result.epochs_completed, "planned_epochs": epochs, "stopped": result.stopped,
+            "seconds_per_epoch": seconds / max(result.epochs_completed, 1), "probe_step_seconds": step, "probe_rollout_seconds": rollout,
+            "best_val": result.best_val_rel_l2, "rows": rows}
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    info = machine_info(args.threads)
+    print_machine(info)
+    s = settings(args)
+    path = ensure_data(s)
+    resolutions = [r for r in (256, 512, 1024, 2048, 4096, 8192) if r <= s["native"]]
+    runs = Path(args.runs) / ("quick" if args.quick else "full")
+    if runs.exists() and any(runs.iterdir()):
+        raise SystemExit(f"{runs} already holds runs; remove it or pass another --runs")
+    print(f"data {path}: train {s['n_train']} at {s['train_resolution']}, test {s['n_test']}; "
+          f"budget {s['budget_minutes']:.2f} min per contender, {args.threads} thread(s)")
+    results = [run_contender(name, s, path, runs, resolutions) for name in CONTENDERS]
+
+    headers = ["model", "params", "mode", "epochs", "s/epoch"] + [f"t=1 @{r}" for r in resolutions] + ["max/min"]
+    table = []
+    for r in results:
+        t1 = [row["mean"] for row in r["rows"]]
+        r["spread"] = max(t1) / min(t1)
+        table.append([r["name"], r["parameters"], r["mode"], f"{r['epochs']}/{r['planned_epochs']}",
+                      f"{r['seconds_per_epoch']:.1f}"] + [f"{v:.3e}" for v in t1] + [f"{r['spread']:.3f}"])
+    print(f"\nrollout relative L2 at t = 1 (mean over {s['n_test']} test samples), CPU {info['cpu']}, noisy shared machine")
+    print(format_table(headers, table))
+    march, ar = results
+    best_march = max(row["mean"] for row in march["rows"])
+    print(f"target t=1 <= {TARGET_T1:g} at every resolution (marching1d): {verdict(best_march <= TARGET_T1)}")
+    print(f"target flat within {TARGET_FLAT}x over resolutions (marching1d): {verdict(march['spread'] <= TARGET_FLAT)}")
+    beats = all(m["mean"] <= a["mean"] for m, a in zip(march["rows"], ar["rows"]))
+    print(f"target marching1d <= arfno1d at every resolution: {verdict(beats)}")
+    out = Path(args.out) if args.out else runs / "results.json"
+    write_json(out, {"machine": info, "settings": s, "results": results})
+    print(f"saved {out}; plots in {runs}/*/eval/")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""``arfno1d``: the autoregressive FNO baseline, one ``fno1d`` applied step by step.
+
+Data contract (:mod:`petrov.operators.trajectory`): ``forward(x, pos=None, teacher=None)``,
+``x = u_0: (b, n, 1)`` -> trajectory ``(b, n, T + 1)`` (channel 0 = ``x``); ``teacher: (b, n, T + 1)``
+gives the input states 1..T-1 (teacher forcing) instead of the model's own predictions.
+
+One step (Markov: the next state depends on the current one only)::
+
+    u_{k+1} = u_k + F([u_k, t_k])      F an ``fno1d`` with 2 input channels, t_k = k / T a constant channel
+
+The time channel is there because trained models see states normalized per snapshot (the target
+normalizer is point-wise per time channel), so the one-step map in those units depends on k.
+Teacher forcing runs all T steps as one batch.  The FNO fields of the config configure ``F``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..checks import check_grid_input, grid_pos, weight_dtype
+from ..trajectory import (
+    batch_as_steps, check_scalar_state, check_time_steps, steps_as_batch, teacher_states, time_coordinates,
+)
+from . import register_model
+from .fno import FNO1d, FNO1dConfig
+
+
+@dataclass
+class ArFNO1dConfig(FNO1dConfig):
+    time_steps: int = 20
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_time_steps(self.time_steps)
+        check_scalar_state(self)
+
+
+@register_model("arfno1d", ArFNO1dConfig)
+class ArFNO1d(nn.Module):
+    """``(b, n, 1)`` [, ``pos (b, n, 1)``, ``teacher (b, n, T + 1)``] -> ``(b, n, T + 1)``."""
+
+    def __init__(self, config: ArFNO1dConfig):
+        super().__init__()
+        self.cfg = config
+        fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(FNO1dConfig)}
+        self.step_net = FNO1d(FNO1dConfig(**{**fields, "in_channels": 2}))
+
+    def _next(self, u: torch.Tensor, t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """``u + F([u, t])``: ``u (B, n, 1)``, ``t (B, 1)``, ``pos (B, n, 1)`` -> ``(B, n, 1)``."""
+        time = t[:, None, :].expand(u.shape[0], u.shape[1], 1)
+        return u + self.step_net(torch.cat([u, time], dim=-1), pos)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                teacher: torch.Tensor | None = None) -> torch.Tensor:
+        where = type(self).__name__
+        check_grid_input(x, 1, 1, where, weight_dtype(self))
+        pos = grid_pos(pos, x, self.cfg.periodic, where)
+        b, steps = x.shape[0], self.cfg.time_steps
+        t = time_coordinates(steps, b, x.dtype, x.device)
+        if teacher is not None:
+            states = teacher_states(x, teacher, steps, where)
+            nxt = self._next(steps_as_batch(states), t.reshape(b * steps, 1), pos.repeat_interleave(steps, dim=0))
+            return torch.cat([x, batch_as_steps(nxt, b)], dim=-1)
+        u, out = x, [x]
+        for k in range(steps):
+            u = self._next(u, t[:, k], pos)
+            out.append(u)
+        return torch.cat(out, dim=-1)

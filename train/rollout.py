@@ -1,0 +1,84 @@
+"""Training modes: how a training step turns a batch into predictions, its loss and the validation
+metric, registered by name (``loss.mode`` in the config).
+
+- ``direct`` (default): one prediction ``operator(x)``, loss ``relL2 + γ·relH1`` of the whole output,
+  validation relative L² of the whole output (every non-marching model).
+
+For marching models (:mod:`petrov.operators.trajectory`: ``x = u_0``, targets ``y: (b, n, T + 1)``)
+the loss is ``relL2 + γ·relH1`` per snapshot averaged over ``k = 1 .. T``, and validation is the
+same mean per-time relative L² of a free rollout (what a user gets), so every time counts alike
+although the field decays:
+
+- ``teacher_forcing``: each step from the true earlier states, all steps at once (one parallel pass);
+- ``pushforward`` (Brandstetter et al. 2022): a teacher-forced pass without gradient predicts
+  every state one step ahead; those predictions (detached) are the states the second,
+  differentiated, teacher-forced pass conditions on, so the model learns to step from its own
+  slightly wrong states at the cost of one more forward;
+- ``rollout``: the free rollout of all T steps, differentiated through every step (the unrolled
+  loss; the costliest, the closest to evaluation).
+
+Adding a mode: ``@TRAINING_MODES.register("name")`` on a :class:`TrainingMode`.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from petrov.common.registry import Registry
+
+from .losses import (
+    relative_l2_per_sample, trajectory_loss_per_sample, trajectory_relative_l2_per_sample, training_loss_per_sample,
+)
+
+TRAINING_MODES: Registry = Registry("training mode")
+
+
+@dataclass(frozen=True)
+class TrainingMode:
+    """``predict(operator, x, y, **predict_options) -> raw prediction`` (differentiable),
+    ``loss(pred, y, h1_weight, periodic) -> (b,)``, ``metric(pred, y) -> (b,)`` (validation and
+    test, on ``operator.predict(x)``: a free rollout for marching models)."""
+
+    predict: Callable[..., torch.Tensor]
+    loss: Callable[..., torch.Tensor]
+    metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    trajectory: bool = False
+
+
+def _direct(operator, x, y, **options) -> torch.Tensor:
+    return operator.predict(x, **options)
+
+
+def _teacher_forcing(operator, x, y, **options) -> torch.Tensor:
+    return operator.predict(x, teacher=y, **options)
+
+
+def _pushforward(operator, x, y, **options) -> torch.Tensor:
+    with torch.no_grad():
+        one_step = operator.predict(x, teacher=y, **options)
+    # states 1..T-1 replaced by their one-step predictions (channel 0 stays the true u_0)
+    return operator.predict(x, teacher=torch.cat([y[..., :1], one_step[..., 1:]], dim=-1), **options)
+
+
+TRAINING_MODES.register("direct")(TrainingMode(_direct, training_loss_per_sample, relative_l2_per_sample))
+for _name, _predict in (("teacher_forcing", _teacher_forcing), ("pushforward", _pushforward), ("rollout", _direct)):
+    TRAINING_MODES.register(_name)(
+        TrainingMode(_predict, trajectory_loss_per_sample, trajectory_relative_l2_per_sample, trajectory=True))
+
+
+def training_mode(name: str) -> TrainingMode:
+    """The registered mode ``name``; ``ValueError`` naming the registered ones otherwise."""
+    if name not in TRAINING_MODES:
+        raise ValueError(f"loss.mode: {TRAINING_MODES.unknown_message(name)}")
+    return TRAINING_MODES.get(name)
+
+
+def check_mode_fits_model(name: str, model: torch.nn.Module) -> None:
+    """A trajectory mode needs a marching model (one whose ``forward`` takes ``teacher``)."""
+    mode = training_mode(name)
+    if mode.trajectory and "teacher" not in inspect.signature(model.forward).parameters:
+        raise ValueError(f"loss.mode = {name!r} trains a marching model (forward(x, pos, teacher), e.g. "
+                         f"marching1d or arfno1d); {type(model).__name__} is not one: use loss.mode = 'direct'")
