@@ -7,7 +7,7 @@ the fixed output grid of an inverse model); the difference between resolutions n
 shrink by at least ``MIN_RATIO`` at every refinement.
 
 Observed ratios (seeds 0-3, tiny configs below): 1.97-2.03 (first order) for fno1d, fno2d,
-galerkin1d and latent2d: the FFT of a node grid (or of coordinates that jump at the periodic wrap)
+galerkin1d, latent2d, marching1d and arfno1d (whole trajectories compared): the FFT of a node grid (or of coordinates that jump at the periodic wrap)
 is a first-order quadrature; 3.6-4.8 (second order) for latent2d_inverse, whose path from input to
 output is pointwise maps and trapezoid-weighted hat averages.  galerkin2d and galerkin2d_inverse
 fall to 1.2-1.6 on the finer pairs: their 3x3 convolutions run on an intermediate grid
@@ -39,6 +39,9 @@ TINY = {
     "latent2d": dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=4, decoder_width=4, modes=2),
     "latent2d_inverse": dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=4, coarse_size=7,
                              latent_kernel=3, latent_modes=2),
+    "marching1d": dict(time_steps=3, width=4, modes=3, encoder_layers=1, decoder_layers=1, summary_modes=3,
+                       proj_hidden=8, d_model=8, n_layers=1),
+    "arfno1d": dict(time_steps=3, width=4, modes=3, n_layers=2, proj_hidden=8),
 }
 NOT_INVARIANT = {
     "galerkin2d": "3x3 convolutions on an intermediate grid round(sqrt(n*n_c)) that moves with the input",

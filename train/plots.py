@@ -280,9 +280,10 @@ def plot_spacetime(truth: Any, pred: Any, path: str | os.PathLike, *, sample_ids
     fig, axes = plt.subplots(k, 3, figsize=(11.0, 3.0 * k), squeeze=False)
     for j in range(k):
         lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())
-        _field(axes[j, 0], fig, y[j], f"sample {int(ids[j])}: truth u(x, t)", vmin=lo, vmax=hi)
-        _field(axes[j, 1], fig, p[j], "rollout", vmin=lo, vmax=hi)
-        _field(axes[j, 2], fig, np.abs(p[j] - y[j]), f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", cmap="magma")
+        _field(axes[j, 0], fig, y[j], f"sample {int(ids[j])}: truth u(x, t)", "u", vmin=lo, vmax=hi)
+        _field(axes[j, 1], fig, p[j], "rollout", "u", vmin=lo, vmax=hi)
+        _field(axes[j, 2], fig, np.abs(p[j] - y[j]), f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", "|error|",
+               cmap="magma")
         for ax in axes[j]:
             ax.set_xlabel("x", fontsize=8)
             ax.set_ylabel("t", fontsize=8)
