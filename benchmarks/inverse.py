@@ -7,7 +7,8 @@ For each noise level (0, 0.01, 0.1 by default) the same held-out samples (the fi
 are observed once per the reference protocol (u normalised point-wise with the learned inverse run's
 statistics, plus ``noise * N(0, 1)`` fixed per sample) and inverted by
 
-- ``learned``: a galerkin2d_inverse trained at that noise level (the reference's amortized inverse);
+- ``learned``: a latent2d_inverse (the ``darcy-inverse-quick`` preset's architecture) trained at that
+  noise level (an amortized inverse, as the reference's);
 - ``surrogate``: Adam on the coefficient through an fno2d forward operator (trained once, on clean
   data), started from the learned inverse's output;
 - ``pde``: L-BFGS-B with adjoint gradients on petrov's finite-difference solver (no training).
@@ -38,9 +39,9 @@ from petrov.train.inverse import invert  # noqa: E402
 from petrov.train.trainer import train  # noqa: E402
 
 SIZES = {
-    "quick": dict(native=29, coarse=8, n_train=64, n_val=8, n_test=4, epochs=12, d_model=16, width=8, modes=4,
+    "quick": dict(native=29, coarse=8, n_train=64, n_val=8, n_test=4, epochs=12, d_model=16, fine_width=8, width=8, modes=4,
                   max_iter=40, steps=60),
-    "full": dict(native=141, coarse=36, n_train=400, n_val=50, n_test=20, epochs=40, d_model=64, width=20,
+    "full": dict(native=141, coarse=36, n_train=400, n_val=50, n_test=20, epochs=40, d_model=64, fine_width=32, width=20,
                  modes=8, max_iter=200, steps=300),
 }
 METHODS = ["learned", "surrogate", "pde"]
@@ -59,8 +60,9 @@ def _configs(s: dict, data: Path, noise: float) -> tuple[dict, dict]:
     common = {"optim": {"epochs": s["epochs"], "batch_size": 8, "min_warmup_steps": 0},
               "run": {"device": "cpu", "progress": False}}
     inverse = {"data": {**split, "kind": "darcy-inverse", "coarse_resolution": s["coarse"], "noise": noise},
-               "model": {"name": "galerkin2d_inverse",
-                         "options": {"coarse_size": s["coarse"], "d_model": s["d_model"], "n_layers": 2,
+               "model": {"name": "latent2d_inverse",
+                         "options": {"coarse_size": s["coarse"], "latent_size": s["coarse"], "latent_kernel": 3,
+                                     "d_model": s["d_model"], "fine_width": s["fine_width"], "n_layers": 2,
                                      "n_heads": 4, "norm": "layer"}}, **common}
     forward = {"data": {**split, "kind": "darcy"},
                "model": {"name": "fno2d", "options": {"width": s["width"], "modes": s["modes"]}}, **common}
