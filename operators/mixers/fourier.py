@@ -8,6 +8,10 @@ By default the n x n kernel matrix is formed (cost O(n² d), memory O(n²) per h
 "Fourier-type" denotes.  Without softmax the product is associative, so ``associative=True``
 computes the identical result as ``Q̃ (K̃ᵀ diag(w) V)`` in O(n d²).
 
+Under autocast the dense kernel's two n-sized products run in autocast's dtype (bfloat16 matrix
+products accumulate in float32 on the CPU and round the result); the associative form sums
+``K̃ᵀ diag(w) V`` in float32.
+
 ``causal=True``: ``z_i = Σ_{j≤i} w_j (q̃_i·k̃_j) v_j``, the masked kernel; this is causal linear
 attention with φ = identity and no normalizer, computed in O(n d²) by the chunked form of
 :mod:`petrov.operators.mixers.causal` whatever ``associative`` says (same numbers as the masked
@@ -56,9 +60,9 @@ class FourierMixer(nn.Module):
         if self.causal:
             return causal_forward(self, q, k, v, pos, weights)
         if self.associative:
-            kv = self.matrix(k, v, pos, weights)
-            with full_precision(q):
-                return (upcast(q) @ kv).to(v.dtype)
+            kv = self.matrix(k, v, pos, weights)  # float32 at least
+            # the n-sized product: bfloat16 under autocast, else kv's dtype (as Galerkin)
+            return (upcast(q) @ kv).to(v.dtype)
         # the weights (or 1/n) scale K before the product: an n x d scaling instead of a second
         # n x n matrix
         if weights is None:
