@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from petrov.common.dtypes import upcast
+from petrov.common.dtypes import to_caller_dtype, upcast
 from petrov.common.registry import Registry
 
 NORMS: Registry = Registry("norm")
@@ -58,11 +58,6 @@ class _HeadAffine(nn.Module):
         return f"n_heads={h}, head_dim={d}, eps={self.eps}"
 
 
-def _in_dtype_of(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``out`` (computed in float32 at least) as returned: unchanged under autocast, else ``dtype``."""
-    return out if torch.is_autocast_enabled(out.device.type) else out.to(dtype)
-
-
 @NORMS.register("column")
 class ColumnNorm(_HeadAffine):
     """Normalize each channel over the points with quadrature weights; ``(b,h,n,d) -> (b,h,n,d)``."""
@@ -84,7 +79,7 @@ class ColumnNorm(_HeadAffine):
             mean = (w * x).sum(dim=-2, keepdim=True)
             centered = x - mean
             var = (w * centered.square()).sum(dim=-2, keepdim=True)
-        return _in_dtype_of(self.affine(centered * torch.rsqrt(var + self.eps)), dtype)
+        return to_caller_dtype(self.affine(centered * torch.rsqrt(var + self.eps)), dtype)
 
 
 @NORMS.register("layer")
@@ -110,7 +105,7 @@ class HeadLayerNorm(_HeadAffine):
         else:
             out = torch.stack([F.layer_norm(t, (d,), weight[i], bias[i], self.eps)
                                for i, t in enumerate(x.unbind(-3))], dim=-3)
-        return _in_dtype_of(out, dtype)
+        return to_caller_dtype(out, dtype)
 
 
 class NoNorm(nn.Module):
