@@ -245,7 +245,10 @@ class Attention(nn.Module):
 
     def _fusable(self, x, pos, weights) -> bool:
         """The fused Galerkin path applies: non-causal Galerkin mixer, no active dropout, float32/64
-        without autocast, no gradient wanted for the coordinates or the weights."""
+        without autocast, no gradient wanted for the coordinates or the weights.  (Under autocast
+        the unfused path runs: its d x d sums are float32 and its n-sized products bfloat16; the
+        fused one saves memory, not time — a float32 training step of the Burgers reference model
+        at n = 2048 took the same time on both paths.)"""
         return (isinstance(self.mixer, GalerkinMixer) and not self.causal
                 and not (self.training and self.dropout.p > 0)
                 and x.dtype in (torch.float32, torch.float64)

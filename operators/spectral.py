@@ -21,11 +21,13 @@ In 1-D this is just ``0..m-1``.  The weight is stored as a real tensor
 ``(c_in, c_out, 2 m_1, ..., 2 m_{d-1}, m_d, 2)`` (real and imaginary parts last, viewed as
 complex in ``forward``), so parameter counts, optimizers and checkpoints see real numbers.
 Indexing is by explicit index lists, never by ``fftshift``, so odd sizes (85, 141, 211, 421)
-are handled like even ones.  The transforms and the mode product run in float32 at least (torch's
-CPU FFT takes no bfloat16, and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input
-is upcast, also under autocast, and the result is float32 under autocast (autocast's next matrix
-product rounds it as it needs), else in the input's dtype.  The pointwise linear skip of an FNO layer lives in
+are handled like even ones.  The pointwise linear skip of an FNO layer lives in
 :class:`petrov.operators.blocks.SpectralBlock`, not here.
+
+The transforms and the mode product run in float32 at least (torch's CPU FFT takes no bfloat16,
+and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input is upcast, also under
+autocast; the result is float32 under autocast (autocast's next matrix product rounds it as it
+needs), else in the input's dtype.
 """
 from __future__ import annotations
 
