@@ -23,8 +23,8 @@ _spec.loader.exec_module(cases)
 
 BF16 = dict(device_type="cpu", dtype=torch.bfloat16)
 # bfloat16 keeps 8 significant bits (unit roundoff 2^-9 ~ 2e-3).  Measured on the cases below
-# (torch 2.13 CPU, relative L2 from float32): model outputs 3e-4 .. 6.4e-3, all parameter
-# gradients together 4e-4 .. 1.4e-2 (marching1d).
+# (torch 2.13 CPU, relative L2 from float32): model outputs 7.5e-5 .. 3.8e-3, all parameter
+# gradients together 3.8e-4 .. 9.7e-3 (marching1d).
 OUTPUT_RTOL = 2e-2
 GRAD_RTOL = 5e-2
 FLOAT32_RTOL = 1e-5  # measured 1.2e-6 for the 2^14-point Galerkin sum; rounded to bfloat16: 1.3e-3
@@ -55,7 +55,7 @@ def test_forward_and_backward_under_bf16_autocast_close_to_float32(name, extra):
     ref, ref_grads = _output_and_grads(model, x)
     with torch.autocast(**BF16):
         out, grads = _output_and_grads(model, x)
-    assert out.dtype == torch.float32  # the model's last layer runs in float32
+    assert out.dtype == torch.float32  # the model's output head runs in float32
     assert torch.isfinite(out).all()
     assert rel(out, ref) < OUTPUT_RTOL
     assert grads.keys() == ref_grads.keys()
