@@ -22,7 +22,7 @@ from __future__ import annotations
 from torch import nn
 
 from . import MIXERS
-from ._kernels import full_precision, upcast, weighted_outer
+from ._kernels import autocast_dtype, full_precision, upcast, weighted_outer
 from .causal import (
     DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
 )
@@ -53,8 +53,9 @@ class FourierMixer(nn.Module):
         ``forward(q, k, v) = q @ matrix(k, v)``; ``None`` for the dense kernel."""
         if not self.associative or self.causal:
             return None
+        grad_dtype = autocast_dtype(k)  # the gradient's point-wise products as autocast's own
         with full_precision(k):
-            return weighted_outer(upcast(k), upcast(v), weights)
+            return weighted_outer(upcast(k), upcast(v), weights, grad_dtype)
 
     def forward(self, q, k, v, pos=None, weights=None):
         if self.causal:
