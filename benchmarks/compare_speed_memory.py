@@ -238,6 +238,15 @@ def report(rows: list[dict], allocator: str) -> dict:
         if n in MEMORY_TARGETS:
             targets.append({"text": f"{impl} {mixer} n={n}: <= {MEMORY_TARGETS[n]}x peak memory", "ratio": mem,
                             "met": mem <= MEMORY_TARGETS[n]})
+    bf16 = [(mixer, n, p, by[("petrov", mixer, n)]) for (impl, mixer, n), p in by.items()
+            if impl == "petrov+bf16" and ("petrov", mixer, n) in by]
+    if bf16:
+        print("\npetrov+bf16 vs petrov (float32), same mixer, same n:")
+    for mixer, n, low, full in bf16:
+        speed = low["samples_per_second"] / full["samples_per_second"]
+        cpu_speed = low["cpu_samples_per_second"] / full["cpu_samples_per_second"]
+        mem = low["peak_extra_bytes"] / max(full["peak_extra_bytes"], 1)
+        print(f"  {mixer:<8} n={n:<5} speed {speed:5.2f}x (per CPU second {cpu_speed:5.2f}x)   peak memory {mem:5.2f}x")
     print(f"\ntargets (allocator: {allocator}):")
     for t in targets:
         print(f"  {t['text']}: {verdict(t['met'])} (measured {t['ratio']:.2f}x)")

@@ -9,6 +9,7 @@ import torch
 
 from petrov.datasets import generate_dataset
 from petrov.operators import build_model, list_mixers
+from petrov.operators.attention import Attention
 from petrov.operators.mixers import build_mixer
 from petrov.operators.normalization import build_norm
 from petrov.operators.spectral import SpectralConv
@@ -113,6 +114,24 @@ def test_galerkin_model_accumulates_in_float32_under_autocast(monkeypatch):
         model(torch.randn(shape(n))).sum().backward()
     assert len(seen) == config["n_layers"]
     assert set(seen) == {(False, torch.float32, torch.float32, torch.float32)}
+
+
+def test_attention_keeps_coordinates_and_weights_float32_under_autocast():
+    n = 2048
+    layer = Attention(8, n_heads=2, mixer="galerkin", pos_dim=1).train()
+    pos = (torch.arange(n) / n).reshape(1, n, 1)  # spacing 1/2048: bfloat16 resolves 1/256 near 1
+    seen, original = {}, layer.mixer.matrix
+
+    def spy(k, v, pos=None, weights=None):
+        seen["coords"], seen["weights"] = k[0, 0, :, -1], weights
+        return original(k, v, pos=pos, weights=weights)
+
+    layer.mixer.matrix = spy
+    x = torch.randn(1, n, 8).bfloat16()  # an activation as an autocast Linear hands it on
+    with torch.autocast(**BF16):
+        layer(x, pos, torch.rand(1, n) + 0.5)
+    assert torch.equal(seen["coords"], pos[0, :, 0])
+    assert seen["weights"].dtype == torch.float32 and abs(float(seen["weights"].sum()) - 1) < 1e-6
 
 
 @pytest.mark.parametrize("norm", ["column", "layer"])
