@@ -98,40 +98,66 @@ def test_galerkin_sum_gradient_under_autocast_matches_the_formula():
     assert rel(grad_k, exact_k) < OUTPUT_RTOL and rel(grad_v, exact_v) < OUTPUT_RTOL
 
 
-def test_galerkin_model_accumulates_in_float32_under_autocast(monkeypatch):
+def _spy_on_galerkin_sums(monkeypatch) -> list[dict]:
+    """Record every Galerkin sum over the points, fused (``outer_blocks``) or not (``weighted_outer``):
+    autocast state, dtypes, the coordinates and weights that enter it."""
     galerkin = importlib.import_module("petrov.operators.mixers.galerkin")
-    original, seen = galerkin.weighted_outer, []
+    fused = importlib.import_module("petrov.operators.fused_galerkin")
+    seen = []
 
-    def spy(a, c, weights, grad_dtype=None):
-        out = original(a, c, weights, grad_dtype)
-        seen.append((torch.is_autocast_enabled("cpu"), a.dtype, c.dtype, out.dtype))
+    def record(a, c, out, coords, weights):
+        seen.append(dict(autocast=torch.is_autocast_enabled("cpu"), dtypes={a.dtype, c.dtype, out.dtype},
+                         coords=coords, weights=weights))
         return out
 
-    monkeypatch.setattr(galerkin, "weighted_outer", spy)
+    unfused_sum, fused_sum = galerkin.weighted_outer, fused.outer_blocks
+    monkeypatch.setattr(galerkin, "weighted_outer", lambda a, c, weights, grad_dtype=None: record(
+        a, c, unfused_sum(a, c, weights, grad_dtype), c[0, 0, :, -1], weights))  # v's last column: pos
+    monkeypatch.setattr(fused, "outer_blocks", lambda kt, vt, pos, weights: record(
+        kt, vt, fused_sum(kt, vt, pos, weights), None if pos is None else pos[0, :, -1], weights))
+    return seen
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["fused", "unfused"])
+def test_galerkin_model_accumulates_in_float32_under_autocast(dropout, monkeypatch):
+    seen = _spy_on_galerkin_sums(monkeypatch)
     config, shape, (n, _) = cases.TINY["galerkin1d"]
-    model = build_model("galerkin1d", **config).train()
+    model = build_model("galerkin1d", **dict(config, dropout=dropout)).train()
     with torch.autocast(**BF16):
         model(torch.randn(shape(n))).sum().backward()
     assert len(seen) == config["n_layers"]
-    assert set(seen) == {(False, torch.float32, torch.float32, torch.float32)}
+    assert all(not s["autocast"] and s["dtypes"] == {torch.float32} for s in seen)
 
 
-def test_attention_keeps_coordinates_and_weights_float32_under_autocast():
+@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["fused", "unfused"])
+def test_attention_keeps_coordinates_and_weights_float32_under_autocast(dropout, monkeypatch):
+    seen = _spy_on_galerkin_sums(monkeypatch)
     n = 2048
-    layer = Attention(8, n_heads=2, mixer="galerkin", pos_dim=1).train()
+    layer = Attention(8, n_heads=2, mixer="galerkin", pos_dim=1, dropout=dropout).train()
     pos = (torch.arange(n) / n).reshape(1, n, 1)  # spacing 1/2048: bfloat16 resolves 1/256 near 1
-    seen, original = {}, layer.mixer.matrix
-
-    def spy(k, v, pos=None, weights=None):
-        seen["coords"], seen["weights"] = k[0, 0, :, -1], weights
-        return original(k, v, pos=pos, weights=weights)
-
-    layer.mixer.matrix = spy
     x = torch.randn(1, n, 8).bfloat16()  # an activation as an autocast Linear hands it on
     with torch.autocast(**BF16):
         layer(x, pos, torch.rand(1, n) + 0.5)
-    assert torch.equal(seen["coords"], pos[0, :, 0])
-    assert seen["weights"].dtype == torch.float32 and abs(float(seen["weights"].sum()) - 1) < 1e-6
+    (s,) = seen
+    assert torch.equal(s["coords"], pos[0, :, 0])
+    assert s["weights"].dtype == torch.float32 and abs(float(s["weights"][0].sum()) - 1) < 1e-6
+
+
+def test_fused_and_unfused_galerkin_agree_under_autocast():
+    torch.manual_seed(0)
+    layer = Attention(16, n_heads=2, mixer="galerkin", norm="column", pos_dim=1).train()
+    x = torch.randn(2, 512, 16, requires_grad=True)
+    pos = (torch.arange(512) / 512).reshape(1, 512, 1)
+    results = []
+    for fusable in (True, False):
+        layer._fusable = lambda *args, fusable=fusable: fusable
+        with torch.autocast(**BF16):
+            out = layer(x, pos)
+        grads = torch.autograd.grad(out.float().square().sum(), [x, *layer.parameters()])
+        results.append((out, torch.cat([g.flatten() for g in grads])))
+    (fused_out, fused_grads), (unfused_out, unfused_grads) = results
+    assert fused_out.dtype == unfused_out.dtype == torch.bfloat16
+    assert rel(fused_out, unfused_out) < OUTPUT_RTOL and rel(fused_grads, unfused_grads) < GRAD_RTOL
 
 
 @pytest.mark.parametrize("norm", ["column", "layer"])
