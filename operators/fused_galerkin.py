@@ -16,6 +16,10 @@ projection and the product with S cost one n-sized product ``x A`` instead of tw
 backward.  :class:`_NormalizedOuter` computes S from the raw projections without concatenating the
 coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
 normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
+
+Under autocast S and the small products that make A, P, c are computed in float32 (S is a sum over
+the points), ``x A`` and the projections in autocast's dtype; the backward recomputes K̃, Ṽ under
+the forward's autocast state, so it differentiates what the forward computed.
 """
 from __future__ import annotations
 

@@ -143,7 +143,8 @@ def test_attention_keeps_coordinates_and_weights_float32_under_autocast(dropout,
     assert s["weights"].dtype == torch.float32 and abs(float(s["weights"][0].sum()) - 1) < 1e-6
 
 
-def test_fused_and_unfused_galerkin_agree_under_autocast():
+@pytest.mark.parametrize("recompute", [False, True])
+def test_fused_and_unfused_galerkin_agree_under_autocast(recompute):
     torch.manual_seed(0)
     layer = Attention(16, n_heads=2, mixer="galerkin", norm="column", pos_dim=1).train()
     x = torch.randn(2, 512, 16, requires_grad=True)
@@ -152,11 +153,12 @@ def test_fused_and_unfused_galerkin_agree_under_autocast():
     for fusable in (True, False):
         layer._fusable = lambda *args, fusable=fusable: fusable
         with torch.autocast(**BF16):
-            out = layer(x, pos)
+            out = layer(x, pos, recompute=recompute)
         grads = torch.autograd.grad(out.float().square().sum(), [x, *layer.parameters()])
         results.append((out, torch.cat([g.flatten() for g in grads])))
     (fused_out, fused_grads), (unfused_out, unfused_grads) = results
     assert fused_out.dtype == unfused_out.dtype == torch.bfloat16
+    # measured: outputs 2.6e-3, gradients 4.6e-3 apart (two bfloat16 roundings of the same operator)
     assert rel(fused_out, unfused_out) < OUTPUT_RTOL and rel(fused_grads, unfused_grads) < GRAD_RTOL
 
 
