@@ -33,7 +33,12 @@ so its speed figures are not the headline ones.
 
 Implementations: ``reference``; ``petrov`` (same config); ``petrov+checkpoint`` (same config with
 ``checkpoint_layers=True``: identical numbers, each encoder layer recomputed in backward instead of
-keeping its activations — one more encoder forward per step for less memory).
+keeping its activations — one more encoder forward per step for less memory); ``petrov+bf16`` (same
+model, its forward under ``torch.autocast("cpu", dtype=torch.bfloat16)`` as ``run.amp = true`` trains:
+float32 weights, loss, gradients and Adam; the n-sized matrix products in bfloat16, the sums over the
+points, normalizations and FFTs in float32).  bfloat16 pays on CPUs with native bfloat16 matrix
+instructions (avx512_bf16, amx_bf16: printed under the machine line); elsewhere it is emulated and
+slower than float32.
 The reference computes its attention with dropout p = 0.5 on the attention matrix even where the
 config says 0 (``F.dropout`` defaults); that is part of the code as installed and is measured as is.
 
@@ -69,16 +74,29 @@ EX1_BURGERS = dict(
     spacial_dim=1, spacial_fc=False, dropout=0.0, encoder_dropout=0.0, ffn_dropout=0.0,
     decoder_dropout=0.0, debug=False,
 )
-IMPLEMENTATIONS = ("reference", "petrov", "petrov+checkpoint")
+IMPLEMENTATIONS = ("reference", "petrov", "petrov+checkpoint", "petrov+bf16")
 ALLOCATOR_ENV = {"default": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"}}
 SPEED_TARGET = 2.0
 MEMORY_TARGETS = {8192: 0.6, 2048: 0.8}  # n -> peak extra memory, at most this fraction of the reference's
 # n x n float32 matrices alive per layer at the peak of a training step of the dense Fourier kernel,
 # calibrated on the peaks measured at n = 2048 (reference +1.04 GB ~ 3.9 copies, petrov +0.60 GB ~ 2.2
 # copies) and rounded up; the +12-15 GB measured earlier for the reference at 8192 is ~3.5 copies.
-NN_COPIES = {"reference": 4, "petrov": 3, "petrov+checkpoint": 3}
+NN_COPIES = {"reference": 4, "petrov": 3, "petrov+checkpoint": 3, "petrov+bf16": 3}
 # Measured earlier on a machine of this kind: reference peak extra memory at n = 8192.
 EARLIER_REFERENCE_MEMORY = {"galerkin": "+1.0 GB", "fourier": "+12-15 GB"}
+
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def bf16_flags() -> list[str]:
+    """The CPU's native bfloat16 instruction sets among :data:`BF16_FLAGS` (Linux /proc/cpuinfo)."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return [f for f in BF16_FLAGS if f in flags]
 
 
 def build(impl: str, mixer: str) -> torch.nn.Module:
@@ -96,6 +114,9 @@ def build(impl: str, mixer: str) -> torch.nn.Module:
 def forward(impl: str, model: torch.nn.Module, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     if impl == "reference":  # node, edge, pos, grid (as the reference's train_batch_burgers calls it)
         return model(x, None, pos, pos)["preds"]
+    if impl == "petrov+bf16":  # the model's forward only, as the trainer does with run.amp
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(x, pos)
     return model(x, pos)
 
 
@@ -217,6 +238,15 @@ def report(rows: list[dict], allocator: str) -> dict:
         if n in MEMORY_TARGETS:
             targets.append({"text": f"{impl} {mixer} n={n}: <= {MEMORY_TARGETS[n]}x peak memory", "ratio": mem,
                             "met": mem <= MEMORY_TARGETS[n]})
+    bf16 = [(mixer, n, p, by[("petrov", mixer, n)]) for (impl, mixer, n), p in by.items()
+            if impl == "petrov+bf16" and ("petrov", mixer, n) in by]
+    if bf16:
+        print("\npetrov+bf16 vs petrov (float32), same mixer, same n:")
+    for mixer, n, low, full in bf16:
+        speed = low["samples_per_second"] / full["samples_per_second"]
+        cpu_speed = low["cpu_samples_per_second"] / full["cpu_samples_per_second"]
+        mem = low["peak_extra_bytes"] / max(full["peak_extra_bytes"], 1)
+        print(f"  {mixer:<8} n={n:<5} speed {speed:5.2f}x (per CPU second {cpu_speed:5.2f}x)   peak memory {mem:5.2f}x")
     print(f"\ntargets (allocator: {allocator}):")
     for t in targets:
         print(f"  {t['text']}: {verdict(t['met'])} (measured {t['ratio']:.2f}x)")
@@ -249,7 +279,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.n, args.steps, args.warmup = [512, 1024], 3, 1
     info = machine_info(args.threads)
+    info["bf16_flags"] = bf16_flags()
     print_machine(info)
+    if "petrov+bf16" in args.impls:
+        print(f"bfloat16 instructions: {', '.join(info['bf16_flags']) or 'none found (bfloat16 is emulated: slow)'}")
     print(f"Burgers hybrid at the reference config (d_model 96, 4 layers, 16 modes), batch {args.batch}, "
           f"{args.warmup} warm-up + {args.steps} timed training steps; each run in its own process; "
           f"allocator: {args.allocator} {ALLOCATOR_ENV[args.allocator] or '(glibc as is)'}"

@@ -49,7 +49,7 @@ from torch.utils.checkpoint import checkpoint
 from .fused_galerkin import Normalized, folded_output, normalized_outer
 from .mixers import MIXERS, build_mixer
 from .mixers.galerkin import GalerkinMixer
-from .mixers._kernels import full_precision
+from .mixers._kernels import full_precision, upcast
 from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
 from .normalization import NoNorm, build_norm
 
@@ -245,11 +245,12 @@ class Attention(nn.Module):
 
     def _fusable(self, x, pos, weights) -> bool:
         """The fused Galerkin path applies: non-causal Galerkin mixer, no active dropout, float32/64
-        without autocast, no gradient wanted for the coordinates or the weights."""
+        (or a 16-bit activation under autocast: the sums over the points then run in float32, the
+        n-sized products in autocast's dtype), no gradient wanted for the coordinates or the weights."""
+        autocast = torch.is_autocast_enabled(x.device.type)
         return (isinstance(self.mixer, GalerkinMixer) and not self.causal
                 and not (self.training and self.dropout.p > 0)
-                and x.dtype in (torch.float32, torch.float64)
-                and not torch.is_autocast_enabled(x.device.type)
+                and (x.dtype in (torch.float32, torch.float64) or autocast and upcast(x).dtype == torch.float32)
                 and not any(t is not None and t.requires_grad for t in (pos, weights)))
 
     def _fused_galerkin(self, x, pos, weights, recompute: bool = False) -> torch.Tensor:
@@ -289,11 +290,14 @@ class Attention(nn.Module):
         return torch.baddbmm(self.out_proj.bias.to(m.dtype), q, m)
 
     def _check_inputs(self, x, pos, weights):
-        """Validate shapes; return pos expanded to ``(b, n, p)`` and weights normalized to sum 1."""
+        """Validate shapes; return pos expanded to ``(b, n, p)`` and weights normalized to sum 1,
+        both in x's dtype (under autocast in float32 at least: a bfloat16 coordinate cannot resolve
+        a 1/512 grid spacing near 1, and bfloat16 weights no longer sum to 1)."""
         if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"Attention expects x of shape (b, n, {self.d_model}), got {shape}")
         b, n, _ = x.shape
+        dtype = upcast(x).dtype if torch.is_autocast_enabled(x.device.type) else x.dtype
         if n == 0:
             raise ValueError("Attention got an empty point set (n = 0)")
         if self.pos_dim == 0:
@@ -307,7 +311,7 @@ class Attention(nn.Module):
             if pos.ndim != 3 or pos.shape[0] not in (1, b) or pos.shape[1:] != (n, self.pos_dim):
                 raise ValueError(f"pos must have shape ({b}, {n}, {self.pos_dim}) "
                                  f"(or batch 1), got {tuple(pos.shape)}")
-            pos = pos.to(x.dtype).expand(b, n, self.pos_dim)
+            pos = pos.to(dtype).expand(b, n, self.pos_dim)
         if weights is not None:
             if weights.ndim != 2 or weights.shape[0] not in (1, b) or weights.shape[1] != n:
                 raise ValueError(f"weights must have shape ({b}, {n}) (or batch 1), "
@@ -319,7 +323,7 @@ class Attention(nn.Module):
             total = weights.sum(dim=-1, keepdim=True)
             if bool((total <= 0).any()):
                 raise ValueError("weights sum to 0 for some batch entry; at least one must be positive")
-            weights = (weights / total).to(x.dtype).expand(b, n)
+            weights = (weights / total).to(dtype).expand(b, n)
         return pos, weights
 
     def extra_repr(self) -> str:

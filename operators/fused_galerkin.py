@@ -16,6 +16,10 @@ projection and the product with S cost one n-sized product ``x A`` instead of tw
 backward.  :class:`_NormalizedOuter` computes S from the raw projections without concatenating the
 coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
 normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
+
+Under autocast S and the small products that make A, P, c are computed in float32 (S is a sum over
+the points), ``x A`` and the projections in autocast's dtype; the backward recomputes K̃, Ṽ under
+the forward's autocast state, so it differentiates what the forward computed.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
+
+from petrov.common.dtypes import upcast
 
 
 def _weighted(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -75,6 +81,7 @@ def _recompute(side: Normalized, source: torch.Tensor, weights, grad_out: torch.
     with torch.enable_grad():
         leaf = source.detach().requires_grad_(source.requires_grad)
         out = side.make(leaf, weights)
+    grad_out = grad_out.to(out.dtype)  # under autocast the normalized side is float32, its gradient may not be
     inputs = [leaf] + list(side.params())
     wanted = [t for t in inputs if t.requires_grad]
     found = dict(zip(map(id, wanted), torch.autograd.grad(out, wanted, grad_out, allow_unused=True)))
@@ -100,12 +107,21 @@ class _NormalizedOuter(torch.autograd.Function):
     def forward(ctx, key, value, n_key_params, weights, pos, source_k, source_v, *params):
         ctx.sides = (key, value)
         ctx.save_for_backward(pos, weights, source_k, source_v)
+        ctx.autocast = _autocast_state(source_k.device.type)
         with torch.no_grad():
-            return outer_blocks(key.make(source_k, weights), value.make(source_v, weights), pos, weights)
+            kt, vt = key.make(source_k, weights), value.make(source_v, weights)
+            with torch.autocast(source_k.device.type, enabled=False):  # sums over the points: float32 at least
+                return outer_blocks(upcast(kt), upcast(vt), pos, weights)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
+        # recomputed under the forward's autocast state (as torch.utils.checkpoint does)
+        with torch.autocast(**ctx.autocast):
+            return _NormalizedOuter._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         pos, weights, source_k, source_v = ctx.saved_tensors
         key, value = ctx.sides
         pos_h = None if pos is None else _heads_pos(pos, grad.shape[1])
@@ -133,6 +149,12 @@ class _NormalizedOuter(torch.autograd.Function):
         return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
 
 
+def _autocast_state(device_type: str) -> dict:
+    """``torch.autocast`` arguments that restore the current autocast state on ``device_type``."""
+    return dict(device_type=device_type, dtype=torch.get_autocast_dtype(device_type),
+                enabled=torch.is_autocast_enabled(device_type))
+
+
 def normalized_outer(key: Normalized, value: Normalized, pos: torch.Tensor | None,
                      weights: torch.Tensor | None) -> torch.Tensor:
     """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` (each ``(b, h, n, d)``) -> ``(b, h, d + p, d + p)``, keeping only
@@ -151,12 +173,15 @@ def folded_output(x: torch.Tensor, pos: torch.Tensor | None, s: torch.Tensor, q_
     b, h, e, _ = s.shape
     m = x.shape[-1]
     d = e - (0 if pos is None else pos.shape[-1])
-    w_out = out_proj.weight.view(-1, h, e).permute(1, 2, 0)  # (h, e, m_out)
-    mat = s @ w_out  # (b, h, e, m_out)
-    mat_q = mat[:, :, :d]  # (b, h, d, m_out)
-    a = torch.einsum("hdi,bhdo->bio", q_proj.weight.view(h, d, m), mat_q)  # (b, m, m_out)
-    c = torch.einsum("hd,bhdo->bo", q_proj.bias.view(h, d), mat_q) + out_proj.bias
-    out = torch.baddbmm(c.unsqueeze(1), x, a)
+    with torch.autocast(x.device.type, enabled=False):  # small products: in s's dtype (float32 at least)
+        w_out = out_proj.weight.view(-1, h, e).permute(1, 2, 0).to(s.dtype)  # (h, e, m_out)
+        mat = s @ w_out  # (b, h, e, m_out)
+        mat_q = mat[:, :, :d]  # (b, h, d, m_out)
+        a = torch.einsum("hdi,bhdo->bio", q_proj.weight.view(h, d, m).to(s.dtype), mat_q)  # (b, m, m_out)
+        c = torch.einsum("hd,bhdo->bo", q_proj.bias.view(h, d).to(s.dtype), mat_q) + out_proj.bias.to(s.dtype)
+    if not torch.is_autocast_enabled(x.device.type):
+        a, c = a.to(x.dtype), c.to(x.dtype)
+    out = torch.baddbmm(c.unsqueeze(1), x, a)  # the n-sized product: in autocast's dtype under autocast
     if pos is not None:
         # pos P as p rank-1 updates in place (baddbmm keeps its operands for backward, not its
         # output; a baddbmm_ with inner size p would go through a temporary copy)

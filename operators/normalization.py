@@ -16,8 +16,10 @@ channel, ``gamma, beta: (h, d)`` (initialized to 1 and 0):
 - ``"layer"`` (:class:`HeadLayerNorm`): LayerNorm over the d channels at each point, separately per
   head (what the reference code ran); the weights are not used.
 
-Column statistics are computed in float32 when the input is float16/bfloat16 (a 16-bit sum over
-thousands of points, then a subtraction of the mean, keeps few digits).
+Both compute in float32 when the input is float16/bfloat16 (a 16-bit sum over thousands of points,
+then a subtraction of the mean, keeps few digits).  Under autocast the float32 result is returned
+as is (what follows is a float32 sum over the points or an autocast matrix product, which rounds
+it where it needs to); without autocast it is cast back to the input's dtype.
 ``build_norm(None, ...)`` gives an identity.  Adding a norm: one class with ``@NORMS.register``.
 
 Class attribute ``pointwise``: True when a point's output depends on that point alone (so the norm
@@ -30,7 +32,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from petrov.common.dtypes import upcast
+from petrov.common.dtypes import to_caller_dtype, upcast
 from petrov.common.registry import Registry
 
 NORMS: Registry = Registry("norm")
@@ -77,7 +79,7 @@ class ColumnNorm(_HeadAffine):
             mean = (w * x).sum(dim=-2, keepdim=True)
             centered = x - mean
             var = (w * centered.square()).sum(dim=-2, keepdim=True)
-        return self.affine(centered * torch.rsqrt(var + self.eps)).to(dtype)
+        return to_caller_dtype(self.affine(centered * torch.rsqrt(var + self.eps)), dtype)
 
 
 @NORMS.register("layer")
@@ -95,12 +97,15 @@ class HeadLayerNorm(_HeadAffine):
         # step would save it for the gradient of gamma).
         # (squeeze/unbind rather than indexing: their backward is a view / one stack, not a
         # zero-filled tensor per head)
-        d = x.shape[-1]
+        d, dtype = x.shape[-1], x.dtype
+        # statistics and the normalized values in float32 (module doc)
+        x, weight, bias = upcast(x), upcast(self.weight), upcast(self.bias)
         if x.shape[-3] == 1:
-            return F.layer_norm(x.squeeze(-3), (d,), self.weight[0], self.bias[0], self.eps).unsqueeze(-3)
-        heads = [F.layer_norm(t, (d,), self.weight[i], self.bias[i], self.eps)
-                 for i, t in enumerate(x.unbind(-3))]
-        return torch.stack(heads, dim=-3)
+            out = F.layer_norm(x.squeeze(-3), (d,), weight[0], bias[0], self.eps).unsqueeze(-3)
+        else:
+            out = torch.stack([F.layer_norm(t, (d,), weight[i], bias[i], self.eps)
+                               for i, t in enumerate(x.unbind(-3))], dim=-3)
+        return to_caller_dtype(out, dtype)
 
 
 class NoNorm(nn.Module):

@@ -23,13 +23,18 @@ complex in ``forward``), so parameter counts, optimizers and checkpoints see rea
 Indexing is by explicit index lists, never by ``fftshift``, so odd sizes (85, 141, 211, 421)
 are handled like even ones.  The pointwise linear skip of an FNO layer lives in
 :class:`petrov.operators.blocks.SpectralBlock`, not here.
+
+The transforms and the mode product run in float32 at least (torch's CPU FFT takes no bfloat16,
+and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input is upcast, also under
+autocast; the result is float32 under autocast (autocast's next matrix product rounds it as it
+needs), else in the input's dtype.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from petrov.common.dtypes import upcast
+from petrov.common.dtypes import to_caller_dtype, upcast
 
 
 def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:
@@ -136,4 +141,4 @@ class SpectralConv(nn.Module):
                 out = out.new_zeros(full).index_copy(axis, kept_indices(n, m, x.device), out)
                 out = torch.fft.ifft(out, dim=axis)
             y = torch.fft.irfft(out, n=grid[-1], dim=last)  # zero-pads the half spectrum
-        return y.to(dtype)
+        return to_caller_dtype(y, dtype)  # float32 under autocast, else the input's dtype

@@ -116,7 +116,9 @@ class LossConfig:
 class RunConfig:
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    amp: bool = False  # mixed precision; only used on CUDA
+    # mixed precision for the model's forward in training: bfloat16 on the CPU and on CUDA (float16
+    # + gradient scaling on GPUs without bfloat16); weights, loss, optimizer and evaluation float32
+    amp: bool = False
     num_workers: int = 0
     threads: int | None = None  # torch.set_num_threads per process; None: torch's default
     time_budget_minutes: float | None = None  # stop cleanly after the epoch that exhausts it

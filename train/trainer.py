@@ -149,6 +149,14 @@ def _make_scheduler(cfg: TrainConfig, optimizer, steps_per_epoch: int):
     )
 
 
+def amp_dtype(device: torch.device) -> torch.dtype:
+    """The 16-bit type of ``run.amp`` on ``device``: bfloat16 on the CPU and on CUDA devices that
+    support it (float32's exponent range: no gradient scaling), else float16 (with a GradScaler)."""
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return torch.float16
+    return torch.bfloat16
+
+
 class Trainer:
     """One training run.  Use :func:`train`; the class exists to keep the state in one place."""
 
@@ -177,9 +185,9 @@ class Trainer:
         self.train_ids = sample_ids(data.train)
         self.optimizer = _make_optimizer(cfg, model.parameters())
         self.scheduler = _make_scheduler(cfg, self.optimizer, len(self.train_loader))
-        self.amp = cfg.run.amp and ctx.device.type == "cuda"
-        self.amp_dtype = torch.bfloat16 if self.amp and torch.cuda.is_bf16_supported() else torch.float16
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp and self.amp_dtype == torch.float16 else None
+        self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
+        # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
+        self.scaler = torch.amp.GradScaler(ctx.device.type) if self.amp_dtype == torch.float16 else None
         self.epoch = 0
         self.best_metric, self.best_epoch = math.inf, 0
         if ctx.is_main:
@@ -227,13 +235,15 @@ class Trainer:
 
     # --- epochs ------------------------------------------------------------------------------
     def _autocast(self):
-        if not self.amp:
+        if self.amp_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(device_type="cuda", dtype=self.amp_dtype)
+        return torch.autocast(device_type=self.ctx.device.type, dtype=self.amp_dtype)
 
     def _net(self, x_hat: torch.Tensor, pos: torch.Tensor, **inputs) -> torch.Tensor:
-        """The (DDP-wrapped) model under autocast: what a training step differentiates (``inputs``:
-        e.g. a marching model's ``teacher``)."""
+        """The (DDP-wrapped) model under autocast (``run.amp``): what a training step differentiates
+        (``inputs``: e.g. a marching model's ``teacher``).  Only the model's forward is autocast: the
+        normalizer's decode, the loss, the gradients of the float32 weights and the optimizer run in
+        float32, and so do validation and test (they call the operator without autocast)."""
         with self._autocast():
             return self.ddp(x_hat, pos, **inputs)
 

@@ -31,6 +31,12 @@ def weighted_mean(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor
     return torch.einsum("bhnf,bn->bhf", a, weights.to(a.dtype))
 
 
+def autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
+    """Autocast's 16-bit dtype on ``x``'s device if autocast is on there, else None."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+
+
 class _OuterSum(torch.autograd.Function):
     """``aᵀ c`` over the points of ``(m, n, f), (m, n, e) -> (m, f, e)``, with gradients
     ``c gᵀ`` and ``a g`` computed in the points-major layout of ``a`` and ``c``.
@@ -38,27 +44,37 @@ class _OuterSum(torch.autograd.Function):
     (``torch.bmm(a.transpose(1, 2), c)`` gives the same numbers, but autograd returns the
     gradient of ``a`` as the transpose of an ``(f, n)`` product, so everything upstream of it
     then runs on transposed memory.)
+
+    ``grad_dtype`` (autocast's dtype when the sum was taken under autocast, else None): the two
+    gradient products are point-wise (n rows of a small f x e product, no sum over the points), so
+    they run in that dtype as autocast runs the backward of its own products; the sum stays in
+    the dtype of ``a`` and ``c``.
     """
 
     @staticmethod
-    def forward(ctx, a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, a: torch.Tensor, c: torch.Tensor, grad_dtype: torch.dtype | None = None) -> torch.Tensor:
         ctx.save_for_backward(a, c)
+        ctx.grad_dtype = grad_dtype
         return torch.bmm(a.transpose(1, 2), c)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         a, c = ctx.saved_tensors
-        grad_a = torch.bmm(c, grad.transpose(1, 2)) if ctx.needs_input_grad[0] else None
-        grad_c = torch.bmm(a, grad) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_c
+        low = ctx.grad_dtype or grad.dtype
+        g = grad.to(low)
+        grad_a = torch.bmm(c.to(low), g.transpose(1, 2)).to(a.dtype) if ctx.needs_input_grad[0] else None
+        grad_c = torch.bmm(a.to(low), g).to(c.dtype) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_c, None
 
 
-def weighted_outer(a: torch.Tensor, c: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """``sum_j w_j a_j c_jᵀ``: ``(b, h, n, f), (b, h, n, e) -> (b, h, f, e)``."""
+def weighted_outer(a: torch.Tensor, c: torch.Tensor, weights: torch.Tensor | None,
+                   grad_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``sum_j w_j a_j c_jᵀ``: ``(b, h, n, f), (b, h, n, e) -> (b, h, f, e)`` (the gradient's
+    point-wise products in ``grad_dtype`` if given, see :class:`_OuterSum`)."""
     n, f, e = a.shape[-2], a.shape[-1], c.shape[-1]
     if weights is not None:
         a = a * weights[:, None, :, None].to(a.dtype)
-    out = _OuterSum.apply(a.reshape(-1, n, f), c.reshape(-1, n, e))
+    out = _OuterSum.apply(a.reshape(-1, n, f), c.reshape(-1, n, e), grad_dtype)
     out = out.view(*a.shape[:-2], f, e)
     return out / n if weights is None else out
 

@@ -8,6 +8,10 @@ By default the n x n kernel matrix is formed (cost O(n² d), memory O(n²) per h
 "Fourier-type" denotes.  Without softmax the product is associative, so ``associative=True``
 computes the identical result as ``Q̃ (K̃ᵀ diag(w) V)`` in O(n d²).
 
+Under autocast the dense kernel's two n-sized products run in autocast's dtype (bfloat16 matrix
+products accumulate in float32 on the CPU and round the result); the associative form sums
+``K̃ᵀ diag(w) V`` in float32.
+
 ``causal=True``: ``z_i = Σ_{j≤i} w_j (q̃_i·k̃_j) v_j``, the masked kernel; this is causal linear
 attention with φ = identity and no normalizer, computed in O(n d²) by the chunked form of
 :mod:`petrov.operators.mixers.causal` whatever ``associative`` says (same numbers as the masked
@@ -18,7 +22,7 @@ from __future__ import annotations
 from torch import nn
 
 from . import MIXERS
-from ._kernels import full_precision, upcast, weighted_outer
+from ._kernels import autocast_dtype, full_precision, upcast, weighted_outer
 from .causal import (
     DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
 )
@@ -49,16 +53,17 @@ class FourierMixer(nn.Module):
         ``forward(q, k, v) = q @ matrix(k, v)``; ``None`` for the dense kernel."""
         if not self.associative or self.causal:
             return None
+        grad_dtype = autocast_dtype(k)  # the gradient's point-wise products as autocast's own
         with full_precision(k):
-            return weighted_outer(upcast(k), upcast(v), weights)
+            return weighted_outer(upcast(k), upcast(v), weights, grad_dtype)
 
     def forward(self, q, k, v, pos=None, weights=None):
         if self.causal:
             return causal_forward(self, q, k, v, pos, weights)
         if self.associative:
-            kv = self.matrix(k, v, pos, weights)
-            with full_precision(q):
-                return (upcast(q) @ kv).to(v.dtype)
+            kv = self.matrix(k, v, pos, weights)  # float32 at least
+            # the n-sized product: bfloat16 under autocast, else kv's dtype (as Galerkin)
+            return (upcast(q) @ kv).to(v.dtype)
         # the weights (or 1/n) scale K before the product: an n x d scaling instead of a second
         # n x n matrix
         if weights is None:

@@ -3,7 +3,8 @@
 With uniform weights this is ``Q (K̃ᵀ Ṽ) / n``.  Row i of the output is a Petrov-Galerkin
 projection: ``(K̃ᵀ diag(w) Ṽ)_{ab}`` is the quadrature of ``∫ k_a(ξ) v_b(ξ) dξ`` and the result is
 expanded in span{q_a}.  No softmax, no 1/sqrt(d).  Cost O(n d²), memory O(n d).  K and V are
-normalized by the attention layer.  The d x d sum is formed in float32 under autocast.
+normalized by the attention layer.  Under autocast the d x d sum ``K̃ᵀ diag(w) Ṽ`` is formed in
+float32 (a sum over n points); the n-sized product ``Q (K̃ᵀ diag(w) Ṽ)`` runs in autocast's dtype.
 
 ``causal=True``: ``z_i = q_i Σ_{j≤i} w_j k̃_j ṽ_jᵀ`` (linear attention with φ = identity and no
 normalizer; see :mod:`petrov.operators.mixers.causal`), in chunks of ``chunk_size`` tokens.  The
@@ -14,7 +15,7 @@ from __future__ import annotations
 from torch import nn
 
 from . import MIXERS
-from ._kernels import full_precision, upcast, weighted_outer
+from ._kernels import autocast_dtype, full_precision, upcast, weighted_outer
 from .causal import (
     DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
 )
@@ -43,15 +44,16 @@ class GalerkinMixer(nn.Module):
         projection into this d x d matrix.  ``None`` when causal (no single matrix)."""
         if self.causal:
             return None
+        grad_dtype = autocast_dtype(k)  # the gradient's point-wise products as autocast's own
         with full_precision(k):
-            return weighted_outer(upcast(k), upcast(v), weights)
+            return weighted_outer(upcast(k), upcast(v), weights, grad_dtype)
 
     def forward(self, q, k, v, pos=None, weights=None):
         if self.causal:
             return causal_forward(self, q, k, v, pos, weights)
-        kv = self.matrix(k, v, pos, weights)  # (b, h, d, d)
-        with full_precision(q):
-            return (upcast(q) @ kv).to(v.dtype)
+        kv = self.matrix(k, v, pos, weights)  # (b, h, d, d), float32 at least
+        # the n-sized product: bfloat16 under autocast (like the projections), else kv's dtype
+        return (upcast(q) @ kv).to(v.dtype)
 
     def extra_repr(self) -> str:
         return f"causal={self.causal}, chunk_size={self.chunk_size}" if self.causal else ""
