@@ -2,6 +2,7 @@
 
     python benchmarks/profile_step.py --threads 1                 # galerkin1d, reference config, n = 8192
     python benchmarks/profile_step.py --n 2048 --checkpoint-layers --threads 1
+    python benchmarks/profile_step.py --amp --threads 1           # the forward under bfloat16 autocast
 
 One training step as in ``compare_speed_memory.py`` (batch 4, forward with coordinates, mean relative
 L2, backward, clipping at 1, Adam), after ``--warmup`` untimed steps, is profiled twice:
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--mixer", default="galerkin")
     parser.add_argument("--checkpoint-layers", action="store_true")
+    parser.add_argument("--amp", action="store_true", help="forward under bfloat16 autocast (what run.amp does)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rows", type=int, default=25, help="ops shown in the time table")
     parser.add_argument("--threads", type=int, default=None)
@@ -95,7 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def forward():
-        return relative_l2(model(x, pos), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+            pred = model(x, pos)
+        return relative_l2(pred, y)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -113,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     time_rows = [[e.key, e.count, f"{e.self_cpu_time_total / 1e3:.1f}", f"{100 * e.self_cpu_time_total / total:.1f}"]
                  for e in top]
     print(f"\ngalerkin1d reference config, mixer {args.mixer}, n = {n}, batch {b}"
-          f"{', checkpoint_layers' if args.checkpoint_layers else ''}: one training step, "
+          f"{', checkpoint_layers' if args.checkpoint_layers else ''}{', bfloat16 autocast' if args.amp else ''}: "
+          f"one training step, "
           f"{total / 1e3:.0f} ms self CPU time in total (profiled: slower than unprofiled)")
     print(format_table(["op", "calls", "self ms", "%"], time_rows))
 
