@@ -20,6 +20,7 @@ from petrov.train.cli import main as cli_main
 from petrov.train.config import config_from_dict
 from petrov.train.inverse import Observations, add_observation_noise, inversion_metrics, phase_accuracy
 from petrov.train.inverse.config import inversion_config
+from petrov.train.inverse.learned import invert_learned
 from petrov.train.inverse.parametrization import prolong, total_variation
 from petrov.train.inverse.pde import objective
 from petrov.train.inverse.surrogate import invert_surrogate
@@ -288,3 +289,23 @@ def test_invalid_requests_are_clear_errors(runs, tmp_path, capsys):
     err = _cli_error(["invert", str(data), "--indices", "20:21", "--method", "pde", "--grid", "6",
                       "--out", str(tmp_path / "file" / "out")], capsys)
     assert "writable directory" in err
+
+
+def test_learned_inversion_is_clipped_to_the_coefficient_bounds():
+    # an "operator" whose output leaves [3, 12] on both sides: the learned answer is projected onto
+    # the admissible set, so the data-misfit solve (which needs a > 0) always runs
+    class Overshoot(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(1.0))
+
+        def forward(self, x, pos=None):
+            ramp = torch.linspace(-1.0, 20.0, x.shape[1], dtype=x.dtype)
+            return (self.scale * ramp)[None, :, None, None].expand(x.shape[0], -1, x.shape[2], 1)
+
+    u = np.zeros((2, 9, 9))
+    a, _ = invert_learned(Overshoot(), u, grid=9, bounds=(3.0, 12.0))
+    assert a.min() == 3.0 and a.max() == 12.0
+    raw = np.linspace(-1.0, 20.0, 9)
+    inside = (raw > 3.0) & (raw < 12.0)
+    np.testing.assert_allclose(a[0, inside, 0], raw[inside], rtol=1e-6)

@@ -66,7 +66,7 @@ def _surrogate(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.nd
 
 @METHODS.register("learned")
 def _learned(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.ndarray | None):
-    return invert_learned(ops.inverse, u, cfg.grid, cfg.batch_size)
+    return invert_learned(ops.inverse, u, cfg.grid, cfg.batch_size, (cfg.low, cfg.high))
 
 
 NEEDS = {"surrogate": "forward", "learned": "inverse"}
@@ -229,7 +229,7 @@ def invert(
     start_a = None
     if start == "learned" and method != "learned":
         t0 = time.process_time()
-        start_a = invert_learned(ops.inverse, obs.u, cfg.grid, cfg.batch_size)[0]
+        start_a = invert_learned(ops.inverse, obs.u, cfg.grid, cfg.batch_size, (cfg.low, cfg.high))[0]
         start_seconds = (time.process_time() - t0) / len(obs)
     a, info = METHODS.get(method)(obs.u, cfg, ops, start_a)
     if start_a is not None:

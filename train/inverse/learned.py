@@ -42,11 +42,18 @@ def predict(operator, u_obs: np.ndarray, batch_size: int = 16) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def invert_learned(operator, u_obs: np.ndarray, grid: int, batch_size: int = 16):
-    """``a (N, grid, grid)`` predicted by the inverse ``operator`` from ``u_obs (N, m, m)``; ``(a, info)``."""
+def invert_learned(operator, u_obs: np.ndarray, grid: int, batch_size: int = 16,
+                   bounds: tuple[float, float] = (3.0, 12.0)):
+    """``a (N, grid, grid)`` predicted by the inverse ``operator`` from ``u_obs (N, m, m)``; ``(a, info)``.
+
+    The prediction is clipped to the coefficient ``bounds`` ``[low, high]``, the admissible set the
+    other methods optimize over: a learned map may step outside it (e.g. slightly below 0 in the
+    corner cells), and the PDE, hence the data misfit, needs ``a > 0``.
+    """
     t0 = time.process_time()
     a = predict(operator, u_obs, batch_size)
     if a.shape[-1] != grid:
         a = prolong(torch.from_numpy(a), grid).numpy()
+    a = np.clip(a, *bounds)
     seconds = (time.process_time() - t0) / max(1, len(u_obs))
     return a, [{"cpu_seconds": seconds}] * len(u_obs)
