@@ -75,9 +75,11 @@ def darcy_matrix(a: np.ndarray, averaging: str = "arithmetic") -> sp.csr_matrix:
     down_x = -ax[1:-1, 1:-1]  # coupling (i, j) -> (i+1, j)
     y_off = right_y.ravel()[:-1]
     x_off = down_x.ravel()
-    mat = sp.diags(
-        [diag.ravel(), y_off, y_off, x_off, x_off], [0, 1, -1, m, -m], shape=(m * m, m * m), format="csr"
-    )
+    # one interior node (n = 3) has no neighbour couplings (and offsets +-1, +-m would coincide)
+    diagonals, offsets = [diag.ravel()], [0]
+    if m > 1:
+        diagonals, offsets = diagonals + [y_off, y_off, x_off, x_off], offsets + [1, -1, m, -m]
+    mat = sp.diags(diagonals, offsets, shape=(m * m, m * m), format="csr")
     return mat * inv_h2
 
 

@@ -20,12 +20,25 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
 from .sampling import stride_for
 
 _NOISE_STREAM = 3  # separates the noise generators from the GRF streams (grf.py uses 1 and 2)
+
+
+def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
+    """``field (*grid, c)`` on a node grid (``x_i = i/(n-1)`` per axis, 1-D or 2-D) -> the (bi)linear
+    interpolant at ``resolution`` nodes per axis."""
+    ndim = field.dim() - 1
+    if ndim not in (1, 2):
+        raise ValueError(f"interpolating statistics needs a 1-D or 2-D grid, got {tuple(field.shape[:-1])}")
+    mode = "linear" if ndim == 1 else "bilinear"
+    z = torch.movedim(field.double(), -1, 0)[None]
+    out = F.interpolate(z, size=(resolution,) * ndim, mode=mode, align_corners=True)
+    return torch.movedim(out[0], 0, -1).to(field.dtype).contiguous()
 
 
 class PointwiseGaussianNormalizer:
@@ -73,7 +86,10 @@ class PointwiseGaussianNormalizer:
         return z * scale + mean
 
     def at_resolution(self, resolution: int) -> "PointwiseGaussianNormalizer":
-        """The normalizer for data strided to ``resolution`` points per axis (same stride rule as the data)."""
+        """The normalizer for data at ``resolution`` points per axis: the statistics strided as the data
+        are strided (exactly what fitting there gives); on a node grid that is no strided sub-grid
+        (e.g. 211 from 141), the mean and std fields (multi)linearly interpolated in physical
+        coordinates, so an operator takes inputs at any resolution of its domain."""
         if not self.pointwise or (self.grid and self.grid[0] == resolution):
             return self
         if not self.strideable:
@@ -81,7 +97,14 @@ class PointwiseGaussianNormalizer:
                 f"these statistics were fitted on a pooled {self.grid} grid and cannot be strided to "
                 f"{resolution}; fit a normalizer at that coarse resolution instead"
             )
-        stride = stride_for(self.grid[0], resolution, self.periodic)
+        try:
+            stride = stride_for(self.grid[0], resolution, self.periodic)
+        except ValueError:
+            if self.periodic or isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 2:
+                raise
+            return PointwiseGaussianNormalizer(_interpolate_nodes(self.mean, resolution),
+                                               _interpolate_nodes(self.std, resolution), self.eps,
+                                               periodic=False, strideable=True)
         sel = (slice(None, None, stride),) * len(self.grid)
         return PointwiseGaussianNormalizer(self.mean[sel].clone(), self.std[sel].clone(), self.eps,
                                            periodic=self.periodic, strideable=True)

@@ -118,3 +118,10 @@ def test_bad_input_raises_value_error(a, kwargs):
 def test_unknown_names_raise_key_error(kwargs):
     with pytest.raises(KeyError):
         solve_darcy(np.ones((1, 5, 5)), **kwargs)
+
+
+def test_one_interior_node_is_solved_exactly():
+    # n = 3: the centre node only, 4 a u / h^2 = f with h = 1/2, so u = f / (16 a)
+    u = solve_darcy(np.full((2, 3, 3), 5.0), f=1.0)
+    np.testing.assert_allclose(u[:, 1, 1], 1.0 / 80.0, rtol=1e-12)
+    assert np.count_nonzero(u[:, [0, 2], :]) == 0 and np.count_nonzero(u[:, :, [0, 2]]) == 0

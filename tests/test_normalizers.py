@@ -14,6 +14,7 @@ from petrov.datasets import (
     generate_dataset,
     open_dataset,
 )
+from petrov.datasets.normalizers import _interpolate_nodes
 
 TRAIN = range(0, 6)
 
@@ -92,8 +93,26 @@ def test_at_resolution_equals_fitting_there_darcy(darcy_file):
         mean, std = plain_stats(open_dataset(darcy_file, resolution=resolution, indices=range(4)).y)
         torch.testing.assert_close(low.mean.double(), mean, rtol=1e-6, atol=1e-8)
         torch.testing.assert_close(low.std.double(), std, rtol=1e-5, atol=1e-8)
-    with pytest.raises(ValueError, match="resolution - 1 must divide 16"):
-        native.at_resolution(8)
+
+
+def test_at_resolution_off_the_strided_grids_interpolates_the_statistics(darcy_file):
+    # 8 nodes from a 17-node grid is no strided sub-grid: the fields are interpolated bilinearly in
+    # physical coordinates (x_i = i/7 read off the native nodes X_j = j/16), written out point by point
+    native = fit_normalizer(darcy_file, "y", range(4))
+    low = native.at_resolution(8)
+    assert low.mean.shape == (8, 8, 1)
+    m = native.mean[..., 0].double().numpy()
+    expected = np.empty((8, 8))
+    for i in range(8):
+        for j in range(8):
+            p, q = i / 7 * 16, j / 7 * 16
+            i0, j0 = min(int(p), 15), min(int(q), 15)
+            s, t = p - i0, q - j0
+            expected[i, j] = ((1 - s) * (1 - t) * m[i0, j0] + s * (1 - t) * m[i0 + 1, j0]
+                              + (1 - s) * t * m[i0, j0 + 1] + s * t * m[i0 + 1, j0 + 1])
+    np.testing.assert_allclose(low.mean[..., 0].double().numpy(), expected, rtol=1e-6, atol=1e-7)
+    # on a strided sub-grid the interpolant and the strided statistics agree (nodes coincide)
+    torch.testing.assert_close(_interpolate_nodes(native.mean, 9), native.at_resolution(9).mean)
 
 
 def test_pooled_inverse_target_is_fitted_on_the_pooled_grid(darcy_file):
