@@ -24,9 +24,9 @@ validation epoch is tested):
   (the reference SimpleTransformer, 530,305 parameters), Darcy ``galerkin2d`` with
   ``galerkin2d.REFERENCE_CONFIG`` and ``coarse_size = 29`` (the reference README's setting for an 85 x 85
   fine grid: ``--subsample-attn 15 --subsample-nodes 5``);
-- Darcy only, petrov ``latent2d`` (the resolution-invariant 2-D attention operator: attention on a
+- petrov ``latent1d`` / ``latent2d`` (the resolution-invariant attention operators: attention on a
   latent grid fixed in physical space), one per registered mixer, keys ``latent-<mixer>``, configured as
-  the ``darcy-budget-85`` preset (tuned for this budget);
+  the ``burgers-latent`` / ``darcy-budget-85`` preset (tuned for this budget);
 - petrov FNO: ``fno1d`` / ``fno2d`` with ``fno.REFERENCE_CONFIG`` (the FNO paper's settings);
 - neuraloperator's ``neuralop.models.FNO`` as installed, wrapped only to take petrov's channels-last
   tensors (it appends its own grid coordinates).  Settings: Darcy = its documented Darcy example
@@ -197,13 +197,17 @@ def problems(args: argparse.Namespace) -> dict[str, Problem]:
     return out
 
 
-def latent2d_options(quick: bool) -> dict[str, Any]:
-    """``latent2d`` as the ``darcy-budget-85`` preset configures it for a 20-minute budget at 85."""
+LATENT_PRESETS = {1: "burgers-latent", 2: "darcy-budget-85"}  # tuned for the 20-minute budget
+
+
+def latent_options(ndim: int, quick: bool) -> dict[str, Any]:
+    """``latent1d`` / ``latent2d`` as the ``burgers-latent`` / ``darcy-budget-85`` preset configures it."""
     from petrov.train.config import load_config
 
-    options = dict(load_config("darcy-budget-85").model.options)
+    options = dict(load_config(LATENT_PRESETS[ndim]).model.options)
     if quick:
-        options.update(d_model=32, n_layers=1, dim_feedforward=64, latent_size=12, fine_width=8,
+        options.update(d_model=32, n_layers=1, dim_feedforward=64, latent_size=32 if ndim == 1 else 12,
+                       latent_modes=min(options.get("latent_modes", 0), 8), fine_width=8,
                        decoder_width=8, decoder_hidden=32, modes=6)
     return options
 
@@ -232,10 +236,10 @@ def contenders(problem: Problem, quick: bool) -> list[dict[str, Any]]:
             nop.update(n_modes=[12, 12], hidden_channels=8)
     rows = [{"key": mixer, "label": f"petrov {hybrid_name} {mixer}", "model": hybrid_name,
              "options": {**hybrid, "mixer": mixer}, "note": ""} for mixer in list_mixers()]
-    if problem.ndim > 1:  # the resolution-invariant 2-D attention operator, every mixer
-        latent = latent2d_options(quick)
-        rows += [{"key": f"latent-{mixer}", "label": f"petrov latent2d {mixer}", "model": "latent2d",
-                  "options": {**latent, "mixer": mixer}, "note": ""} for mixer in list_mixers()]
+    # the resolution-invariant attention operators (attention on a latent grid), every mixer
+    latent, latent_name = latent_options(problem.ndim, quick), f"latent{problem.ndim}d"
+    rows += [{"key": f"latent-{mixer}", "label": f"petrov {latent_name} {mixer}", "model": latent_name,
+              "options": {**latent, "mixer": mixer}, "note": ""} for mixer in list_mixers()]
     rows.append({"key": "fno", "label": f"petrov {fno_name}", "model": fno_name, "options": fno_opts, "note": ""})
     odd = any(r % 2 for r in [problem.train_res, *problem.eval_res])
     rows.append({"key": "neuralop", "label": "neuralop FNO", "model": NEURALOP_MODEL, "options": nop,
@@ -281,7 +285,7 @@ def ensure_data(problem: Problem, workers: int) -> None:
 
 # --- one contender (worker) ------------------------------------------------------------------------
 
-def probe_epoch_seconds(cfg, data, repeats: int = 3) -> dict[str, float]:
+def probe_epoch_seconds(cfg, data, repeats: int = 5) -> dict[str, float]:
     """Time a training step and a forward pass of a fresh copy of the model on real batches."""
     from petrov.operators import build_model
     from petrov.train.losses import training_loss_per_sample
@@ -303,11 +307,14 @@ def probe_epoch_seconds(cfg, data, repeats: int = 3) -> dict[str, float]:
         torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip or math.inf)
         optimizer.step()
 
-    step()
-    start = time.perf_counter()
-    for _ in range(repeats):
+    for _ in range(2):  # warm-up: allocator, FFT plans, the other core's contender starting too
         step()
-    t_step = (time.perf_counter() - start) / repeats
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    t_step = sorted(times)[repeats // 2]  # median: one slow step (a neighbour's spike) does not set the plan
     model.eval()
     with torch.no_grad():
         start = time.perf_counter()
@@ -543,7 +550,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", nargs="+", default=["burgers", "darcy"], choices=["burgers", "darcy"])
     parser.add_argument("--contenders", nargs="+", default=None,
-                        help="subset by key: mixer names (hybrids), latent-<mixer> (Darcy latent2d), fno, "
+                        help="subset by key: mixer names (hybrids), latent-<mixer> (latent1d / latent2d), fno, "
                              "neuralop, neuralop-even (default: all)")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="training wall-clock per contender (default 20; 0.05 with --quick)")

@@ -18,10 +18,16 @@ the other latent nodes).  Two separable matrices per axis, both O(n·m):
   computes), exact for linear functions.
 
 On a 2-D grid ``(…, n_1, n_2)`` a pair of matrices acts as ``A_1 u A_2ᵀ`` (:func:`apply_separable`).
+
+Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use :func:`fourier_resample` both ways
+instead: truncation of the Fourier series to the latent grid's frequencies, and its evaluation on
+the finer grid.
 """
 from __future__ import annotations
 
 import torch
+
+from petrov.common.dtypes import to_caller_dtype, upcast
 
 
 def node_points(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
@@ -73,17 +79,47 @@ def apply_separable(u: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torc
     return a1.to(u.dtype) @ u @ a2.to(u.dtype).T
 
 
-def restrict2d(u: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """``(b, c, n_1, n_2) -> (b, c, m_1, m_2)``: ``R_1 u R_2ᵀ`` (quadrature-weighted hat averages)."""
-    (n1, n2), (m1, m2) = u.shape[-2:], size
-    r1 = restriction_matrix(m1, n1, u.dtype, u.device)
-    r2 = r1 if (m2, n2) == (m1, n1) else restriction_matrix(m2, n2, u.dtype, u.device)
-    return apply_separable(u, r1, r2)
+def _apply_axes(u: torch.Tensor, mats: list[torch.Tensor]) -> torch.Tensor:
+    """``(…, n_1[, n_2]) -> (…, k_1[, k_2])``: one ``(k, n)`` matrix per trailing axis."""
+    if len(mats) == 1:
+        return u @ mats[0].to(u.dtype).T
+    if len(mats) == 2:
+        return apply_separable(u, *mats)
+    raise ValueError(f"grid transfers take 1 or 2 grid axes, got {len(mats)}")
 
 
-def prolong2d(z: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """``(b, c, m_1, m_2) -> (b, c, n_1, n_2)``: ``P_1 z P_2ᵀ`` (bilinear interpolation of the nodes)."""
-    (m1, m2), (n1, n2) = z.shape[-2:], size
-    p1 = prolongation_matrix(n1, m1, z.dtype, z.device)
-    p2 = p1 if (m2, n2) == (m1, n1) else prolongation_matrix(n2, m2, z.dtype, z.device)
-    return apply_separable(z, p1, p2)
+def restrict(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+    """``(b, c, *n) -> (b, c, *m)`` on 1 or 2 axes: ``R u`` / ``R_1 u R_2ᵀ`` (quadrature-weighted hat
+    averages)."""
+    grid = u.shape[-len(size):]
+    return _apply_axes(u, [restriction_matrix(m, n, u.dtype, u.device) for n, m in zip(grid, size)])
+
+
+def prolong(z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+    """``(b, c, *m) -> (b, c, *n)`` on 1 or 2 axes: ``P z`` / ``P_1 z P_2ᵀ`` (linear interpolation of
+    the nodes; also the interpolation of any node-grid field at the nodes of another size)."""
+    grid = z.shape[-len(size):]
+    return _apply_axes(z, [prolongation_matrix(n, m, z.dtype, z.device) for m, n in zip(grid, size)])
+
+
+def fourier_resample(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+    """``(b, c, *n) -> (b, c, *m)`` on periodic grids ``x_j = j/n``: the trigonometric interpolant of
+    the frequencies ``|k| < min(n, m)/2`` of each axis, evaluated on the ``m`` grid.
+
+    Restriction (``m < n``: spectral truncation, the ideal anti-aliasing filter; for a field with no
+    frequency at or above ``m/2`` the result is the exact point values at any ``n``) and prolongation
+    (``m > n``: zero-padding of the spectrum) in one map.  A Nyquist mode of either grid is dropped: on
+    the grid that holds it, it is a cosine only, with no consistent value elsewhere (``n == m`` is the
+    identity, Nyquist mode included).  Runs in float32 at least (FFTs of arbitrary sizes).
+    """
+    dtype = u.dtype
+    u = upcast(u)
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        for axis, m in zip(range(u.dim() - len(size), u.dim()), size):
+            n = u.shape[axis]
+            if n == m:
+                continue
+            keep = (min(n, m) + 1) // 2
+            spec = torch.fft.rfft(u.movedim(axis, -1), norm="forward")[..., :keep]
+            u = torch.fft.irfft(spec, n=m, norm="forward").movedim(-1, axis)
+    return to_caller_dtype(u, dtype)

@@ -22,6 +22,10 @@ TINY = {
     "marching1d": (dict(time_steps=2, width=4, modes=3, encoder_layers=1, decoder_layers=1, summary_modes=3,
                         proj_hidden=8, d_model=8, n_layers=1), (2, 16, 1)),
     "arfno1d": (dict(time_steps=2, width=4, modes=3, n_layers=2, proj_hidden=8), (2, 16, 1)),
+    "latent1d": (
+        dict(d_model=8, n_layers=1, n_heads=2, latent_size=6, fine_width=3, decoder_width=4, modes=3,
+             latent_modes=2, latent_kernel=3, mixer="linear"), (2, 16, 1)
+    ),
     "latent2d": (
         dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=3, decoder_width=4, modes=2,
              latent_modes=2, mixer="cosformer"), (2, 9, 9, 1)

@@ -18,6 +18,7 @@ TINY = {
     "galerkin1d": (ATTN_1D, lambda n: (2, n, 1), (16, 23)),
     "galerkin2d": (dict(ATTN_2D, decoder_width=4, modes=2), lambda n: (2, n, n, 1), (9, 13)),
     "galerkin2d_inverse": (dict(ATTN_2D, decoder_hidden=6), lambda n: (2, n, n, 1), (9, 13)),
+    "latent1d": (dict(LATENT_2D, latent_size=6, decoder_width=4, modes=3), lambda n: (2, n, 1), (16, 23)),
     "latent2d": (dict(LATENT_2D, decoder_width=4, modes=2), lambda n: (2, n, n, 1), (9, 13)),
     "latent2d_inverse": (dict(LATENT_2D, coarse_size=6, decoder_hidden=6), lambda n: (2, n, n, 1), (9, 13)),
     "marching1d": (dict(time_steps=3, width=4, modes=3, encoder_layers=1, decoder_layers=1, summary_modes=3,
@@ -25,7 +26,7 @@ TINY = {
     "arfno1d": (dict(time_steps=3, width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
 }
 MARCHING_MODELS = ["marching1d", "arfno1d"]  # output: the trajectory, time_steps + 1 snapshots as channels
-ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse", "latent2d", "latent2d_inverse"]
+ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse", "latent1d", "latent2d", "latent2d_inverse"]
 
 
 def expected_grid(name, config, n):
@@ -266,3 +267,11 @@ def test_finite_check_can_be_switched_off_and_on():
             set_finite_check("sometimes")
     finally:
         set_finite_check("cpu")
+
+
+def test_latent1d_on_node_grids_uses_the_hat_transfers():
+    config, shape, _ = TINY["latent1d"]
+    model = build_model("latent1d", **dict(config, periodic=False))
+    assert model.encoder.coord_dim == 1 and model(torch.randn(shape(17))).shape == (2, 17, 1)
+    with pytest.raises(ValueError, match="too coarse"):
+        build_model("latent1d", **dict(config, periodic=False, latent_size=40))(torch.randn(shape(17)))

@@ -12,6 +12,7 @@ model is a discretization of one continuous operator and converges as the input 
                 ξ = (i, j)/(m-1) (m = latent_size, fixed in physical space)
       --Linear--> (b, m, m, c_f) --P--> P z Pᵀ       (b, n, n, c_f)   bilinear interpolation of the nodes
 
+(the encoder up to ``P`` is :class:`petrov.operators.latent.LatentEncoder`, shared with ``latent1d``),
 then
 
 - ``latent2d``: ``h = f + P z Pᵀ`` (pointwise skip) -> SpectralDecoder (lift of ``[h, pos]`` to
@@ -57,31 +58,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..blocks import (
-    EncoderConfig, PointwiseDecoder, SpectralBlock, SpectralDecoder, activation, encoder_stack, mlp, resize2d,
-)
+from ..blocks import PointwiseDecoder, SpectralDecoder, resize2d
 from ..checks import check_grid_input, grid_pos, weight_dtype
-from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
-from ..transfer import prolong2d, restrict2d
+from ..latent import LatentEncoder, LatentGridConfig
+from ..layout import channels_first, channels_last
+from ..transfer import prolong, restrict
 from . import register_model
-
-
-@dataclass
-class LatentGridConfig(EncoderConfig):
-    """The shared encoder: pointwise lift on the input grid -> restriction -> attention on m² nodes."""
-
-    n_heads: int = 4
-    latent_size: int = 16
-    fine_width: int = 32
-    fine_hidden: Optional[int] = None  # hidden width of the lift MLP, default 2 * fine_width
-    lift_activation: str = "gelu"
-    # Local operators on the latent grid after every attention layer, each in a residual branch
-    # (fixed grid, so both are resolution-invariant): a SpectralBlock keeping latent_modes modes,
-    # and/or a latent_kernel x latent_kernel convolution (a stencil of fixed physical width 1/(m-1)
-    # per tap: the derivatives an inverse problem needs).  0 = off.
-    latent_modes: int = 0
-    latent_kernel: int = 0
-    periodic: bool = False
 
 
 @dataclass
@@ -120,51 +102,6 @@ REFERENCE_SIZE_CONFIG = {
 REFERENCE_SIZE_PARAMETERS = 2_220_501
 
 
-def latent_block(c: LatentGridConfig) -> nn.Sequential:
-    """``(b, d, m, m) -> (b, d, m, m)`` on the latent grid: [SpectralBlock] [conv k x k, σ]."""
-    layers: list[nn.Module] = []
-    if c.latent_modes:
-        layers.append(SpectralBlock(c.d_model, c.d_model, c.latent_modes, ndim=2, act=c.ffn_activation))
-    if c.latent_kernel:
-        layers += [nn.Conv2d(c.d_model, c.d_model, c.latent_kernel, padding=c.latent_kernel // 2,
-                             padding_mode="replicate"), activation(c.ffn_activation)]
-    return nn.Sequential(*layers)
-
-
-class LatentEncoder2d(nn.Module):
-    """``x (b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> fine features ``f (b, n, n, c_f)``,
-    latent features ``z (b, m, m, c_f)`` (already mapped back to ``c_f`` channels)."""
-
-    def __init__(self, c: LatentGridConfig):
-        super().__init__()
-        for name, low in (("latent_size", 2), ("fine_width", 1)):
-            if getattr(c, name) < low:
-                raise ValueError(f"{name} must be >= {low}, got {getattr(c, name)}")
-        if c.latent_modes < 0 or 2 * c.latent_modes > c.latent_size:
-            raise ValueError(f"latent_modes must be in [0, latent_size // 2], got {c.latent_modes} "
-                             f"for latent_size {c.latent_size}")
-        self.latent = (c.latent_size, c.latent_size)
-        self.lift = mlp(c.in_channels + 2, c.fine_hidden or 2 * c.fine_width, c.fine_width, c.lift_activation)
-        self.to_latent = nn.Linear(c.fine_width, c.d_model)
-        self.layers = encoder_stack(c, pos_dim=2)
-        if c.latent_kernel < 0 or (c.latent_kernel and c.latent_kernel % 2 == 0):
-            raise ValueError(f"latent_kernel must be 0 (off) or an odd size, got {c.latent_kernel}")
-        self.local = nn.ModuleList(latent_block(c) for _ in range(c.n_layers if c.latent_modes or c.latent_kernel else 0))
-        self.from_latent = nn.Linear(c.d_model, c.fine_width)
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor):
-        f = self.lift(torch.cat([x, pos], dim=-1))
-        z = channels_last(restrict2d(channels_first(f), self.latent))
-        pos_z = grid_to_points(channels_last(resize2d(channels_first(pos), self.latent)))
-        h = grid_to_points(self.to_latent(z))
-        for i, layer in enumerate(self.layers):
-            h = layer(h, pos_z)
-            if self.local:
-                grid = channels_first(points_to_grid(h, self.latent))
-                h = h + grid_to_points(channels_last(self.local[i](grid)))
-        return f, self.from_latent(points_to_grid(h, self.latent))
-
-
 @register_model("latent2d", Latent2dConfig)
 class Latent2d(nn.Module):
     """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n, n, c_out)`` with zero boundary values."""
@@ -173,7 +110,7 @@ class Latent2d(nn.Module):
         super().__init__()
         c = config
         self.cfg = c
-        self.encoder = LatentEncoder2d(c)
+        self.encoder = LatentEncoder(c, ndim=2)
         self.decoder = SpectralDecoder(
             c.fine_width, c.out_channels, c.decoder_width, c.modes, ndim=2, n_layers=c.decoder_layers,
             hidden=c.decoder_hidden or 4 * c.decoder_width, coord_dim=2, act=c.decoder_activation,
@@ -183,7 +120,7 @@ class Latent2d(nn.Module):
         check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
         pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         f, z = self.encoder(x, pos)
-        h = f + channels_last(prolong2d(channels_first(z), tuple(x.shape[1:3])))
+        h = f + channels_last(self.encoder.prolong(channels_first(z), tuple(x.shape[1:3])))
         out = self.decoder(h, pos)
         if self.cfg.dirichlet:  # keep the interior, put exact zeros on the boundary
             out = F.pad(out[:, 1:-1, 1:-1], (0, 0, 1, 1, 1, 1))
@@ -201,7 +138,7 @@ class Latent2dInverse(nn.Module):
             raise ValueError(f"coarse_size must be >= 2, got {c.coarse_size}")
         self.cfg = c
         self.coarse = (c.coarse_size, c.coarse_size)
-        self.encoder = LatentEncoder2d(c)
+        self.encoder = LatentEncoder(c, ndim=2)
         self.decoder = PointwiseDecoder(
             c.fine_width, c.out_channels, c.decoder_hidden or c.d_model, coord_dim=2,
             n_layers=c.decoder_layers, act=c.decoder_activation, dropout=c.dropout,
@@ -211,6 +148,6 @@ class Latent2dInverse(nn.Module):
         check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
         pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
         f, z = self.encoder(x, pos)
-        g = restrict2d(channels_first(f), self.coarse) + prolong2d(channels_first(z), self.coarse)
+        g = restrict(channels_first(f), self.coarse) + prolong(channels_first(z), self.coarse)
         pos_c = channels_last(resize2d(channels_first(pos), self.coarse))
         return self.decoder(channels_last(g), pos_c)

@@ -1,0 +1,130 @@
+"""The latent-grid encoder shared by ``latent1d`` and ``latent2d``: attention on a grid fixed in
+physical space, reached from the input grid of any size by maps that converge under refinement.
+
+    x (b, *n, c_in), pos (b, *n, d)
+      --lift--> f = MLP([x, pos])           (b, *n, c_f)   pointwise on the input grid
+      --R-----> R f                         (b, *m, c_f)   restriction to the latent grid (m per axis)
+      --Linear, n_layers x EncoderLayer(attention(pos_dim=d) + FFN) [+ latent block: SpectralBlock
+                (latent_modes) and/or a convolution (latent_kernel), residual] on the latent points
+      --Linear--> z                         (b, *m, c_f)   handed back with f; the model prolongs z
+
+Transfers (:mod:`petrov.operators.transfer`), chosen by ``periodic``:
+
+- node grids ``i/(n-1)`` (``periodic=False``, e.g. Darcy): quadrature-weighted hat averages ``R`` and
+  linear interpolation ``P``; latent coordinates are ``pos`` interpolated at the latent nodes;
+- periodic grids ``i/n`` (``periodic=True``, e.g. Burgers): Fourier truncation to the latent grid's
+  frequencies and trigonometric interpolation back; coordinates enter the lift as ``(cos 2πx, sin 2πx)``
+  (smooth on the torus); the attention's are those of the uniform latent grid ``i/m``.
+
+Both make the latent features of one field the same (up to discretization error that vanishes under
+refinement) whatever grid it is given on, so every map after them acts on one continuous object.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp
+from .layout import channels_first, channels_last, grid_coordinates, grid_to_points, points_to_grid
+from .transfer import fourier_resample, prolong, restrict
+
+
+@dataclass
+class LatentGridConfig(EncoderConfig):
+    """The shared encoder: pointwise lift on the input grid -> restriction -> attention on the latent
+    grid of ``latent_size`` points per axis."""
+
+    n_heads: int = 4
+    latent_size: int = 16
+    fine_width: int = 32
+    fine_hidden: Optional[int] = None  # hidden width of the lift MLP, default 2 * fine_width
+    lift_activation: str = "gelu"
+    # Local operators on the latent grid after every attention layer, each in a residual branch
+    # (fixed grid, so both are resolution-invariant): a SpectralBlock keeping latent_modes modes,
+    # and/or a latent_kernel-wide convolution (a stencil of fixed physical width per tap: the
+    # derivatives an inverse problem needs).  0 = off.
+    latent_modes: int = 0
+    latent_kernel: int = 0
+    periodic: bool = False
+
+
+def latent_block(c: LatentGridConfig, ndim: int) -> nn.Sequential:
+    """``(b, d, *m) -> (b, d, *m)`` on the latent grid: [SpectralBlock] [convolution, σ]."""
+    layers: list[nn.Module] = []
+    if c.latent_modes:
+        layers.append(SpectralBlock(c.d_model, c.d_model, c.latent_modes, ndim=ndim, act=c.ffn_activation))
+    if c.latent_kernel:
+        conv = (nn.Conv1d, nn.Conv2d)[ndim - 1]
+        layers += [conv(c.d_model, c.d_model, c.latent_kernel, padding=c.latent_kernel // 2,
+                        padding_mode="circular" if c.periodic else "replicate"),
+                   activation(c.ffn_activation)]
+    return nn.Sequential(*layers)
+
+
+class LatentEncoder(nn.Module):
+    """``x (b, *n, c_in)``, ``pos (b, *n, ndim)`` (raw coordinates) -> fine features ``f (b, *n, c_f)``, latent features
+    ``z (b, *m, c_f)`` (already mapped back to ``c_f`` channels); ``ndim`` is 1 or 2."""
+
+    def __init__(self, c: LatentGridConfig, ndim: int):
+        super().__init__()
+        for name, low in (("latent_size", 2), ("fine_width", 1)):
+            if getattr(c, name) < low:
+                raise ValueError(f"{name} must be >= {low}, got {getattr(c, name)}")
+        if c.latent_modes < 0 or 2 * c.latent_modes > c.latent_size:
+            raise ValueError(f"latent_modes must be in [0, latent_size // 2], got {c.latent_modes} "
+                             f"for latent_size {c.latent_size}")
+        if c.latent_kernel < 0 or (c.latent_kernel and c.latent_kernel % 2 == 0):
+            raise ValueError(f"latent_kernel must be 0 (off) or an odd size, got {c.latent_kernel}")
+        self.periodic = c.periodic
+        self.latent = (c.latent_size,) * ndim
+        self.coord_dim = 2 * ndim if c.periodic else ndim  # see coordinate_features
+        self.lift = mlp(c.in_channels + self.coord_dim, c.fine_hidden or 2 * c.fine_width, c.fine_width,
+                        c.lift_activation)
+        self.to_latent = nn.Linear(c.fine_width, c.d_model)
+        self.layers = encoder_stack(c, pos_dim=ndim)
+        local = c.latent_modes or c.latent_kernel
+        self.local = nn.ModuleList(latent_block(c, ndim) for _ in range(c.n_layers if local else 0))
+        self.from_latent = nn.Linear(c.d_model, c.fine_width)
+
+    def restrict(self, u: torch.Tensor) -> torch.Tensor:
+        """``(b, c, *n) -> (b, c, *m)`` onto the latent grid (Fourier truncation / hat averages)."""
+        return fourier_resample(u, self.latent) if self.periodic else restrict(u, self.latent)
+
+    def prolong(self, z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+        """``(b, c, *m) -> (b, c, *size)`` from the latent grid (trigonometric / linear interpolation)."""
+        return fourier_resample(z, size) if self.periodic else prolong(z, size)
+
+    def coordinate_features(self, pos: torch.Tensor) -> torch.Tensor:
+        """``(…, coord_dim)``: ``pos`` on node grids; ``(cos 2πx, sin 2πx)`` per axis on periodic ones.
+
+        A periodic coordinate ``x = i/n`` jumps from ``1 - 1/n`` to 0 at the wrap; every map that
+        integrates it (restriction, spectral layers) would then see a discontinuity whose discrete
+        Fourier coefficients depend on ``n``.  Its cosine and sine are smooth on the torus."""
+        if not self.periodic:
+            return pos
+        angle = 2 * torch.pi * pos
+        return torch.cat([torch.cos(angle), torch.sin(angle)], dim=-1)
+
+    def latent_coordinates(self, pos: torch.Tensor) -> torch.Tensor:
+        """``(b, *m, ndim)``: the uniform periodic grid ``i/m`` (the attention's coordinates live on the
+        fixed latent grid, so its wrap does not move with the input), or ``pos`` interpolated at the
+        latent nodes."""
+        if self.periodic:
+            grid = grid_coordinates(self.latent, periodic=True, dtype=pos.dtype, device=pos.device)
+            return grid.expand(pos.shape[0], *grid.shape)
+        return channels_last(prolong(channels_first(pos), self.latent))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor):
+        f = self.lift(torch.cat([x, self.coordinate_features(pos)], dim=-1))
+        z = channels_last(self.restrict(channels_first(f)))
+        pos_z = grid_to_points(self.latent_coordinates(pos))
+        h = grid_to_points(self.to_latent(z))
+        for i, layer in enumerate(self.layers):
+            h = layer(h, pos_z)
+            if self.local:
+                grid = channels_first(points_to_grid(h, self.latent))
+                h = h + grid_to_points(channels_last(self.local[i](grid)))
+        return f, self.from_latent(points_to_grid(h, self.latent))
