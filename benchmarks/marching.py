@@ -2,6 +2,7 @@
 
     python benchmarks/marching.py --quick                      # about a minute: small file, 25 s per contender
     python benchmarks/marching.py --budget-minutes 20          # the full comparison (see benchmarks/README.md)
+    python benchmarks/marching.py --budget-minutes 20 --jobs 2 # the same, both contenders at once on 2 cores
 
 Data: ``burgers-trajectory`` (nu = 0.1, t in [0, 1], 20 steps of 0.05), generated once into ``--data``
 (default ``data/burgers-trajectory-8192.h5``, 700 samples at 8192; quick: 120 samples at 2048).
@@ -26,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -40,7 +43,7 @@ from petrov.train.evaluate import evaluate_resolutions, make_plots
 from petrov.train.rollout import training_mode
 from petrov.train.trainer import train
 
-from _common import format_table, machine_info, print_machine, verdict, write_json
+from _common import emit_result, format_table, machine_info, print_machine, run_worker, verdict, worker_spec, write_json
 
 CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
 TARGET_T1 = 1e-2
@@ -58,6 +61,9 @@ def parse_args(argv=None):
     p.add_argument("--runs", default="runs/bench-marching", help="directory of the run directories")
     p.add_argument("--out", default=None, help="JSON results (default RUNS/results.json)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1, choices=(1, 2),
+                   help="2: train both contenders at once, each in its own process pinned to its own core "
+                        "(one thread each; half the wall-clock on 2 cores)")
     return p.parse_args(argv)
 
 
@@ -130,7 +136,19 @@ def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[
             "best_val": result.best_val_rel_l2, "rows": rows}
 
 
+def worker(spec: dict) -> None:
+    """One contender in its own process, pinned to one core with one thread (``--jobs 2``)."""
+    os.sched_setaffinity(0, {spec["cpu"]})
+    torch.set_num_threads(1)
+    emit_result(run_contender(spec["name"], spec["settings"], Path(spec["path"]), Path(spec["runs"]),
+                              spec["resolutions"]))
+
+
 def main(argv=None) -> None:
+    spec = worker_spec(argv)
+    if spec is not None:
+        worker(spec)
+        return
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     info = machine_info(args.threads)
@@ -143,7 +161,19 @@ def main(argv=None) -> None:
         raise SystemExit(f"{runs} already holds runs; remove it or pass another --runs")
     print(f"data {path}: train {s['n_train']} at {s['train_resolution']}, test {s['n_test']}; "
           f"budget {s['budget_minutes']:.2f} min per contender, {args.threads} thread(s)")
-    results = [run_contender(name, s, path, runs, resolutions) for name in CONTENDERS]
+    if args.jobs == 1:
+        results = [run_contender(name, s, path, runs, resolutions) for name in CONTENDERS]
+    else:
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2:
+            raise SystemExit(f"--jobs 2 needs 2 usable cores, this process may use {len(cores)}")
+        specs = [{"name": name, "settings": s, "path": str(path), "runs": str(runs), "resolutions": resolutions,
+                  "cpu": cpu} for name, cpu in zip(CONTENDERS, cores)]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(pool.map(lambda spec: run_worker(__file__, spec, env={"OMP_NUM_THREADS": "1"}, echo=True), specs))
+        failed = [f"{spec['name']}: {r['error']}" for spec, r in zip(specs, results) if "error" in r]
+        if failed:
+            raise SystemExit("contender failed: " + "; ".join(failed))
 
     headers = ["model", "params", "mode", "epochs", "s/epoch"] + [f"t=1 @{r}" for r in resolutions] + ["max/min"]
     table = []
