@@ -65,8 +65,8 @@ def latent_block(c: LatentGridConfig, ndim: int) -> nn.Sequential:
 
 
 class LatentEncoder(nn.Module):
-    """``x (b, *n, c_in)``, ``pos (b, *n, ndim)`` (raw coordinates) -> fine features ``f (b, *n, c_f)``, latent features
-    ``z (b, *m, c_f)`` (already mapped back to ``c_f`` channels); ``ndim`` is 1 or 2."""
+    """``x (b, *n, c_in)``, ``pos (b, *n, ndim)`` (raw coordinates) -> fine features ``f (b, *n, c_f)``,
+    latent features ``z (b, *m, c_f)`` (already mapped back to ``c_f`` channels); ``ndim`` is 1 or 2."""
 
     def __init__(self, c: LatentGridConfig, ndim: int):
         super().__init__()
