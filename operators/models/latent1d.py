@@ -22,7 +22,9 @@ does not grow with the input grid.  A Burgers solution at ν = 0.1 has almost no
 frequency 32, so m = 64 loses nothing the decoder's 16 modes would keep.
 
 Defaults are small (CPU-trainable in minutes at n = 512-2048); the ``burgers-latent`` preset holds the
-configuration tuned for a 20-minute CPU budget.
+configuration tuned for a 20-minute CPU budget (Fourier-type attention; in benchmarks/compare_accuracy.py
+it reached 9.18e-4 at every n from 256 to 8192, fno1d 9.57e-4 in the same run; one training step at
+n = 1024, batch 8, one thread costs about fno1d's).
 """
 from __future__ import annotations
 
