@@ -76,7 +76,9 @@ from torch.nn import functional as F
 
 from petrov.common.files import atomic_write
 
-from _common import emit_result, format_table, machine_info, print_machine, run_worker, verdict, worker_spec, write_json
+from _common import (
+    emit_result, format_table, machine_info, median_seconds, print_machine, run_worker, verdict, worker_spec, write_json,
+)
 
 NEURALOP_MODEL = "neuralop_fno"
 TARGET_UNSEEN_RATIO = 1.5
@@ -307,14 +309,9 @@ def probe_epoch_seconds(cfg, data, repeats: int = 5) -> dict[str, float]:
         torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip or math.inf)
         optimizer.step()
 
-    for _ in range(2):  # warm-up: allocator, FFT plans, the other core's contender starting too
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    t_step = sorted(times)[repeats // 2]  # median: one slow step (a neighbour's spike) does not set the plan
+    # two warm-ups (allocator, FFT plans, the other core's contender starting too), then the median:
+    # one slow step (a neighbour's spike) does not set the plan
+    t_step = median_seconds(step, repeats, warmup=2)
     model.eval()
     with torch.no_grad():
         start = time.perf_counter()

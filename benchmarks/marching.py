@@ -43,7 +43,9 @@ from petrov.train.evaluate import evaluate_resolutions, make_plots
 from petrov.train.rollout import training_mode
 from petrov.train.trainer import train
 
-from _common import emit_result, format_table, machine_info, print_machine, run_worker, verdict, worker_spec, write_json
+from _common import (
+    emit_result, format_table, machine_info, median_seconds, print_machine, run_worker, verdict, worker_spec, write_json,
+)
 
 CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
 TARGET_T1 = 1e-2
@@ -90,24 +92,18 @@ def ensure_data(s: dict) -> Path:
     return path
 
 
-def _median_seconds(work, repeats: int) -> float:
-    times = []
-    for _ in range(repeats + 1):  # the first call warms up
-        t0 = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - t0)
-    return sorted(times[1:])[len(times[1:]) // 2]
-
-
-def probe_seconds(cfg, path: Path, repeats: int = 2) -> tuple[float, float]:
+def probe_seconds(cfg, path: Path, repeats: int = 5) -> tuple[float, float]:
     """Median seconds of one training step (the mode's prediction, loss, backward) and of one
-    validation batch (a free rollout, no gradient) on one batch at the training resolution."""
+    validation batch (a free rollout, no gradient) on one batch at the training resolution, after
+    two untimed calls (allocator, FFT plans, the other core's contender starting: with one warm-up
+    and the median of 2, a slow step under-planned a 20-minute run by a third)."""
     model = build_model(cfg.model.name, **cfg.model.options)
     data = open_dataset(path, resolution=cfg.data.train_resolution, indices=range(cfg.optim.batch_size))
     op, mode = NormalizedOperator(model), training_mode(cfg.loss.mode)
-    step = _median_seconds(lambda: mode.loss(mode.predict(op, data.x, data.y), data.y).mean().backward(), repeats)
+    step = median_seconds(lambda: mode.loss(mode.predict(op, data.x, data.y), data.y).mean().backward(), repeats,
+                          warmup=2)
     with torch.no_grad():
-        rollout = _median_seconds(lambda: op.predict(data.x), repeats)
+        rollout = median_seconds(lambda: op.predict(data.x), repeats, warmup=2)
     return step, rollout
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from .transfer import band_limit
+
 
 def check_time_steps(time_steps: object) -> int:
     if isinstance(time_steps, bool) or not isinstance(time_steps, int) or time_steps < 1:
@@ -34,6 +36,27 @@ def check_scalar_state(config) -> None:
             f"{type(config).__name__}: a marching model steps a scalar field, in_channels = out_channels = 1 "
             f"(got {config.in_channels}, {config.out_channels}); the output's channels are the T + 1 snapshots"
         )
+
+
+def check_state_modes(config) -> None:
+    """``state_modes`` (None or an integer >= 1) band-limits the predicted states: periodic grids only."""
+    modes = config.state_modes
+    if modes is None:
+        return
+    if isinstance(modes, bool) or not isinstance(modes, int) or modes < 1:
+        raise ValueError(f"{type(config).__name__}.state_modes must be None or an integer >= 1, got {modes!r}")
+    if not config.periodic:
+        raise ValueError(f"{type(config).__name__}.state_modes needs a periodic grid (Fourier modes); "
+                         "set periodic = true or state_modes = None")
+
+
+def limit_state(u: torch.Tensor, modes: int | None) -> torch.Tensor:
+    """A predicted state ``(B, n, 1)`` projected onto its lowest ``modes`` Fourier modes (None: as is).
+
+    States of a diffusive equation carry almost nothing above a few modes once the first step has
+    damped the initial condition's tail; without the projection, the harmonics a point-wise decoder
+    adds are fed back and carried along the rollout."""
+    return u if modes is None else band_limit(u.transpose(1, 2), modes).transpose(1, 2)
 
 
 def time_coordinates(time_steps: int, batch: int, dtype: torch.dtype, device=None) -> torch.Tensor:

@@ -21,7 +21,7 @@ On a 2-D grid ``(…, n_1, n_2)`` a pair of matrices acts as ``A_1 u A_2ᵀ`` (:
 
 Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use :func:`fourier_resample` both ways
 instead: truncation of the Fourier series to the latent grid's frequencies, and its evaluation on
-the finer grid.
+the finer grid; :func:`band_limit` keeps a field's lowest modes on its own grid.
 """
 from __future__ import annotations
 
@@ -122,4 +122,27 @@ def fourier_resample(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
             keep = (min(n, m) + 1) // 2
             spec = torch.fft.rfft(u.movedim(axis, -1), norm="forward")[..., :keep]
             u = torch.fft.irfft(spec, n=m, norm="forward").movedim(-1, axis)
+    return to_caller_dtype(u, dtype)
+
+
+def band_limit(u: torch.Tensor, modes: int) -> torch.Tensor:
+    """``(b, c, n) -> (b, c, n)`` on the periodic grid ``x_j = j/n``: the lowest ``modes`` real
+    Fourier modes of each row, ``k = 0 .. modes - 1`` (the count ``SpectralConv`` keeps), the rest
+    set to zero — the L² projection onto trigonometric polynomials of degree ``modes - 1``.
+
+    Identity when the grid has no mode above that (``n // 2 + 1 <= modes``).  A band-limited field
+    has the same Fourier coefficients at every ``n`` that resolves it, so a model whose output
+    passes through this map produces the same function at every grid size.  Runs in float32 at
+    least (FFTs of arbitrary sizes).
+    """
+    if isinstance(modes, bool) or not isinstance(modes, int) or modes < 1:
+        raise ValueError(f"band_limit: modes must be an integer >= 1, got {modes!r}")
+    n = u.shape[-1]
+    if n // 2 + 1 <= modes:
+        return u
+    dtype = u.dtype
+    u = upcast(u)
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        spec = torch.fft.rfft(u, norm="forward")[..., :modes]
+        u = torch.fft.irfft(spec, n=n, norm="forward")
     return to_caller_dtype(u, dtype)

@@ -26,7 +26,7 @@ from torch.nn import functional as F
 
 from petrov.operators import build_model, list_models
 from petrov.operators.transfer import (
-    fourier_resample, hat_functions, prolong, prolongation_matrix, restrict, restriction_matrix, trapezoid_weights,
+    band_limit, fourier_resample, hat_functions, prolong, prolongation_matrix, restrict, restriction_matrix, trapezoid_weights,
 )
 
 MIN_RATIO = 1.7
@@ -204,6 +204,26 @@ def test_fourier_resample_equals_the_dense_truncated_series(n, m):
     u = torch.randn(n, dtype=torch.float64)
     expected = u if n == m else truncated_series(u, m)  # the same grid: the identity, Nyquist kept
     torch.testing.assert_close(fourier_resample(u[None, None], (m,))[0, 0], expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n, modes", [(32, 5), (33, 5), (32, 16), (32, 17), (9, 1)])
+def test_band_limit_equals_the_dense_truncated_series(n, modes):
+    torch.manual_seed(0)
+    u = torch.randn(2, n, dtype=torch.float64)
+    x = torch.arange(n, dtype=torch.float64) / n
+    expected = torch.zeros(2, n, dtype=torch.complex128)
+    for k in range(-(modes - 1), modes):  # |k| <= modes - 1, or every k the grid has
+        if abs(k) > n // 2:
+            continue
+        if n % 2 == 0 and abs(k) == n // 2 and k < 0:
+            continue  # the Nyquist frequency once
+        coef = (u * torch.exp(-2j * math.pi * k * x)).sum(-1, keepdim=True) / n
+        expected += coef * torch.exp(2j * math.pi * k * x)
+    got = band_limit(u[:, None], modes)[:, 0]
+    torch.testing.assert_close(got, expected.real, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(band_limit(got[:, None], modes)[:, 0], got, rtol=1e-12, atol=1e-12)  # a projection
+    with pytest.raises(ValueError, match="modes must be an integer >= 1"):
+        band_limit(u, 0)
 
 
 def test_fourier_resample_is_exact_for_band_limited_fields_on_any_grid():

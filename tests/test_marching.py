@@ -103,6 +103,22 @@ def test_rollout_converges_as_the_grid_is_refined(name):
 
 
 @pytest.mark.parametrize("name", MODELS)
+def test_state_modes_band_limit_every_predicted_state(name):
+    model = tiny(name, state_modes=3)
+    x = torch.randn(2, 32, 1, dtype=torch.float64)  # not band-limited: only the predicted states are
+    for out in (model(x), model(x, teacher=torch.randn(2, 32, T + 1, dtype=torch.float64))):
+        assert torch.equal(out[..., :1], x)
+        spectrum = torch.fft.rfft(out[..., 1:], dim=1).abs()
+        assert spectrum[:, 3:].max() < 1e-12 * spectrum[:, :3].max()
+    rollout = model(x)
+    torch.testing.assert_close(model(x, teacher=rollout), rollout, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="state_modes must be None or an integer >= 1"):
+        build_model(name, state_modes=0)
+    with pytest.raises(ValueError, match="state_modes needs a periodic grid"):
+        build_model(name, state_modes=4, periodic=False)
+
+
+@pytest.mark.parametrize("name", MODELS)
 def test_bad_input_raises(name):
     model = tiny(name)
     x = torch.randn(2, 16, 1, dtype=torch.float64)

@@ -6,7 +6,8 @@ gives the input states 1..T-1 (teacher forcing) instead of the model's own predi
 
 One step (Markov: the next state depends on the current one only)::
 
-    u_{k+1} = u_k + F([u_k, t_k])      F an ``fno1d`` with 2 input channels, t_k = k / T a constant channel
+    u_{k+1} = B(u_k + F([u_k, t_k]))   F an ``fno1d`` with 2 input channels, t_k = k / T a constant channel;
+                                       B the lowest ``state_modes`` Fourier modes (None: identity)
 
 The time channel is there because trained models see states normalized per snapshot (the target
 normalizer is point-wise per time channel), so the one-step map in those units depends on k.
@@ -16,13 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch import nn
 
 from ..checks import check_grid_input, grid_pos, weight_dtype
 from ..trajectory import (
-    batch_as_steps, check_scalar_state, check_time_steps, steps_as_batch, teacher_states, time_coordinates,
+    batch_as_steps, check_scalar_state, check_state_modes, check_time_steps, limit_state, steps_as_batch,
+    teacher_states, time_coordinates,
 )
 from . import register_model
 from .fno import FNO1d, FNO1dConfig
@@ -31,11 +34,13 @@ from .fno import FNO1d, FNO1dConfig
 @dataclass
 class ArFNO1dConfig(FNO1dConfig):
     time_steps: int = 20
+    state_modes: Optional[int] = None  # band-limit each predicted state (as marching1d; None: off)
 
     def __post_init__(self):
         super().__post_init__()
         check_time_steps(self.time_steps)
         check_scalar_state(self)
+        check_state_modes(self)
 
 
 @register_model("arfno1d", ArFNO1dConfig)
@@ -49,9 +54,9 @@ class ArFNO1d(nn.Module):
         self.step_net = FNO1d(FNO1dConfig(**{**fields, "in_channels": 2}))
 
     def _next(self, u: torch.Tensor, t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """``u + F([u, t])``: ``u (B, n, 1)``, ``t (B, 1)``, ``pos (B, n, 1)`` -> ``(B, n, 1)``."""
+        """``B(u + F([u, t]))``: ``u (B, n, 1)``, ``t (B, 1)``, ``pos (B, n, 1)`` -> ``(B, n, 1)``."""
         time = t[:, None, :].expand(u.shape[0], u.shape[1], 1)
-        return u + self.step_net(torch.cat([u, time], dim=-1), pos)
+        return limit_state(u + self.step_net(torch.cat([u, time], dim=-1), pos), self.cfg.state_modes)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
                 teacher: torch.Tensor | None = None) -> torch.Tensor:

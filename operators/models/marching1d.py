@@ -12,8 +12,9 @@ One step ``k = 0 .. T-1`` (``w`` = ``width``, ``m`` = ``summary_modes``, ``d`` =
                                      imaginary parts) -> Linear -> d; t_k = k / T              (b, d)
     z_k = A(s_0, ..., s_k)           ``n_layers`` causal encoder layers over the steps (attention of
                                      the inherited config, coordinates t, norm "layer" or None) (b, d)
-    u_{k+1} = u_k + D(h_k + P z_k)   P: Linear d -> w, a shift per channel broadcast over the grid;
-                                     D: ``decoder_layers`` spectral blocks, MLP w -> proj_hidden -> 1
+    u_{k+1} = B(u_k + D(h_k + P z_k))  P: Linear d -> w, a shift per channel broadcast over the grid;
+                                     D: ``decoder_layers`` spectral blocks, MLP w -> proj_hidden -> 1;
+                                     B: the lowest ``state_modes`` Fourier modes (None: identity)
 
 ``E``, ``S`` and ``D`` are resolution-invariant (point-wise maps, spectral blocks with a fixed
 number of modes, Fourier coefficients normalized by ``n`` are quadratures), so the temporal
@@ -39,7 +40,8 @@ from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp
 from ..checks import check_grid_input, grid_pos, weight_dtype
 from ..layout import channels_first, channels_last
 from ..trajectory import (
-    batch_as_steps, check_scalar_state, check_time_steps, steps_as_batch, teacher_states, time_coordinates,
+    batch_as_steps, check_scalar_state, check_state_modes, check_time_steps, limit_state, steps_as_batch,
+    teacher_states, time_coordinates,
 )
 from . import register_model
 
@@ -57,6 +59,7 @@ class Marching1dConfig(EncoderConfig):
     encoder_layers: int = 2
     decoder_layers: int = 2
     summary_modes: int = 8
+    state_modes: Optional[int] = None  # band-limit each predicted state (periodic grids; None: off)
     proj_hidden: int = 64
     activation: str = "gelu"
     periodic: bool = True
@@ -66,6 +69,7 @@ class Marching1dConfig(EncoderConfig):
         check_time_steps(self.time_steps)
         check_scalar_state(self)
         check_positive(self, "width", "modes", "encoder_layers", "decoder_layers", "summary_modes", "proj_hidden")
+        check_state_modes(self)
         if self.causal is not True:
             raise ValueError("marching1d: the temporal attention is causal by construction; causal must be true")
 
@@ -110,11 +114,11 @@ class Marching1d(nn.Module):
         return self.summary(flat) + self.time_embedding(t)
 
     def _next(self, u: torch.Tensor, h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """``u + D(h + P z)``: ``u (B, n, 1)``, ``h (B, w, n)``, ``z (B, d)`` -> ``(B, n, 1)``."""
+        """``B(u + D(h + P z))``: ``u (B, n, 1)``, ``h (B, w, n)``, ``z (B, d)`` -> ``(B, n, 1)``."""
         h = h + self.condition(z).unsqueeze(-1)
         for block in self.decoder:
             h = block(h)
-        return u + self.project(channels_last(h))
+        return limit_state(u + self.project(channels_last(h)), self.cfg.state_modes)
 
     # --- the two forms --------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
