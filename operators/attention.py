@@ -46,12 +46,12 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .fused_galerkin import Normalized, folded_output, normalized_outer
+from .fused_galerkin import Normalized, column_normalized_outer, folded_output, normalized_outer
 from .mixers import MIXERS, build_mixer
 from .mixers.galerkin import GalerkinMixer
 from .mixers._kernels import full_precision, upcast
 from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
-from .normalization import NoNorm, build_norm
+from .normalization import ColumnNorm, NoNorm, build_norm
 
 _NO_NORM = NoNorm()
 
@@ -257,9 +257,16 @@ class Attention(nn.Module):
         """Steps 1-5 for Galerkin: K, V normalized inside one autograd Function that keeps only the
         raw projections for backward (only ``x`` with ``recompute``: the projections are then
         recomputed too), the query projection folded into the output one
-        (:mod:`petrov.operators.fused_galerkin`); the same operator as the unfused path."""
+        (:mod:`petrov.operators.fused_galerkin`; for two column norms the normalization is not
+        formed at all and is differentiated in closed form); the same operator as the unfused path."""
         norm_k, norm_v = (self.norms[name] if name in self.norms else _NO_NORM for name in "kv")
         pos_or_none = pos if self.pos_dim else None
+        if (isinstance(norm_k, ColumnNorm) and isinstance(norm_v, ColumnNorm) and not recompute
+                and not torch.is_autocast_enabled(x.device.type)):
+            # closed-form backward; autocast and recompute keep the generic path below
+            s = column_normalized_outer(self.k_proj(x), self.v_proj(x), self.n_heads, norm_k, norm_v,
+                                        pos_or_none, weights)
+            return folded_output(x, pos_or_none, s, self.q_proj, self.out_proj)
         sides = []
         for norm, proj in ((norm_k, self.k_proj), (norm_v, self.v_proj)):
             if recompute:  # source x: the projection is recomputed too

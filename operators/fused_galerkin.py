@@ -16,6 +16,9 @@ projection and the product with S cost one n-sized product ``x A`` instead of tw
 backward.  :class:`_NormalizedOuter` computes S from the raw projections without concatenating the
 coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
 normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
+For two column norms (the default; not under autocast or ``recompute``) :class:`_ColumnOuter` does
+better: S from the centred K, V and d x d products, K̃, Ṽ never formed, and a closed-form backward
+(a few point-sized passes instead of recomputing and differentiating the normalization).
 
 Under autocast S and the small products that make A, P, c are computed in float32 (S is a sum over
 the points), ``x A`` and the projections in autocast's dtype; the backward recomputes K̃, Ṽ under
@@ -30,6 +33,9 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from petrov.common.dtypes import upcast
+
+from .mixers._kernels import weighted_mean
+from .normalization import ColumnNorm
 
 
 def _weighted(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -147,6 +153,117 @@ class _NormalizedOuter(torch.autograd.Function):
         del grad_kt
         grads_v = _recompute(value, source_v, weights, grad_vt)
         return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
+
+
+def _head_cross(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """``a_hᵀ c_h`` per head, a sum over the points: ``(b, n, h, d), (b, n, h, e) -> (b, h, d, e)``.
+
+    One product per head on strided views (einsum would copy both operands head-major first)."""
+    return torch.stack([a[:, :, i].transpose(1, 2) @ c[:, :, i] for i in range(a.shape[2])], dim=1)
+
+
+def _centered(t: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``t - Σ_j w_j t_j``, every channel centred over the points: ``(b, n, h, d) -> (b, n, h, d)``."""
+    b, n, h, d = t.shape
+    return t - weighted_mean(t.reshape(b, 1, n, h * d), weights).view(b, 1, h, d)
+
+
+def _rstd(c: torch.Tensor, weights: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """``1 / sqrt(Σ_j w_j c_j² + eps)`` per channel of the centred ``c: (b, n, h, d) -> (b, h, d)``,
+    the diagonal of ``c_hᵀ W c_h`` (a product per head is faster than a square and a sum)."""
+    second = torch.diagonal(_head_cross(c, c if weights is None else c * weights[..., None, None]), dim1=-2, dim2=-1)
+    return torch.rsqrt((second / c.shape[1] if weights is None else second) + eps)
+
+
+def _head_apply(a: torch.Tensor, mat: torch.Tensor) -> torch.Tensor:
+    """``a_h mat_h`` per head: ``(b, n, h, d), (b, h, d, e) -> (b, n, h, e)`` (contiguous)."""
+    out = a.new_empty(*a.shape[:3], mat.shape[-1])
+    for i in range(a.shape[2]):
+        torch.bmm(a[:, :, i], mat[:, i], out=out[:, :, i])
+    return out
+
+
+class _ColumnOuter(torch.autograd.Function):
+    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` for column-normalized sides, from the raw projections
+    ``K, V: (b, n, h, d)``, with a closed-form backward; K̃, Ṽ are never formed.
+
+    ``K̃ = c_k diag(a_k) + 1 β_kᵀ`` per head with ``c_k = K - wᵀK`` (centred), ``a_k = γ_k / s_k``,
+    ``s_k = sqrt(diag(c_kᵀ W c_k) + eps)`` (W = diag(w), Σ w = 1); Ṽ alike.  As ``wᵀ c = 0``, with
+    ``C = c_kᵀ W c_v``, ``P_k = c_kᵀ W pos``, ``P_v = c_vᵀ W pos``, ``m = posᵀ w`` (products per head):
+
+        S_kk = diag(a_k) C diag(a_v) + β_k β_vᵀ,   S_kp = diag(a_k) P_k + β_k mᵀ,
+        S_pk = P_vᵀ diag(a_v) + m β_vᵀ,            S_pp = posᵀ W pos.
+
+    Backward, ``G = dL/dS`` in the same blocks, ``H = diag(a_k) G_kk diag(a_v)``:
+
+        dL/da_k = rowsum(G_kk ∘ C) ∘ a_v + rowsum(G_kp ∘ P_k),   r_k = -dL/da_k ∘ a_k / s_k²,
+        dL/dK = W (c_v Hᵀ + c_k diag(r_k) + (pos - 1 mᵀ) G_kpᵀ diag(a_k)),
+        dL/dγ_k = Σ_b dL/da_k / s_k,   dL/dβ_k = Σ_b (G_kk β_v + G_kp m),
+
+    and V the same with ``H, G_pk`` transposed (``r_k`` is the norm ``s_k``'s share, ``- m`` the
+    centring's: its other terms sum to zero).  Backward costs three point-sized operations per side
+    (a product per head, two in-place updates), instead of recomputing the normalization and
+    differentiating it element by element; only ``c_k, c_v`` are point-sized among the saved tensors.
+    """
+
+    @staticmethod
+    def forward(ctx, k, v, pos, weights, gamma_k, beta_k, gamma_v, beta_v, eps_k, eps_v):
+        c_k, c_v = _centered(k, weights), _centered(v, weights)
+        rstd_k, rstd_v = _rstd(c_k, weights, eps_k), _rstd(c_v, weights, eps_v)  # (b, h, d)
+        a_k, a_v = gamma_k * rstd_k, gamma_v * rstd_v
+        b, n, h, d = k.shape
+        if pos is None:
+            pos = k.new_zeros(b, n, 0)
+        pos_w = pos / n if weights is None else pos * weights[..., None]  # (b, n, p): small
+        m = pos_w.sum(dim=1)  # (b, p)
+        cross = _head_cross(c_k, c_v if weights is None else c_v * weights[..., None, None])
+        if weights is None:
+            cross /= n
+        # (pos_wᵀ c)ᵀ, not cᵀ pos_w: a long thin product is much faster with the n x p operand first
+        p_k, p_v = ((pos_w.transpose(1, 2) @ c.view(b, n, h * d)).transpose(1, 2).view(b, h, d, -1) for c in (c_k, c_v))
+        ctx.save_for_backward(c_k, c_v, pos, weights, m, rstd_k, rstd_v, a_k, a_v, cross, p_k, p_v, beta_k, beta_v)
+        s_kk = a_k[..., :, None] * cross * a_v[..., None, :] + beta_k[:, :, None] * beta_v[:, None, :]
+        s_kp = a_k[..., None] * p_k + beta_k[..., None] * m[:, None, None, :]
+        s_pk = (p_v * a_v[..., None] + beta_v[..., None] * m[:, None, None, :]).transpose(-1, -2)
+        s_pp = (pos.transpose(1, 2) @ pos_w)[:, None].expand(b, h, pos.shape[-1], pos.shape[-1])
+        return torch.cat([torch.cat([s_kk, s_kp], dim=-1), torch.cat([s_pk, s_pp], dim=-1)], dim=-2)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        c_k, c_v, pos, weights, m, rstd_k, rstd_v, a_k, a_v, cross, p_k, p_v, beta_k, beta_v = ctx.saved_tensors
+        b, n, h, d = c_k.shape
+        g_kk, g_kp, g_pk = grad[..., :d, :d], grad[..., :d, d:], grad[..., d:, :d].transpose(-1, -2)
+        g_cross = g_kk * cross
+        da_k = (g_cross * a_v[..., None, :]).sum(-1) + (g_kp * p_k).sum(-1)  # (b, h, d)
+        da_v = (g_cross * a_k[..., :, None]).sum(-2) + (g_pk * p_v).sum(-1)
+        db_k = (g_kk * beta_v[:, None, :]).sum(-1) + (g_kp * m[:, None, None, :]).sum(-1)
+        db_v = (g_kk * beta_k[:, :, None]).sum(-2) + (g_pk * m[:, None, None, :]).sum(-1)
+        scale = 1.0 / n if weights is None else 1.0  # W's uniform 1/n goes into the small factors
+        h_kv = (a_k[..., :, None] * g_kk * a_v[..., None, :]) * scale
+
+        def side(c_self, c_other, mat, da, a, rstd, g_pos):
+            """dL/dK (or dL/dV): ``(b, n, h, d)``."""
+            out = _head_apply(c_other, mat)
+            out.addcmul_(c_self, (-da * a * rstd.square() * scale)[:, None])
+            if pos.shape[-1]:
+                dp = (a[..., None] * g_pos * scale).permute(0, 3, 1, 2).reshape(b, -1, h * d)  # (b, p, h d)
+                out.view(b, n, h * d).baddbmm_(pos - m[:, None], dp)
+            return out if weights is None else out.mul_(weights[..., None, None])
+
+        grad_k = side(c_k, c_v, h_kv.transpose(-1, -2), da_k, a_k, rstd_k, g_kp)
+        grad_v = side(c_v, c_k, h_kv, da_v, a_v, rstd_v, g_pk)
+        return (grad_k, grad_v, None, None, (da_k * rstd_k).sum(0), db_k.sum(0), (da_v * rstd_v).sum(0), db_v.sum(0),
+                None, None)
+
+
+def column_normalized_outer(k: torch.Tensor, v: torch.Tensor, n_heads: int, norm_k: ColumnNorm, norm_v: ColumnNorm,
+                            pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
+    """What :func:`normalized_outer` computes for two column norms, from the raw projections
+    ``k, v: (b, n, h d)`` in closed form (see :class:`_ColumnOuter`) -> ``(b, h, d + p, d + p)``."""
+    k, v = (t.view(*t.shape[:2], n_heads, -1) for t in (k, v))
+    return _ColumnOuter.apply(k, v, pos, weights, norm_k.weight, norm_k.bias, norm_v.weight, norm_v.bias,
+                              norm_k.eps, norm_v.eps)
 
 
 def _autocast_state(device_type: str) -> dict:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from petrov.operators import Attention
-from petrov.operators.fused_galerkin import Normalized, normalized_outer
+from petrov.operators.fused_galerkin import Normalized, column_normalized_outer, normalized_outer, outer_blocks
 from petrov.operators.normalization import build_norm
 
 DT = torch.float64
@@ -98,8 +98,54 @@ def test_normalized_outer_passes_gradcheck(norm, weighted):
     assert torch.autograd.gradcheck(outer_from_x, (x, *params, w_k, w_v))
 
 
-def test_fused_layer_passes_gradcheck_in_all_parameters():
-    layer = _layer("layer", 1, 2).train()
+def _column_case(pos_dim, n_heads, weighted, seed):
+    """Raw K, V ``(b, n, h d)``, two column norms with O(1) parameters, coordinates and weights."""
+    norm_k, norm_v = (build_norm("column", n_heads, 3).double() for _ in range(2))
+    torch.manual_seed(seed)
+    for p in [*norm_k.parameters(), *norm_v.parameters()]:
+        p.data.normal_(1.0, 0.5)
+    g = torch.Generator().manual_seed(seed)
+    k, v = (torch.randn(2, 6, n_heads * 3, generator=g, dtype=DT, requires_grad=True) for _ in range(2))
+    pos = torch.rand(2, 6, pos_dim, generator=g, dtype=DT) if pos_dim else None
+    weights = torch.rand(2, 6, generator=g, dtype=DT) + 0.1 if weighted else None
+    return norm_k, norm_v, k, v, pos, None if weights is None else weights / weights.sum(-1, keepdim=True)
+
+
+COLUMN_CASES = [(pos_dim, heads, weighted) for pos_dim in (0, 1, 2) for heads in (1, 2) for weighted in (False, True)]
+
+
+@pytest.mark.parametrize("pos_dim, n_heads, weighted", COLUMN_CASES)
+def test_closed_form_column_outer_matches_autograd_of_the_plain_norms(pos_dim, n_heads, weighted):
+    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=10)
+    params = [k, v, *norm_k.parameters(), *norm_v.parameters()]
+
+    def plain():
+        kt, vt = (norm(t.view(2, 6, n_heads, 3).transpose(1, 2), weights) for norm, t in ((norm_k, k), (norm_v, v)))
+        return outer_blocks(kt, vt, pos, weights)
+
+    results = []
+    for fn in (lambda: column_normalized_outer(k, v, n_heads, norm_k, norm_v, pos, weights), plain):
+        out = fn()
+        grads = torch.autograd.grad((out * torch.linspace(-1, 2, out.numel(), dtype=DT).view_as(out)).sum(), params)
+        results.append((out, grads))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("pos_dim, n_heads, weighted", COLUMN_CASES)
+def test_closed_form_column_outer_passes_gradcheck(pos_dim, n_heads, weighted):
+    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=11)
+
+    def outer(k, v, *ps):
+        return column_normalized_outer(k, v, n_heads, norm_k, norm_v, pos, weights)
+
+    assert torch.autograd.gradcheck(outer, (k, v, *norm_k.parameters(), *norm_v.parameters()))
+
+
+@pytest.mark.parametrize("norm", ["layer", "column"])
+def test_fused_layer_passes_gradcheck_in_all_parameters(norm):
+    layer = _layer(norm, 1, 2).train()
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 5, 4, generator=g, dtype=DT, requires_grad=True)
     pos = torch.rand(2, 5, 1, generator=g, dtype=DT)
@@ -111,8 +157,9 @@ def test_fused_layer_passes_gradcheck_in_all_parameters():
     assert torch.autograd.gradcheck(f, (x, *[p.detach().clone().requires_grad_() for p in params]))
 
 
-def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward():
-    layer = _layer("layer", 1, 1, d_model=8, head_dim=8).float().train()
+@pytest.mark.parametrize("norm", ["layer", "column"])
+def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward(norm):
+    layer = _layer(norm, 1, 1, d_model=8, head_dim=8).float().train()
     b, n = 2, 64
     x = torch.randn(b, n, 8, requires_grad=True)
     pos = torch.rand(b, n, 1)
@@ -126,8 +173,8 @@ def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backwa
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = layer(x, pos)
     out.sum().backward()
-    # x (shared by the K, V projections and the folded output), raw K and raw V; no normalized
-    # or coordinate-concatenated copies
+    # x (shared by the K, V projections and the folded output), raw K and raw V (the column norm:
+    # centred K and V instead); no normalized or coordinate-concatenated copies
     assert len({ptr for ptr, _ in point_sized}) == 3, point_sized
 
 
