@@ -2,6 +2,7 @@
 
     python benchmarks/inverse.py --quick          # ~1 min: 29-point grid, tiny models, 4 samples (numbers rough)
     python benchmarks/inverse.py                  # 141-point grid -> 36, 400 training samples, 20 held out
+    python benchmarks/inverse.py --methods learned,pde --noises 0,0.1   # no forward model to train
 
 For each noise level (0, 0.01, 0.1 by default) the same held-out samples (the file's last ``n_test``)
 are observed once per the reference protocol (u normalised point-wise with the learned inverse run's
@@ -11,13 +12,15 @@ statistics, plus ``noise * N(0, 1)`` fixed per sample) and inverted by
   noise level (an amortized inverse, as the reference's);
 - ``surrogate``: Adam on the coefficient through an fno2d forward operator (trained once, on clean
   data), started from the learned inverse's output;
-- ``pde``: L-BFGS-B with adjoint gradients on petrov's finite-difference solver (no training).
+- ``pde``: L-BFGS-B with adjoint gradients on petrov's finite-difference solver (no training), the
+  unknown on the observation grid (``pde_grid``), the result average-pooled to the output grid.
 
 Columns: relative L2 of a on the coarse grid, phase accuracy, data misfit (solve with the recovered a;
 relative L2 against the clean and the noisy u), CPU seconds per sample (inversion only; the surrogate's
 includes its learned start), training CPU minutes the method needs (learned: its inverse model;
 surrogate: the forward model plus the inverse model of its start). The regularization weight is the
-default of ``InversionConfig``, chosen on samples outside the held-out set. One thread.
+default of ``InversionConfig`` (surrogate) or ``PDE_REG_WEIGHT`` (pde), chosen on samples outside the
+held-out set. One thread.
 """
 from __future__ import annotations
 
@@ -41,10 +44,13 @@ from petrov.train.trainer import train  # noqa: E402
 
 SIZES = {
     "quick": dict(native=29, coarse=8, n_train=64, n_val=8, n_test=4, epochs=12, d_model=16, fine_width=8, width=8, modes=4,
-                  max_iter=40, steps=60),
+                  max_iter=40, steps=60, pde_max_iter=40),
     "full": dict(native=141, coarse=36, n_train=400, n_val=50, n_test=20, epochs=40, d_model=64, fine_width=32, width=20,
-                 modes=8, max_iter=200, steps=300),
+                 modes=8, max_iter=200, steps=300, pde_max_iter=1000),
 }
+# pde: the unknown on the observation grid, pooled to the output grid; TV weight 1e-7 (at 141 and 71,
+# 1e-7 beat 1e-8, 3e-7 and 1e-6 on two samples of a separate 421-point file, not the held-out ones)
+PDE_REG_WEIGHT = 1e-7
 METHODS = ["learned", "surrogate", "pde"]
 
 
@@ -78,7 +84,14 @@ def main(argv=None) -> int:
     p.add_argument("--noises", default="0,0.01,0.1", help="comma-separated noise levels")
     p.add_argument("--work", default=None, help="data and run directory (default bench-results/inverse[-quick])")
     p.add_argument("--out", default=None, help="JSON results (default bench-results/inverse[-quick].json)")
+    p.add_argument("--methods", default=",".join(METHODS),
+                   help="comma-separated subset of " + ", ".join(METHODS) + " (the forward model is trained "
+                        "only for surrogate)")
     args = p.parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown or not methods:
+        p.error(f"--methods: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(METHODS)}")
     torch.set_num_threads(1)
     mode = "quick" if args.quick else "full"
     s = SIZES[mode]
@@ -98,19 +111,20 @@ def main(argv=None) -> int:
         generate_dataset("darcy", data, n_total, resolution=s["native"], seed=0, progress=False)
     held_out = slice(n_total - s["n_test"], n_total)
     settings = {"grid": s["coarse"], "max_iter": s["max_iter"], "steps": s["steps"]}
+    pde_settings = {"pde_grid": s["native"], "reg_weight": PDE_REG_WEIGHT, "max_iter": s["pde_max_iter"]}
 
-    forward_cfg = _configs(s, data, 0.0)[1]
-    forward_minutes = _timed_train(forward_cfg, work / "forward")
+    forward_minutes = _timed_train(_configs(s, data, 0.0)[1], work / "forward") if "surrogate" in methods else 0.0
     rows, records = [], []
     for noise in noises:
         inverse_cfg = _configs(s, data, noise)[0]
         inverse_dir = work / f"inverse-noise{noise:g}"
         inverse_minutes = _timed_train(inverse_cfg, inverse_dir)
         minutes = {"learned": inverse_minutes, "surrogate": forward_minutes + inverse_minutes, "pde": 0.0}
-        for method in METHODS:
+        for method in methods:
             result = invert(data, method, indices=held_out, noise=noise, noise_seed=0, inverse_run=inverse_dir,
                             forward_run=work / "forward" if method == "surrogate" else None,
-                            start="learned" if method == "surrogate" else "midpoint", settings=settings)
+                            start="learned" if method == "surrogate" else "midpoint",
+                            settings={**settings, **pde_settings} if method == "pde" else settings)
             m = result.summary()
             record = {"method": method, "noise": noise, **m, "training_cpu_minutes": minutes[method]}
             records.append(record)

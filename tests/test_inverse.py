@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from petrov.datasets import PointwiseGaussianNormalizer, generate_dataset, solve_darcy
+from petrov.datasets import PointwiseGaussianNormalizer, average_pool, generate_dataset, solve_darcy
 from petrov.datasets.darcy import darcy_matrix
 from petrov.datasets.darcy_adjoint import coefficient_gradient, darcy_residual, misfit_and_gradient
 from petrov.operators import build_model
@@ -114,6 +114,25 @@ def test_pde_inversion_recovers_a_smooth_coefficient_within_bounds():
     assert result.a.shape == (1, 5, 5)
     assert np.abs(result.a[0] - a_c).max() / np.abs(a_c).max() < 1e-2
     assert result.metrics["misfit_clean"][0] < 1e-4
+
+
+@pytest.mark.filterwarnings("ignore:.*no two-valued cell")
+def test_pde_grid_recovers_on_the_solve_grid_and_pools_to_the_output_grid():
+    a_f = prolong(torch.from_numpy(smooth_coarse(5))[None], 17).numpy()
+    u = solve_darcy(a_f)
+    obs = Observations(u=u, sample_ids=np.array([0]), u_clean=u, a_true=a_f, source="test")
+    result = invert(obs, "pde", settings={"grid": 5, "pde_grid": 17, "reg_weight": 0.0, "max_iter": 400})
+    assert result.a.shape == (1, 5, 5)
+    # the unknown lives on the 17-point solve grid; the output is its 4 x 4 block average, as the truth's
+    # (clean data identify the interior; the boundary nodes, where u = 0, only weakly)
+    assert np.linalg.norm(result.a - average_pool(a_f, 5)) / np.linalg.norm(average_pool(a_f, 5)) < 1e-2
+    np.testing.assert_allclose(result.a_true, average_pool(a_f, 5))
+    for bad, match in ((3, "must lie between the output grid"), (33, "must lie between the output grid")):
+        with pytest.raises(ValueError, match=match):
+            invert(obs, "pde", settings={"grid": 5, "pde_grid": bad, "max_iter": 1})
+    with pytest.raises(ValueError, match="cannot be pooled to the output grid"):
+        invert(Observations(u=u, sample_ids=np.array([0]), source="test"), "pde",
+               settings={"grid": 6, "pde_grid": 17, "max_iter": 1})
 
 
 def test_pde_inversion_keeps_the_bounds_on_noisy_data():

@@ -13,7 +13,9 @@ class InversionConfig:
     """What is optimized and how.
 
     The unknown is the coefficient on a coarse ``grid x grid`` node grid (``None``: the learned model's
-    output grid, else 36), prolonged bilinearly to the solve/observation grid. ``parametrization``:
+    output grid, else 36), prolonged bilinearly to the solve/observation grid. ``pde_grid``: the pde
+    method's unknown on a finer node grid instead (e.g. the solve grid), its prolongation average-pooled
+    to the output grid as the truth is: the recovered 3/12 interfaces can then fall between output nodes. ``parametrization``:
     ``"box"`` (a itself, kept in ``[low, high]``) or ``"level-set"`` (``a = low + (high - low) sigmoid(phi/tau)``).
     Objective ``1/2 ||S u(a) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a)``.
     """
@@ -29,6 +31,7 @@ class InversionConfig:
     averaging: Literal["arithmetic", "harmonic"] = "arithmetic"
     f: float = 1.0
     solver_resolution: int | None = None  # None: the observation grid
+    pde_grid: int | None = None  # the pde unknown's node grid (None: the output grid)
     max_iter: int = 200  # L-BFGS-B iterations per sample
     # surrogate: gradient descent through a trained forward operator
     steps: int = 300
@@ -48,6 +51,8 @@ class InversionConfig:
             raise ValueError(f"reg_weight must be a finite number >= 0, got {self.reg_weight}")
         if self.grid is not None and self.grid < 2:
             raise ValueError(f"grid must be >= 2 nodes per side, got {self.grid}")
+        if self.pde_grid is not None and self.pde_grid < 2:
+            raise ValueError(f"pde_grid must be >= 2 nodes per side, got {self.pde_grid}")
         if self.solver_resolution is not None and self.solver_resolution < 3:
             raise ValueError(f"solver_resolution must be >= 3, got {self.solver_resolution}")
         for name in ("max_iter", "steps", "batch_size"):

@@ -1,9 +1,13 @@
 """PDE-constrained inversion: L-BFGS-B on the finite-difference Darcy solve with adjoint gradients.
 
-For each sample, minimize over the coarse parameters theta
+For each sample, minimize over the parameters theta (on the ``pde_grid`` node grid, default the output
+grid)
 
     J(theta) = 1/2 ||S u(a_f) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a_c),
     a_c = to_coefficient(theta),  a_f = prolong(a_c, n_solver)
+
+and return ``a_c`` on the output grid: ``a_c`` itself, or with a finer ``pde_grid`` the average pool of
+``a_f`` to the output grid (the coefficient the solver used, averaged as the truth is).
 
 with ``u(a_f)`` petrov's 5-point solve. ``dJ/da_f`` comes from one adjoint solve
 (``petrov.datasets.darcy_adjoint.misfit_and_gradient``, one SuperLU factorization per evaluation);
@@ -19,7 +23,9 @@ import scipy.optimize
 import torch
 
 from petrov.common.progress import progress_bar
+from petrov.datasets import average_pool
 from petrov.datasets.darcy_adjoint import misfit_and_gradient, observation_stride
+from petrov.datasets.sampling import pool_kernel
 
 from .config import InversionConfig
 from .parametrization import from_coefficient, prolong, to_coefficient, total_variation
@@ -45,7 +51,7 @@ def solver_setup(n_obs: int, solver_resolution: int | None) -> tuple[int, int]:
 
 def objective(theta: np.ndarray, u_obs: np.ndarray, n_solver: int, cfg: InversionConfig) -> tuple[float, np.ndarray]:
     """``J`` and ``dJ/dtheta`` (flattened) for one sample's observation ``u_obs (m, m)``."""
-    n_c = cfg.grid
+    n_c = int(round(len(theta) ** 0.5))
     th = torch.tensor(theta.reshape(1, n_c, n_c), dtype=torch.float64, requires_grad=True)
     a_c = to_coefficient(th, cfg)
     a_f = prolong(a_c, n_solver)
@@ -57,26 +63,43 @@ def objective(theta: np.ndarray, u_obs: np.ndarray, n_solver: int, cfg: Inversio
     return scale * misfit + reg.item(), th.grad.numpy().ravel().copy()
 
 
+def unknown_grid(cfg: InversionConfig, n_solver: int) -> int:
+    """The node grid of the pde unknown: ``pde_grid`` (checked against the solve and output grids) or
+    the output grid."""
+    if cfg.pde_grid is None or cfg.pde_grid == cfg.grid:
+        return cfg.grid
+    if not cfg.grid <= cfg.pde_grid <= n_solver:
+        raise ValueError(f"pde_grid ({cfg.pde_grid}) must lie between the output grid ({cfg.grid}) and the "
+                         f"solve grid ({n_solver})")
+    try:
+        pool_kernel(n_solver, cfg.grid)
+    except ValueError as err:
+        raise ValueError(f"pde_grid: the solve grid {n_solver} cannot be pooled to the output grid: {err}") from None
+    return cfg.pde_grid
+
+
 def invert_pde(u_obs: np.ndarray, cfg: InversionConfig, start: np.ndarray | None = None):
     """Recover ``a_c (N, grid, grid)`` from observations ``u_obs (N, m, m)`` (physical units), one L-BFGS-B
-    run per sample from ``start`` (``(N, grid, grid)``, default the midpoint ``(low + high)/2``).
+    run per sample from ``start`` (``(N, grid, grid)``, default the midpoint ``(low + high)/2``; prolonged
+    to ``pde_grid`` when that is finer).
 
     Returns ``(a_c, info)``; ``info[i]`` holds the final objective, iterations, solves and CPU seconds.
     """
-    n_c = cfg.grid
     n_solver, stride = solver_setup(u_obs.shape[-1], cfg.solver_resolution)
+    n_u = unknown_grid(cfg, n_solver)
     if start is None:
-        start = np.full((len(u_obs), n_c, n_c), cfg.threshold)
-    bounds = [(cfg.low, cfg.high)] * (n_c * n_c) if cfg.parametrization == "box" else None
-    out, info = np.empty((len(u_obs), n_c, n_c)), []
+        start = np.full((len(u_obs), n_u, n_u), cfg.threshold)
+    start = prolong(torch.as_tensor(start, dtype=torch.float64), n_u)
+    bounds = [(cfg.low, cfg.high)] * (n_u * n_u) if cfg.parametrization == "box" else None
+    out, info = np.empty((len(u_obs), cfg.grid, cfg.grid)), []
     for i, obs in enumerate(progress_bar(u_obs, desc="pde inversion", unit="sample", leave=False)):
         obs = np.ascontiguousarray(obs[::stride, ::stride], dtype=np.float64)
         t0 = time.process_time()
-        x0 = from_coefficient(torch.as_tensor(start[i], dtype=torch.float64), cfg).numpy().ravel()
+        x0 = from_coefficient(start[i], cfg).numpy().ravel()
         res = scipy.optimize.minimize(objective, x0, args=(obs, n_solver, cfg), jac=True, method="L-BFGS-B",
                                       bounds=bounds, options=LBFGS_OPTIONS | {"maxiter": cfg.max_iter})
-        theta = torch.from_numpy(res.x.reshape(1, n_c, n_c))
-        out[i] = to_coefficient(theta, cfg)[0].numpy()
+        a_u = to_coefficient(torch.from_numpy(res.x.reshape(1, n_u, n_u)), cfg)
+        out[i] = a_u[0].numpy() if n_u == cfg.grid else average_pool(prolong(a_u, n_solver).numpy(), cfg.grid)[0]
         info.append({"objective": float(res.fun), "iterations": int(res.nit), "solves": int(res.nfev),
                      "cpu_seconds": time.process_time() - t0, "message": str(res.message)})
     return out, info
