@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from .layout import channels_first, channels_last
 from .transfer import band_limit
 
 
@@ -56,7 +57,7 @@ def limit_state(u: torch.Tensor, modes: int | None) -> torch.Tensor:
     States of a diffusive equation carry almost nothing above a few modes once the first step has
     damped the initial condition's tail; without the projection, the harmonics a point-wise decoder
     adds are fed back and carried along the rollout."""
-    return u if modes is None else band_limit(u.transpose(1, 2), modes).transpose(1, 2)
+    return u if modes is None else channels_last(band_limit(channels_first(u), modes))
 
 
 def time_coordinates(time_steps: int, batch: int, dtype: torch.dtype, device=None) -> torch.Tensor:
