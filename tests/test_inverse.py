@@ -21,8 +21,8 @@ from petrov.train.config import config_from_dict
 from petrov.train.inverse import Observations, add_observation_noise, inversion_metrics, phase_accuracy
 from petrov.train.inverse.config import inversion_config
 from petrov.train.inverse.learned import invert_learned
-from petrov.train.inverse.parametrization import prolong, total_variation
-from petrov.train.inverse.pde import objective
+from petrov.train.inverse.parametrization import prolong, snap_to_phases, total_variation
+from petrov.train.inverse.pde import objective, output_coefficient
 from petrov.train.inverse.surrogate import invert_surrogate
 from petrov.train.trainer import train
 
@@ -133,6 +133,28 @@ def test_pde_grid_recovers_on_the_solve_grid_and_pools_to_the_output_grid():
     with pytest.raises(ValueError, match="cannot be pooled to the output grid"):
         invert(Observations(u=u, sample_ids=np.array([0]), source="test"), "pde",
                settings={"grid": 6, "pde_grid": 17, "max_iter": 1})
+
+
+def test_snap_sets_values_near_a_phase_to_it_and_keeps_the_interfaces():
+    a = torch.tensor([3.0, 4.9, 5.1, 7.5, 9.9, 10.1, 12.0], dtype=torch.float64)
+    assert snap_to_phases(a, 3.0, 12.0, 2.0).tolist() == [3.0, 3.0, 5.1, 7.5, 9.9, 12.0, 12.0]
+    assert a[1] == 4.9  # not in place
+    assert snap_to_phases(a, 3.0, 12.0, 4.5).tolist() == [3.0, 3.0, 3.0, 12.0, 12.0, 12.0, 12.0]
+
+
+def test_snap_removes_phase_noise_before_pooling_to_the_output_grid():
+    rng = np.random.default_rng(2)
+    truth = np.where(rng.standard_normal((1, 17, 17)) > 0, 12.0, 3.0)
+    recovered = torch.from_numpy(np.clip(truth + rng.uniform(-1.5, 1.5, truth.shape), 3.0, 12.0))
+    pooled = average_pool(truth, 5)[0]
+    np.testing.assert_allclose(output_coefficient(recovered, 17, inversion_config(grid=5, snap=2.0)), pooled)
+    assert np.abs(output_coefficient(recovered, 17, inversion_config(grid=5)) - pooled).max() > 0.05
+    # on the output grid itself the unknown is snapped and returned as it is
+    np.testing.assert_allclose(output_coefficient(recovered[:, ::4, ::4], 17, inversion_config(grid=5, snap=2.0)),
+                               truth[0, ::4, ::4])
+    for bad in (-0.1, 4.6, float("nan")):
+        with pytest.raises(ValueError, match="snap must lie in"):
+            inversion_config(grid=5, snap=bad)
 
 
 def test_pde_inversion_keeps_the_bounds_on_noisy_data():

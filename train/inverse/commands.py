@@ -71,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--start", default="midpoint", choices=["midpoint", "learned"],
                    help="starting coefficient of pde/surrogate (learned: the inverse run's output)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="an inversion setting (reg_weight, parametrization, tau, max_iter, steps, lr, ...)")
+                   help="an inversion setting (reg_weight, parametrization, tau, max_iter, pde_grid, snap, steps, "
+                        "lr, ...: the fields of petrov.train.inverse.InversionConfig)")
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True)
     p.set_defaults(func=_run)

@@ -15,7 +15,8 @@ class InversionConfig:
     The unknown is the coefficient on a coarse ``grid x grid`` node grid (``None``: the learned model's
     output grid, else 36), prolonged bilinearly to the solve/observation grid. ``pde_grid``: the pde
     method's unknown on a finer node grid instead (e.g. the solve grid), its prolongation average-pooled
-    to the output grid as the truth is: the recovered 3/12 interfaces can then fall between output nodes. ``parametrization``:
+    to the output grid as the truth is: the recovered 3/12 interfaces can then fall between output nodes;
+``snap`` > 0 first sets the fine values within ``snap`` of ``low`` or ``high`` to that value. ``parametrization``:
     ``"box"`` (a itself, kept in ``[low, high]``) or ``"level-set"`` (``a = low + (high - low) sigmoid(phi/tau)``).
     Objective ``1/2 ||S u(a) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a)``.
     """
@@ -32,6 +33,7 @@ class InversionConfig:
     f: float = 1.0
     solver_resolution: int | None = None  # None: the observation grid
     pde_grid: int | None = None  # the pde unknown's node grid (None: the output grid)
+    snap: float = 0.0  # with a finer pde_grid: fine values within snap of low/high set to it before pooling
     max_iter: int = 200  # L-BFGS-B iterations per sample
     # surrogate: gradient descent through a trained forward operator
     steps: int = 300
@@ -49,6 +51,9 @@ class InversionConfig:
                 raise ValueError(f"inversion setting {name} must be > 0, got {getattr(self, name)}")
         if not (math.isfinite(self.reg_weight) and self.reg_weight >= 0):
             raise ValueError(f"reg_weight must be a finite number >= 0, got {self.reg_weight}")
+        if not (math.isfinite(self.snap) and 0 <= self.snap <= 0.5 * (self.high - self.low)):
+            raise ValueError(f"snap must lie in [0, (high - low)/2] = [0, {0.5 * (self.high - self.low):g}] "
+                             f"(0: off), got {self.snap}")
         if self.grid is not None and self.grid < 2:
             raise ValueError(f"grid must be >= 2 nodes per side, got {self.grid}")
         if self.pde_grid is not None and self.pde_grid < 2:

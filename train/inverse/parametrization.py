@@ -9,6 +9,8 @@ for the surrogate; everything is differentiable with torch autograd.
   two-valued field as |theta| grows.
 - prolongation: bilinear interpolation between node grids (corners on corners), a convex combination,
   so the bounds hold on the fine grid too.
+- ``snap_to_phases``: fine values within ``tol`` of ``low`` or ``high`` set to that value (the
+  coefficient is two-valued; the values between, at interfaces, stay).
 - ``TV_delta(a) = h^2 sum_cells sqrt(|grad a|^2 + delta^2)``, forward differences on the cells
   ``[0, n_c - 2]^2``, ``h = 1/(n_c - 1)``: a quadrature of the smoothed total variation.
 """
@@ -52,3 +54,16 @@ def total_variation(a: torch.Tensor, delta: float) -> torch.Tensor:
     dx = (a[:, 1:, :-1] - a[:, :-1, :-1]) / h
     dy = (a[:, :-1, 1:] - a[:, :-1, :-1]) / h
     return h * h * torch.sqrt(dx * dx + dy * dy + delta * delta).sum(dim=(1, 2))
+
+
+def snap_to_phases(a: torch.Tensor, low: float, high: float, tol: float) -> torch.Tensor:
+    """``a`` with every value within ``tol`` of ``low`` (``high``) set to ``low`` (``high``); a new tensor.
+
+    For a two-valued coefficient recovered on a fine grid before it is average-pooled: inside a phase
+    the noise-driven deviations vanish, while values farther from both (an interface between the
+    nodes) keep their fraction. ``tol = (high - low) / 2`` rounds every value to the nearer phase.
+    """
+    out = a.clone()
+    out[a <= low + tol] = low
+    out[a >= high - tol] = high
+    return out

@@ -7,7 +7,9 @@ grid)
     a_c = to_coefficient(theta),  a_f = prolong(a_c, n_solver)
 
 and return ``a_c`` on the output grid: ``a_c`` itself, or with a finer ``pde_grid`` the average pool of
-``a_f`` to the output grid (the coefficient the solver used, averaged as the truth is).
+``a_f`` to the output grid (the coefficient the solver used, averaged as the truth is), after
+``snap_to_phases`` when ``snap > 0`` (on either grid): the values near 3 or 12 set to it, the
+interfaces kept.
 
 with ``u(a_f)`` petrov's 5-point solve. ``dJ/da_f`` comes from one adjoint solve
 (``petrov.datasets.darcy_adjoint.misfit_and_gradient``, one SuperLU factorization per evaluation);
@@ -28,7 +30,7 @@ from petrov.datasets.darcy_adjoint import misfit_and_gradient, observation_strid
 from petrov.datasets.sampling import pool_kernel
 
 from .config import InversionConfig
-from .parametrization import from_coefficient, prolong, to_coefficient, total_variation
+from .parametrization import from_coefficient, prolong, snap_to_phases, to_coefficient, total_variation
 
 # The relative misfit is ~1e-4..1e-6 near the solution, so scipy's default tolerances (pgtol 1e-5) stop
 # L-BFGS-B after a few iterations; stop on the iteration budget or a negligible relative decrease instead.
@@ -78,6 +80,14 @@ def unknown_grid(cfg: InversionConfig, n_solver: int) -> int:
     return cfg.pde_grid
 
 
+def output_coefficient(a_u: torch.Tensor, n_solver: int, cfg: InversionConfig) -> np.ndarray:
+    """The answer on the output grid from the unknown ``a_u (1, n_u, n_u)``: itself on the output grid,
+    else its prolongation to the solve grid average-pooled; values snapped first when ``cfg.snap > 0``."""
+    a = a_u if a_u.shape[-1] == cfg.grid else prolong(a_u, n_solver)
+    a = (snap_to_phases(a, cfg.low, cfg.high, cfg.snap) if cfg.snap > 0 else a).numpy()
+    return a[0] if a.shape[-1] == cfg.grid else average_pool(a, cfg.grid)[0]
+
+
 def invert_pde(u_obs: np.ndarray, cfg: InversionConfig, start: np.ndarray | None = None):
     """Recover ``a_c (N, grid, grid)`` from observations ``u_obs (N, m, m)`` (physical units), one L-BFGS-B
     run per sample from ``start`` (``(N, grid, grid)``, default the midpoint ``(low + high)/2``; prolonged
@@ -99,7 +109,7 @@ def invert_pde(u_obs: np.ndarray, cfg: InversionConfig, start: np.ndarray | None
         res = scipy.optimize.minimize(objective, x0, args=(obs, n_solver, cfg), jac=True, method="L-BFGS-B",
                                       bounds=bounds, options=LBFGS_OPTIONS | {"maxiter": cfg.max_iter})
         a_u = to_coefficient(torch.from_numpy(res.x.reshape(1, n_u, n_u)), cfg)
-        out[i] = a_u[0].numpy() if n_u == cfg.grid else average_pool(prolong(a_u, n_solver).numpy(), cfg.grid)[0]
+        out[i] = output_coefficient(a_u, n_solver, cfg)
         info.append({"objective": float(res.fun), "iterations": int(res.nit), "solves": int(res.nfev),
                      "cpu_seconds": time.process_time() - t0, "message": str(res.message)})
     return out, info
