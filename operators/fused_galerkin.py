@@ -66,7 +66,8 @@ def outer_blocks(kt: torch.Tensor, vt: torch.Tensor, pos: torch.Tensor | None,
         return _uniform_scale(s, kt.shape[-2], weights)
     pos_h = _heads_pos(pos, kt.shape[1])
     pw = _weighted(pos_h, weights).transpose(-1, -2)  # (b, h, p, n): small
-    top = torch.cat([s, kw.transpose(-1, -2) @ pos_h], dim=-1)  # (b, h, d, e)
+    # (posᵀ W K̃)ᵀ, not K̃ᵀ W pos: a long thin product is much faster with the n x p operand first
+    top = torch.cat([s, (pos_h.transpose(-1, -2) @ kw).transpose(-1, -2)], dim=-1)  # (b, h, d, e)
     bottom = torch.cat([pw @ vt, pw @ pos_h], dim=-1)  # (b, h, p, e)
     return _uniform_scale(torch.cat([top, bottom], dim=-2), kt.shape[-2], weights)
 
@@ -135,7 +136,7 @@ class _NormalizedOuter(torch.autograd.Function):
         def cross(t: torch.Tensor, g_main: torch.Tensor, g_pos: torch.Tensor) -> torch.Tensor:
             out = t @ g_main
             if pos_h is not None:
-                out += pos_h @ g_pos
+                add_thin_product_(out, pos_h, g_pos)
             return out if weights is None else out.mul_(weights[:, None, :, None])
 
         with torch.no_grad():
@@ -153,6 +154,15 @@ class _NormalizedOuter(torch.autograd.Function):
         del grad_kt
         grads_v = _recompute(value, source_v, weights, grad_vt)
         return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
+
+
+def add_thin_product_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``out += a @ b`` in place for a small inner size p (the coordinates): ``a (..., n, p)``,
+    ``b (..., p, m)``, as p broadcast rank-1 updates; a matrix product with inner size p would write
+    an n x m temporary first (or, as ``baddbmm_``, copy through one)."""
+    for j in range(a.shape[-1]):
+        out.addcmul_(a[..., j:j + 1], b[..., j:j + 1, :])
+    return out
 
 
 def _head_cross(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -248,7 +258,7 @@ class _ColumnOuter(torch.autograd.Function):
             out.addcmul_(c_self, (-da * a * rstd.square() * scale)[:, None])
             if pos.shape[-1]:
                 dp = (a[..., None] * g_pos * scale).permute(0, 3, 1, 2).reshape(b, -1, h * d)  # (b, p, h d)
-                out.view(b, n, h * d).baddbmm_(pos - m[:, None], dp)
+                add_thin_product_(out.view(b, n, h * d), pos - m[:, None], dp)
             return out if weights is None else out.mul_(weights[..., None, None])
 
         grad_k = side(c_k, c_v, h_kv.transpose(-1, -2), da_k, a_k, rstd_k, g_kp)
@@ -300,9 +310,6 @@ def folded_output(x: torch.Tensor, pos: torch.Tensor | None, s: torch.Tensor, q_
         a, c = a.to(x.dtype), c.to(x.dtype)
     out = torch.baddbmm(c.unsqueeze(1), x, a)  # the n-sized product: in autocast's dtype under autocast
     if pos is not None:
-        # pos P as p rank-1 updates in place (baddbmm keeps its operands for backward, not its
-        # output; a baddbmm_ with inner size p would go through a temporary copy)
-        p_mat = mat[:, :, d:].sum(dim=1)  # (b, p, m_out)
-        for j in range(pos.shape[-1]):
-            out = out.addcmul_(pos[..., j:j + 1], p_mat[:, j:j + 1])
+        # baddbmm keeps its operands for backward, not its output: pos P can be added in place
+        out = add_thin_product_(out, pos, mat[:, :, d:].sum(dim=1))  # P: (b, p, m_out)
     return out
