@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
-SOURCES := pyproject.toml $(shell find common operators datasets train -name '*.py' -o -name '*.toml' 2>/dev/null)
+SOURCES := pyproject.toml $(shell find petrov common operators datasets train evaluate inverse -name '*.py' -o -name '*.toml' 2>/dev/null)
 
 .PHONY: install test test-all demo clean
 

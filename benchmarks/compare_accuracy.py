@@ -327,7 +327,7 @@ def evaluate_best(cfg, run_dir: Path, splits) -> dict[str, dict[str, float]]:
     """Test the best checkpoint at every resolution (used when a run diverged before its own test)."""
     from petrov.train import evaluate_relative_l2, load_operator
     from petrov.train.data import open_split
-    from petrov.train.evaluate import summarize
+    from petrov.evaluate import summarize
 
     op = load_operator(run_dir / "best.pt")
     return {str(r): summarize(evaluate_relative_l2(op, open_split(cfg.data, splits.test, r), batch_size=4))

@@ -39,8 +39,8 @@ from _common import format_table, machine_info, print_machine, write_json  # noq
 
 from petrov.datasets import generate_dataset  # noqa: E402
 from petrov.train.config import config_from_dict  # noqa: E402
-from petrov.train.inverse import invert  # noqa: E402
-from petrov.train.plots import read_epoch_log  # noqa: E402
+from petrov.inverse import invert  # noqa: E402
+from petrov.evaluate.plots import read_epoch_log  # noqa: E402
 from petrov.train.trainer import train  # noqa: E402
 
 SIZES = {

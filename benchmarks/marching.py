@@ -38,8 +38,8 @@ from petrov.datasets import generate_dataset, open_dataset
 from petrov.operators import build_model
 from petrov.operators.blocks import count_parameters
 from petrov.train.config import load_config
-from petrov.train.data import NormalizedOperator
-from petrov.train.evaluate import evaluate_resolutions, make_plots
+from petrov.train.operator import NormalizedOperator
+from petrov.evaluate import evaluate_resolutions, make_plots
 from petrov.train.rollout import training_mode
 from petrov.train.trainer import train
 

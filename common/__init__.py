@@ -5,12 +5,6 @@
 - :mod:`.files`: atomic writes (temp file, fsync, rename) for every file petrov writes;
 - :mod:`.dtypes`: ``upcast``, the one rule for computing sums of 16-bit tensors in float32;
 - :mod:`.version`: the installed petrov version;
-- :mod:`.progress`: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook).
-
-petrov logs through :mod:`logging` (one logger per module, ``petrov.<package>.<module>``); the
-``NullHandler`` below keeps the library quiet until an application configures logging (the ``petrov``
-command does, see :mod:`petrov.train.console`).
+- :mod:`.progress`: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook);
+- :mod:`.moved`: the module paths of petrov 0.1 that moved, importable for one more release.
 """
-import logging
-
-logging.getLogger("petrov").addHandler(logging.NullHandler())

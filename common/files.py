@@ -9,11 +9,13 @@ gets the mode a plain ``open()`` would give (``0666 & ~umask``), not ``mkstemp``
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 
 def _umask() -> int:
@@ -91,6 +93,16 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     """``obj`` as indented JSON (one trailing newline), written atomically."""
     return atomic_write(path, json.dumps(obj, indent=2) + "\n")
+
+
+def write_csv(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], fields: Sequence[str]) -> Path:
+    """``rows`` as CSV under the header ``fields`` (keys outside it are left out; floats are written
+    with ``repr``, so they read back exactly), written atomically."""
+    sink = io.StringIO()
+    writer = csv.DictWriter(sink, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return atomic_write(path, sink.getvalue())
 
 
 class Locked(RuntimeError):

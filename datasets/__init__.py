@@ -11,13 +11,15 @@ from .fno_files import open_mat, read_mat
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 from .importing import import_arrays
 from .loading import GridDataset, dataset_info, open_dataset
-from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, add_noise, fit_normalizer
+from .noise import InputNoise, add_noise
+from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, fit_normalizer
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
 from .sampling import allowed_resolutions, average_pool, stride_for
 from .storage import generate_dataset
 
 __all__ = [
     "GridDataset",
+    "InputNoise",
     "PointwiseGaussianNormalizer",
     "RECIPES",
     "UnitGaussianNormalizer",

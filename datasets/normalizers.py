@@ -1,4 +1,4 @@
-"""Gaussian normalizers (point-wise or global) and the inverse problem's seeded input noise.
+"""Gaussian normalizers, point-wise or global (the inverse problem's input noise: :mod:`.noise`).
 
 ``encode(x) = (x - mean) / (std + eps)``, ``decode(z) = z (std + eps) + mean`` (exact inverses), with
 ``mean``/``std`` of shape ``(*grid, c)`` (point-wise, the FNO/Galerkin Transformer recipe) or scalars
@@ -26,7 +26,6 @@ from .loading import as_indices, open_source, read_pooled, resolve_kind, target_
 from .recipes import get_recipe
 from .sampling import stride_for
 
-_NOISE_STREAM = 3  # separates the noise generators from the GRF streams (grf.py uses 1 and 2)
 
 
 def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
@@ -206,23 +205,3 @@ def fit_normalizer(
             periodic=src.periodic, strideable=not pooled,
         )
 
-
-def add_noise(x: torch.Tensor, noise: float, seed: int, indices) -> torch.Tensor:
-    """``x + noise * N(0, 1)`` for normalised inputs ``x (b, *grid, c)`` of file samples ``indices``.
-
-    The noise of sample ``i`` comes from its own generator ``np.random.default_rng([seed, 3, i])``, so it is
-    the same whatever the batch or order (a different ``seed``, e.g. per epoch, draws fresh noise). The
-    reference adds ``noise * N(0, 1)`` after point-wise normalisation, to train and test inputs alike.
-    """
-    if not (np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"noise must be a finite number >= 0, got {noise}")
-    idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices).reshape(-1)
-    if idx.size and (not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0):
-        raise ValueError("indices must be the samples' non-negative integer numbers in the file")
-    if len(idx) != x.shape[0]:
-        raise ValueError(f"{len(idx)} indices for a batch of {x.shape[0]} samples")
-    if noise == 0:
-        return x
-    draws = np.stack([np.random.default_rng([int(seed), _NOISE_STREAM, int(i)]).standard_normal(x.shape[1:])
-                      for i in idx])
-    return x + noise * torch.from_numpy(draws).to(x.device, x.dtype)

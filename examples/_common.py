@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from petrov.train.config import config_differences, load_config, load_config_json
-from petrov.train.console import console_logging
-from petrov.train.evaluate import format_table, read_metrics, run_evaluation
+from petrov.cli.console import console_logging
+from petrov.evaluate import format_table, read_metrics, run_evaluation
 from petrov.train.trainer import train
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import base_parser, out_dir, run_example  # noqa: E402
 
 from petrov.operators import list_mixers  # noqa: E402
-from petrov.train.plots import plot_comparison, read_epoch_log  # noqa: E402
+from petrov.evaluate.plots import plot_comparison, read_epoch_log  # noqa: E402
 from petrov.common.files import atomic_write  # noqa: E402
 from petrov.train import load_operator  # noqa: E402
 

@@ -10,8 +10,8 @@ import torch
 from petrov.datasets import generate_dataset
 from petrov.operators import build_model, list_mixers
 from petrov.operators.attention import Attention
-from petrov.operators.mixers import build_mixer
-from petrov.operators.normalization import build_norm
+from petrov.operators.attention.mixers import build_mixer
+from petrov.operators.attention.norms import build_norm
 from petrov.operators.spectral import SpectralConv
 from petrov.train.checkpoint import load_run_checkpoint
 from petrov.train.config import config_from_dict
@@ -101,8 +101,8 @@ def test_galerkin_sum_gradient_under_autocast_matches_the_formula():
 def _spy_on_galerkin_sums(monkeypatch) -> list[dict]:
     """Record every Galerkin sum over the points, fused (``outer_blocks``) or not (``weighted_outer``):
     autocast state, dtypes, the coordinates and weights that enter it."""
-    galerkin = importlib.import_module("petrov.operators.mixers.galerkin")
-    fused = importlib.import_module("petrov.operators.fused_galerkin")
+    galerkin = importlib.import_module("petrov.operators.attention.mixers.galerkin")
+    fused = importlib.import_module("petrov.operators.attention.fused")
     seen = []
 
     def record(a, c, out, coords, weights):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from petrov.operators import Attention, list_mixers
-from petrov.operators.normalization import ColumnNorm, HeadLayerNorm, build_norm
+from petrov.operators.attention.norms import ColumnNorm, HeadLayerNorm, build_norm
 
 DT = torch.float64
 ALL_MIXERS = ["galerkin", "fourier", "softmax", "linear", "performer", "cosformer"]

@@ -9,7 +9,7 @@ import pytest
 from petrov.datasets import fit_normalizer, generate_dataset, open_dataset, periodic_grf_1d, solve_burgers
 from petrov.datasets.burgers import snapshot_schedule, solve_burgers_trajectory, time_schedule
 from petrov.datasets.storage import partial_path
-from petrov.train.cli import main
+from petrov.cli import main
 
 N = 64  # tiny native grid
 T = 4  # snapshot intervals in the stored files

@@ -9,9 +9,9 @@ import torch
 from torch.nn import functional as F
 
 from petrov.operators import Attention
-from petrov.operators.mixers import MIXERS, build_mixer, causal_mixers
-from petrov.operators.mixers.causal import causal_kernel_attention, mixer_state, mixer_step
-from petrov.operators.mixers.performer import key_shift
+from petrov.operators.attention.mixers import MIXERS, build_mixer, causal_mixers
+from petrov.operators.attention.mixers.causal import causal_kernel_attention, mixer_state, mixer_step
+from petrov.operators.attention.mixers.performer import key_shift
 
 B, H, N, D = 2, 2, 7, 3
 DT = torch.float64

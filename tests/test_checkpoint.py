@@ -10,7 +10,7 @@ import torch
 
 from petrov.operators import build_model, load_model, save_model
 from petrov.train.checkpoint import load_run_checkpoint, rng_state, save_run_checkpoint, set_rng_state
-from petrov.train.cli import main as cli_main
+from petrov.cli import main as cli_main
 from petrov.train.trainer import train
 
 # the synthetic problem and tiny config of test_trainer.py

@@ -28,7 +28,7 @@ PLUGIN = '''
 from dataclasses import dataclass
 from torch import nn
 from petrov.operators import register_model
-from petrov.operators.mixers import MIXERS
+from petrov.operators.attention.mixers import MIXERS
 
 
 @dataclass
@@ -171,7 +171,7 @@ def test_models_show_their_config_defaults(runs):
 
 
 def test_mixers_show_their_options(runs):
-    from petrov.operators.mixers import mixer_options
+    from petrov.operators.attention.mixers import mixer_options
 
     code, out, err = runs["mixers"]
     assert code == 0, err
@@ -205,6 +205,6 @@ def test_installed_metadata_declares_what_the_code_imports():
     assert any(r.replace(" ", "").startswith('tomli>=1.1;python_version<"3.11"') for r in requires)
     extras = set(metadata.metadata("petrov").get_all("Provides-Extra"))
     assert {"test", "dev", "tensorboard"} <= extras
-    for package in ("petrov.operators", "petrov.operators.mixers", "petrov.operators.models",
+    for package in ("petrov.operators", "petrov.operators.attention.mixers", "petrov.operators.models",
                     "petrov.datasets", "petrov.train"):
         assert (resources.files(package) / "py.typed").is_file(), package

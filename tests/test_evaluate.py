@@ -13,10 +13,10 @@ import torch
 
 from petrov.datasets import generate_dataset, open_dataset
 from petrov.operators import build_model
-from petrov.train.cli import main as cli_main
+from petrov.cli import main as cli_main
 from petrov.train.config import config_from_dict
-from petrov.train.data import NormalizedOperator
-from petrov.train.evaluate import (
+from petrov.train.operator import NormalizedOperator
+from petrov.evaluate import (
     evaluate_resolutions,
     format_table,
     load_run,

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from petrov.operators import Attention
-from petrov.operators.fused_galerkin import Normalized, column_normalized_outer, normalized_outer, outer_blocks
-from petrov.operators.normalization import build_norm
+from petrov.operators.attention.fused import Normalized, column_normalized_outer, normalized_outer, outer_blocks
+from petrov.operators.attention.norms import build_norm
 
 DT = torch.float64
 

@@ -4,7 +4,7 @@ import json
 import h5py
 import pytest
 
-from petrov.train.cli import main
+from petrov.cli import main
 
 
 def generate(*args):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from petrov.datasets import dataset_info, fit_normalizer, import_arrays, open_dataset
-from petrov.train.cli import main as cli_main
+from petrov.cli import main as cli_main
 from petrov.train.config import config_from_dict
 from petrov.train.trainer import train
 

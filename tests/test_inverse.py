@@ -15,15 +15,16 @@ from petrov.datasets import PointwiseGaussianNormalizer, average_pool, generate_
 from petrov.datasets.darcy import darcy_matrix
 from petrov.datasets.darcy_adjoint import coefficient_gradient, darcy_residual, misfit_and_gradient
 from petrov.operators import build_model
-from petrov.train import NormalizedOperator, invert
-from petrov.train.cli import main as cli_main
+from petrov.inverse import invert
+from petrov.train import NormalizedOperator
+from petrov.cli import main as cli_main
 from petrov.train.config import config_from_dict
-from petrov.train.inverse import Observations, add_observation_noise, inversion_metrics, phase_accuracy
-from petrov.train.inverse.config import inversion_config
-from petrov.train.inverse.learned import invert_learned
-from petrov.train.inverse.parametrization import prolong, snap_to_phases, total_variation
-from petrov.train.inverse.pde import objective, output_coefficient
-from petrov.train.inverse.surrogate import invert_surrogate
+from petrov.inverse import Observations, add_observation_noise, inversion_metrics, phase_accuracy
+from petrov.inverse.config import inversion_config
+from petrov.inverse.learned import invert_learned
+from petrov.inverse.parametrization import prolong, snap_to_phases, total_variation
+from petrov.inverse.pde import objective, output_coefficient
+from petrov.inverse.surrogate import invert_surrogate
 from petrov.train.trainer import train
 
 AVERAGINGS = ["arithmetic", "harmonic"]
@@ -271,7 +272,7 @@ def test_learned_and_surrogate_methods_see_the_same_observations(runs, tmp_path)
     # the learned method is the trained model on the protocol's noisy input
     from petrov.operators.layout import grid_coordinates
     from petrov.train import load_operator
-    from petrov.train.data import add_input_noise
+    from petrov.datasets.noise import add_noise as add_input_noise
 
     inv = load_operator(root / "inverse")
     ds_u = torch.from_numpy(learned.observations.u_clean).float()[..., None]

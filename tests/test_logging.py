@@ -14,7 +14,7 @@ import torch
 
 from petrov.common.progress import progress_bar, progress_disable
 from petrov.datasets import generate_dataset
-from petrov.train.cli import main as cli_main
+from petrov.cli import main as cli_main
 from petrov.train.config import load_config
 from petrov.train.trainer import train
 

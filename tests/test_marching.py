@@ -8,7 +8,7 @@ import torch
 from petrov.datasets import generate_dataset
 from petrov.operators import build_model
 from petrov.train.config import config_from_dict
-from petrov.train.evaluate import evaluate_resolutions, make_plots
+from petrov.evaluate import evaluate_resolutions, make_plots
 from petrov.train.losses import per_time_relative_l2, trajectory_loss_per_sample, training_loss_per_sample
 from petrov.train.trainer import train
 

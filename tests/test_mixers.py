@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from petrov.operators.mixers import MIXERS, build_mixer, list_mixers, mixer_options
-from petrov.operators.mixers.cosformer import cos_sin_terms
-from petrov.operators.mixers.performer import draw_omega, favor_features, seeded_generator
+from petrov.operators.attention.mixers import MIXERS, build_mixer, list_mixers, mixer_options
+from petrov.operators.attention.mixers.cosformer import cos_sin_terms
+from petrov.operators.attention.mixers.performer import draw_omega, favor_features, seeded_generator
 
 B, H, N, D = 2, 2, 7, 3
 DT = torch.float64
@@ -179,13 +179,13 @@ def test_none_weights_equal_explicit_uniform_weights(name):
 
 
 @pytest.mark.parametrize("name, where, helper", [
-    ("galerkin", "galerkin", "weighted_outer"),
-    ("linear", "_kernels", "normalized_kernel_attention"),  # via _kernels.feature_map_attention
-    ("performer", "_kernels", "normalized_kernel_attention"),
-    ("cosformer", "cosformer", "normalized_kernel_attention"),
+    ("galerkin", "mixers.galerkin", "weighted_outer"),
+    ("linear", "kernels", "normalized_kernel_attention"),  # via kernels.feature_map_attention
+    ("performer", "kernels", "normalized_kernel_attention"),
+    ("cosformer", "mixers.cosformer", "normalized_kernel_attention"),
 ])
 def test_linear_kernels_sum_and_normalize_in_float32_under_autocast(name, where, helper, monkeypatch):
-    module = importlib.import_module(f"petrov.operators.mixers.{where}")
+    module = importlib.import_module(f"petrov.operators.attention.{where}")
     original, seen = getattr(module, helper), []
 
     def spy(*tensors_and_options):

@@ -21,7 +21,7 @@ from petrov.operators import list_mixers, list_models
 # nor be confused with it.
 COLLISION_CHECK = """
 import sys
-import petrov.operators, petrov.datasets, petrov.train, petrov.train.cli
+import petrov.operators, petrov.datasets, petrov.train, petrov.cli
 bare = sorted(n for n in ("datasets", "operators", "train") if n in sys.modules)
 assert not bare, f"importing petrov put bare top-level modules in sys.modules: {bare}"
 import importlib

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from petrov.datasets import GridDataset
-from petrov.train import plots
-from petrov.train.plots import (
+from petrov.evaluate import plots
+from petrov.evaluate.plots import (
     field_names,
     percentile_band,
     plot_comparison,

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from petrov.datasets import GridDataset, PointwiseGaussianNormalizer, generate_dataset
-from petrov.train.cli import main as cli_main
+from petrov.cli import main as cli_main
 from petrov.train.config import config_from_dict
-from petrov.train.data import NormalizedOperator, TrainingData
+from petrov.train.data import TrainingData
+from petrov.train.operator import NormalizedOperator
 from petrov.train.losses import relative_l2_per_sample
 from petrov.train import evaluate_relative_l2, load_operator
 from petrov.train.trainer import TrainingDiverged, train

@@ -7,6 +7,7 @@ They hold only tensors, numbers, strings, lists and dicts::
     {"format": "petrov-model", "model_name", "config", "state_dict", "petrov_version",
      "extra": {"run_format": 1,
                "normalizers": {"x": state | None, "y": state | None},   # to_state() dicts
+               "noise": {"level", "seed"},    # the operator's InputNoise (absent in older runs)
                "train_config": dict, "epoch": int (completed), "best_metric": float, "best_epoch": int,
                # last.pt only (resume):
                "optimizer", "scheduler", "scaler": dict | None,
@@ -32,17 +33,20 @@ import torch
 from petrov.operators import save_model
 from petrov.operators.io import load_checkpoint, model_from_checkpoint
 
-from .data import NormalizedOperator, normalizer_from_state
+from petrov.datasets import InputNoise
+
+from .operator import NormalizedOperator, normalizer_from_state
 
 RUN_FORMAT = 1
 
 
-def save_run_checkpoint(
-    path: str | os.PathLike, model: torch.nn.Module, normalizers: dict[str, Any], **state: Any
-) -> None:
-    """Write ``model`` with its normaliser states and ``state`` (plain data) to ``path`` atomically."""
+def save_run_checkpoint(path: str | os.PathLike, model: torch.nn.Module, normalizers: dict[str, Any],
+                        noise: InputNoise | None = None, **state: Any) -> None:
+    """Write ``model`` with its normaliser states, its input noise and ``state`` (plain data) to
+    ``path`` atomically."""
     norms = {k: (None if n is None else n.to_state()) for k, n in normalizers.items()}
-    save_model(model, path, extra={"run_format": RUN_FORMAT, "normalizers": norms, **state})
+    save_model(model, path, extra={"run_format": RUN_FORMAT, "normalizers": norms,
+                                   "noise": (noise or InputNoise()).to_state(), **state})
 
 
 def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -77,10 +81,35 @@ def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> Normali
     state = load_run_checkpoint(path, map_location=map_location)
     model = model_from_checkpoint(state, path)
     norms = state["normalizers"]
-    op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]))
+    op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]),
+                            noise_from_state(state))
     if isinstance(map_location, (str, torch.device)):
         op.to(map_location)
     return op.eval()
+
+
+def noise_from_state(state: dict[str, Any]) -> InputNoise:
+    """The run's input noise: saved with the operator since 0.2; for older runs, the level and seed
+    their config and training file imply."""
+    if "noise" in state:
+        return InputNoise.from_state(state["noise"])
+    data = state.get("train_config", {}).get("data", {})
+    level = data.get("noise")
+    if level is None:
+        level = _file_noise(data.get("path"))
+    return InputNoise(float(level or 0.0), int(data.get("noise_seed", 0)))
+
+
+def _file_noise(path: str | None) -> float:
+    """The input noise level a data file records (0 if none, or if the file is not there)."""
+    from petrov.datasets import dataset_info
+
+    if not path or not Path(path).exists():
+        return 0.0
+    try:
+        return float(dataset_info(path)["attrs"].get("noise", 0.0))
+    except (OSError, ValueError, KeyError):
+        return 0.0
 
 
 # --- random number generator states as tensors/lists (weights_only-safe) -----------------------

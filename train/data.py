@@ -1,14 +1,12 @@
-"""Train/val/test data from a :class:`DataConfig`, and the normalised operator wrapper.
+"""Train/val/test data from a :class:`DataConfig`: splits, normalisers, input noise, batches.
 
 Splits (file order, N complete samples): train ``[0, n_train)``, val ``[n_train, n_train + n_val)``
 (model selection only), test ``[N − n_test, N)`` (only ever evaluated); they must not overlap.
-
-Normalisation (decided once, the same at every resolution): the network sees point-wise Gaussian
-normalised inputs ``x̂ = (x − μ_x)/σ_x`` (plus ``noise·N(0,1)`` for the inverse problem) and its output
-is read as a normalised target, decoded ``y = ŷ σ_y + μ_y`` *before* the loss — losses and metrics are
-always relative L² in raw units.  The normalisers are fitted on the train indices at the file's
-native resolution and restricted to any other grid with ``at_resolution``, so a model trained at one
-resolution is evaluated at another with consistent statistics.
+The normalisers are fitted on the train indices at the file's native resolution (see
+:mod:`petrov.train.operator` for how the trained operator uses them); the input noise of the inverse
+problem is one :class:`~petrov.datasets.InputNoise`, the config's level (else the file's) and seed.
+Batches of a grid dataset are ``(x, y, position)`` from :func:`data_loader`, with the coordinates
+from :func:`batch_pos` and the file sample numbers from :func:`sample_ids`.
 """
 from __future__ import annotations
 
@@ -20,11 +18,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from petrov.datasets import (
-    PointwiseGaussianNormalizer, add_noise, dataset_info, fit_normalizer, generate_dataset, open_dataset,
-)
+from petrov.datasets import InputNoise, dataset_info, fit_normalizer, generate_dataset, open_dataset
 
 from .config import DataConfig
 
@@ -54,114 +50,23 @@ def split_indices(n_total: int, n_train: int, n_val: int, n_test: int) -> Splits
     )
 
 
-# --- normalisers ---------------------------------------------------------------------------------
-
-def _norm_at(normalizer: Any, grid: tuple[int, ...], device: torch.device) -> Any:
-    """The normaliser restricted to ``grid`` (n points per axis) and moved to ``device``."""
-    return normalizer.at_resolution(grid[0]).to(device)
-
-
-def normalizer_from_state(state: dict[str, Any] | None) -> Any:
-    if state is None:
-        return None
-    return PointwiseGaussianNormalizer.from_state(state)
-
-
-class NormalizedOperator(nn.Module):
-    """``y = decode(model(encode(x) [+ noise], pos))`` at any resolution of the training family.
-
-    ``x: (b, *grid, c_in)`` raw units -> ``(b, *grid_out, c_out)`` raw units.  ``model`` is the
-    trained network (it sees normalised data); ``x_normalizer``/``y_normalizer`` are fitted
-    point-wise Gaussian normalisers (``None``: identity).  The restricted normalisers are cached
-    per (grid, device).
-    """
-
-    def __init__(self, model: nn.Module, x_normalizer: Any = None, y_normalizer: Any = None):
-        super().__init__()
-        self.model = model
-        self.x_normalizer = x_normalizer
-        self.y_normalizer = y_normalizer
-        self._cache: dict[tuple, Any] = {}
-
-    def _at(self, which: str, grid: tuple[int, ...], device: torch.device) -> Any:
-        base = self.x_normalizer if which == "x" else self.y_normalizer
-        if base is None:
-            return None
-        key = (which, tuple(grid), str(device))
-        if key not in self._cache:
-            self._cache[key] = _norm_at(base, tuple(grid), device)
-        return self._cache[key]
-
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        norm = self._at("x", x.shape[1:-1], x.device)
-        return x if norm is None else norm.encode(x)
-
-    def decode(self, y_hat: torch.Tensor) -> torch.Tensor:
-        norm = self._at("y", y_hat.shape[1:-1], y_hat.device)
-        return y_hat if norm is None else norm.decode(y_hat)
-
-    def encode_target(self, y: torch.Tensor) -> torch.Tensor:
-        """Raw targets in the units the model outputs (the inverse of :meth:`decode`)."""
-        norm = self._at("y", y.shape[1:-1], y.device)
-        return y if norm is None else norm.encode(y)
-
-    def predict(
-        self,
-        x: torch.Tensor,
-        pos: torch.Tensor | None = None,
-        *,
-        noise: float = 0.0,
-        noise_seed: int = 0,
-        sample_ids: torch.Tensor | np.ndarray | None = None,
-        net=None,
-        teacher: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``decode(net(encode(x) + noise·ξ, pos))``: the one path from raw inputs to raw predictions.
-
-        ``noise·ξ`` is the input noise of the inverse problem, fixed per (``noise_seed``, file sample
-        number in ``sample_ids``) (see :func:`add_input_noise`); ``net`` defaults to ``self.model``
-        (the trainer passes its DDP-wrapped model under autocast).  ``teacher`` (raw units, the
-        target's shape): states a marching model conditions on (teacher forcing), passed to it as
-        ``teacher=encode_target(teacher)`` (see :mod:`petrov.operators.trajectory`).
-        """
-        x_hat = add_input_noise(self.encode(x), noise, noise_seed, sample_ids)
-        extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
-        return self.decode((net or self.model)(x_hat, pos, **extra).float())
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        return self.predict(x, pos)
-
-    def normalizer_states(self) -> dict[str, Any]:
-        return {"x": self.x_normalizer, "y": self.y_normalizer}
-
-
-def input_noise(cfg: DataConfig | None, dataset: Any) -> float:
-    """The input noise level: the config's ``data.noise``, else the file's (the inverse problem's)."""
-    return float(dataset.noise if cfg is None or cfg.noise is None else cfg.noise)
-
-
-def add_input_noise(
-    x_hat: torch.Tensor, noise: float, seed: int, sample_ids: torch.Tensor | np.ndarray
-) -> torch.Tensor:
-    """``x̂ + noise·ξ`` with ξ ~ N(0, 1) seeded per (seed, file sample index): fixed per sample."""
-    if not noise:
-        return x_hat
-    return add_noise(x_hat, noise, seed, sample_ids)
-
-
 # --- building the splits -------------------------------------------------------------------------
 
 @dataclass
 class TrainingData:
     """What the trainer needs: the train/val datasets (GridDataset-like: ``.x``, ``.y``,
-    ``.coords``, ``.periodic``, ``.indices``), the fitted normalisers and the input noise level."""
+    ``.coords``, ``.periodic``, ``.indices``), the fitted normalisers and the input noise."""
 
     train: Any
     val: Any
     x_normalizer: Any
     y_normalizer: Any
-    noise: float
+    noise: InputNoise
     splits: Splits | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.noise, InputNoise):  # a bare level, seed 0
+            self.noise = InputNoise(float(self.noise))
 
 
 def ensure_data_file(cfg: DataConfig, progress: bool = True) -> Path:
@@ -221,3 +126,50 @@ def build_training_data(cfg: DataConfig) -> TrainingData:
     train, val = open_split(cfg, splits.train), open_split(cfg, splits.val)
     x_norm, y_norm = fit_normalizers(cfg, splits.train)
     return TrainingData(train, val, x_norm, y_norm, input_noise(cfg, train), splits)
+
+
+def input_noise(cfg: DataConfig | None, dataset: Any) -> InputNoise:
+    """The input noise: the config's ``data.noise`` level, else the file's (the inverse problem's),
+    seeded by ``data.noise_seed``."""
+    level = dataset.noise if cfg is None or cfg.noise is None else cfg.noise
+    return InputNoise(float(level), 0 if cfg is None else int(cfg.noise_seed))
+
+
+# --- batches -------------------------------------------------------------------------------------
+
+def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0) -> DataLoader:
+    """Batches ``(x, y, position)`` of a GridDataset-like ``dataset`` (``.x``, ``.y``)."""
+    tensors = TensorDataset(dataset.x, dataset.y, torch.arange(len(dataset)))
+    return DataLoader(tensors, batch_size=batch, sampler=sampler, num_workers=workers)
+
+
+def batch_pos(coords: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
+    """Grid coordinates ``(*grid, d)`` as a batch ``(b, *grid, d)`` (a view) on ``device``."""
+    return coords.to(device).unsqueeze(0).expand(b, *coords.shape)
+
+
+def sample_ids(dataset: Any) -> torch.Tensor:
+    """File sample numbers of ``dataset`` (they seed the input noise), default ``0..N-1``."""
+    return torch.as_tensor(np.asarray(getattr(dataset, "indices", np.arange(len(dataset)))))
+
+
+def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str) -> None:
+    """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data."""
+    x, y = data.x[:1].to(device), data.y[:1]
+    was_training = model.training
+    name = type(model).__name__
+    try:
+        with torch.no_grad():
+            out = model.eval()(x, batch_pos(data.coords, 1, device))
+    except (RuntimeError, ValueError) as err:
+        raise ValueError(
+            f"model {name} cannot take inputs of shape {tuple(x.shape)} from {source} "
+            f"(check model.options, e.g. channels or grid sizes): {err}"
+        ) from None
+    finally:
+        model.train(was_training)
+    if tuple(out.shape) != tuple(y.shape):
+        raise ValueError(
+            f"model {name} outputs shape {tuple(out.shape)} but the targets in {source} have shape "
+            f"{tuple(y.shape)}; check model.options"
+        )

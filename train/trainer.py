@@ -12,7 +12,7 @@ Run directory (rank 0 writes it)::
     config.json      the resolved config          log.csv / log.jsonl   one row per epoch
     last.pt          resume point (each epoch)    best.pt               best validation model
     metrics.json/csv test relL2 per resolution    tensorboard/          if run.tensorboard
-                     (petrov.train.evaluate's rows)
+                     (petrov.train.metrics' rows)
 
 Robustness: a non-finite loss or gradient norm stops the run with a ``TrainingDiverged`` naming the
 epoch and batch; ``last.pt`` then still holds the last completed (finite) epoch.  The OneCycle warm-up
@@ -29,8 +29,6 @@ Determinism: the sampler order is a function of (seed, epoch), RNG states are ch
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import logging
 import math
@@ -45,17 +43,19 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 
-from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock
+from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock, write_csv
 from petrov.common.progress import progress_bar
 from petrov.operators import build_model
 
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
-from .data import NormalizedOperator, TrainingData, build_training_data, ensure_data_file, open_split
-from .evaluate import (
-    batch_pos, check_model_fits_data, data_loader, evaluate_relative_l2, resolution_row, sample_ids, write_metrics,
+from .data import (
+    TrainingData, batch_pos, build_training_data, check_model_fits_data, data_loader, ensure_data_file, open_split,
+    sample_ids,
 )
+from .metrics import evaluate_relative_l2, resolution_row, write_metrics
+from .operator import NormalizedOperator
 from .rollout import check_mode_fits_model, training_mode
 
 log = logging.getLogger(__name__)
@@ -112,11 +112,7 @@ class RunLog:
         row = dc_asdict(record)
         self.rows.append(row)
         atomic_write(self.run_dir / "log.jsonl", "".join(json.dumps(r) + "\n" for r in self.rows))
-        sink = io.StringIO()
-        w = csv.DictWriter(sink, fieldnames=self.FIELDS)
-        w.writeheader()
-        w.writerows(self.rows)
-        atomic_write(self.run_dir / "log.csv", sink.getvalue())
+        write_csv(self.run_dir / "log.csv", self.rows, self.FIELDS)
         if self.writer is not None:
             for key in ("train_loss", "val_rel_l2", "lr", "seconds"):
                 self.writer.add_scalar(key, row[key], record.epoch)
@@ -177,7 +173,7 @@ class Trainer:
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
         check_mode_fits_model(cfg.loss.mode, model)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
-        self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer)
+        self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
         self.ddp = dist_.wrap_model(model, ctx)
         self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
         self.train_sampler = dist_.sampler(data.train.x, ctx, shuffle=True, seed=cfg.run.seed)
@@ -207,12 +203,12 @@ class Trainer:
             return
         state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch,
                      best_metric=self.best_metric, best_epoch=self.best_epoch)
-        norms = self.operator.normalizer_states()
+        norms, noise = self.operator.normalizer_states(), self.operator.noise
         if best:
-            ckpt.save_run_checkpoint(self.run_dir / "best.pt", self.model, norms, **state)
+            ckpt.save_run_checkpoint(self.run_dir / "best.pt", self.model, norms, noise, **state)
             log.debug("saved %s (epoch %d)", self.run_dir / "best.pt", self.epoch)
         ckpt.save_run_checkpoint(
-            self.run_dir / "last.pt", self.model, norms, **state,
+            self.run_dir / "last.pt", self.model, norms, noise, **state,
             optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
             scaler=None if self.scaler is None else self.scaler.state_dict(), rng=rngs,
         )
@@ -269,8 +265,7 @@ class Trainer:
         for batch, (x, y, idx) in enumerate(bar, start=1):
             x, y = x.to(ctx.device), y.to(ctx.device)
             pred = self.mode.predict(self.operator, x, y, pos=batch_pos(coords, len(x), ctx.device),
-                                     noise=self.data.noise, noise_seed=cfg.data.noise_seed,
-                                     sample_ids=self.train_ids[idx], net=self._net)
+                                     noise=self.operator.noise, sample_ids=self.train_ids[idx], net=self._net)
             per_sample = self.mode.loss(pred, y, cfg.loss.h1_weight, self.periodic)
             loss = per_sample.mean()
             # summed over ranks before backward, so every rank stops together on a bad batch
@@ -299,8 +294,8 @@ class Trainer:
 
     def validate(self) -> float:
         per_sample = evaluate_relative_l2(
-            self.operator, self.data.val, batch_size=self.eval_batch, device=self.ctx.device,
-            noise=self.data.noise, noise_seed=self.cfg.data.noise_seed, ctx=self.ctx, metric=self.mode.metric,
+            self.operator, self.data.val, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
+            metric=self.mode.metric,
         )
         return per_sample.mean().item()
 
@@ -351,8 +346,7 @@ class Trainer:
         for res in d.eval_resolutions or [self.data.train.resolution]:
             per_sample = evaluate_relative_l2(
                 self.operator, open_split(d, splits.test, res), batch_size=self.eval_batch,
-                device=self.ctx.device, noise=self.data.noise, noise_seed=d.noise_seed, ctx=self.ctx,
-                metric=self.mode.metric,
+                device=self.ctx.device, ctx=self.ctx, metric=self.mode.metric,
             )
             rows.append(resolution_row(res, per_sample))
         return rows

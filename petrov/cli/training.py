@@ -3,13 +3,13 @@
     petrov train CONFIG.toml --out RUN_DIR [--set section.key=value ...] [--device cpu|cuda]
     petrov train burgers-quick --out runs/b --set optim.epochs=5
     petrov train --out RUN_DIR --resume            # continue a killed run (config from RUN_DIR)
-    torchrun --nproc-per-node=2 -m petrov.train.cli train CONFIG --out RUN_DIR   # data parallel
+    torchrun --nproc-per-node=2 -m petrov train CONFIG --out RUN_DIR   # data parallel
 
     petrov evaluate RUN_DIR --data FILE.h5 --resolutions 256,512,1024,2048,4096,8192
                     [--indices test|a:b|all] [--device auto|cpu|cuda] [--batch-size N] [--no-plots]
 
 The work is done by :func:`petrov.train.trainer.train` and
-:func:`petrov.train.evaluate.run_evaluation`; this module parses arguments and prints the results
+:func:`petrov.evaluate.run_evaluation`; this module parses arguments and prints the results
 (the library's notices, such as epoch lines and written files, are log lines: see ``train/cli.py``).
 """
 from __future__ import annotations
@@ -19,11 +19,13 @@ import json
 import os
 from pathlib import Path
 
-from .config import (
+from petrov.evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
+from petrov.train.config import (
     apply_overrides, check_resumable, config_from_dict, config_to_dict, load_config, load_config_json, preset_names,
 )
-from .evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
-from .trainer import train
+from petrov.train.trainer import train
+
+from .main import UsageError
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -33,8 +35,6 @@ def _run_train(args: argparse.Namespace) -> int:
     run_dir = Path(args.out)
     if args.config is None:
         if not args.resume:
-            from .cli import UsageError
-
             raise UsageError("give a CONFIG (a .toml file or a preset name), or --resume an existing run")
         saved = load_config_json(run_dir / "config.json")
         config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))

@@ -5,7 +5,7 @@
 Cost O(n d²).  Features, sums and normalizer in float32 under autocast.  Since the weights sum to
 1, eps is relative to an average (not a sum) and keeps its meaning at every resolution.
 
-``causal=True``: the sums run over ``j ≤ i`` (:mod:`petrov.operators.mixers.causal`), in chunks of
+``causal=True``: the sums run over ``j ≤ i`` (:mod:`petrov.operators.attention.mixers.causal`), in chunks of
 ``chunk_size`` tokens; a recurrent step is available for inference.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import MIXERS
-from ._kernels import check_eps, feature_map_attention
+from ..kernels import check_eps, feature_map_attention
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import parse_override
-from ..evaluate import parse_indices
-from .api import METHODS, invert
+from petrov.evaluate import parse_indices
+from petrov.inverse.api import METHODS, invert
+from petrov.train.config import parse_override
 
 
 def parse_settings(items: list[str] | None) -> dict:
@@ -72,6 +72,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="starting coefficient of pde/surrogate (learned: the inverse run's output)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="an inversion setting (reg_weight, parametrization, tau, max_iter, pde_grid, snap, steps, "
-                        "lr, ...: the fields of petrov.train.inverse.InversionConfig)")
+                        "lr, ...: the fields of petrov.inverse.InversionConfig)")
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True)
     p.set_defaults(func=_run)

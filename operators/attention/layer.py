@@ -5,7 +5,7 @@ For ``x: (b, n, d_model)`` sampled at points ``pos: (b, n, p)`` with quadrature 
 
 1. per head ``Q, K, V = x W^Q, x W^K, x W^V``                          ``(b, h, n, head_dim)``
 2. the matrices the mixer names in ``normalized`` are normalized (``norm``: "column", "layer" or
-   None; see :mod:`petrov.operators.normalization`), using the weights;
+   None; see :mod:`petrov.operators.attention.norms`), using the weights;
 3. the coordinates are appended to Q, K and V of every head             ``(b, h, n, head_dim + p)``
 4. the mixer combines them, ``z = mixer(Q, K, V, pos, w)``              ``(b, h, n, head_dim + p)``
 5. heads are concatenated, dropout, output projection
@@ -24,7 +24,7 @@ mixer (so mixers stay interchangeable; linear kernels have no attention matrix t
 in ``eval()``.
 
 Causal attention (``causal=True``; galerkin, fourier, linear, performer, cosformer, softmax): point i
-attends to the points j <= i in index order (see :mod:`petrov.operators.mixers.causal`).  The
+attends to the points j <= i in index order (see :mod:`petrov.operators.attention.mixers.causal`).  The
 normalizations must then be point-wise: norm "layer" or None (the column norm's statistics are sums
 over all points, later ones included; running statistics are not implemented).  For the linear-cost
 mixers ``init_state`` / ``step`` run the same layer as a recurrence, one point at a time, with a
@@ -46,15 +46,10 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .fused_galerkin import Normalized, column_normalized_outer, folded_output, normalized_outer
 from .mixers import MIXERS, build_mixer
-from .mixers.galerkin import GalerkinMixer
-from .mixers._kernels import full_precision, upcast
+from .kernels import full_precision, upcast
 from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
-from .normalization import ColumnNorm, NoNorm, build_norm
-
-_NO_NORM = NoNorm()
-
+from .norms import build_norm
 
 def _positive_int(name: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -141,6 +136,9 @@ class Attention(nn.Module):
         normalized = tuple(getattr(self.mixer, "normalized", ()))
         norms = {name: build_norm(norm, self.n_heads, self.head_dim, eps=c.norm_eps) for name in normalized}
         self.norms = nn.ModuleDict(norms if norm is not None else {})
+        # a mixer may declare a fused path computing the whole layer (steps 1-5) in one pass; it is
+        # chosen here, once (a plugin's mixer opts in the same way)
+        self.fused_path = None if causal else getattr(self.mixer, "fused_path", None)
         if causal and not all(getattr(m, "pointwise", False) for m in self.norms.values()):
             raise ValueError(f"causal attention needs a point-wise normalization: norm={norm!r} uses "
                              f"statistics over all points, later ones included; pass norm='layer' or None")
@@ -187,7 +185,7 @@ class Attention(nn.Module):
         by ``torch.utils.checkpoint``).  Same numbers."""
         pos, weights = self._check_inputs(x, pos, weights)
         if self._fusable(x, pos, weights):
-            return self._fused_galerkin(x, pos, weights, recompute and torch.is_grad_enabled())
+            return self.fused_path(self, x, pos, weights, recompute and torch.is_grad_enabled())
         if recompute and torch.is_grad_enabled():
             return checkpoint(self._unfused, x, pos, weights, use_reentrant=False)
         return self._unfused(x, pos, weights)
@@ -244,38 +242,14 @@ class Attention(nn.Module):
         return y, AttentionState(mixer, state.weight)
 
     def _fusable(self, x, pos, weights) -> bool:
-        """The fused Galerkin path applies: non-causal Galerkin mixer, no active dropout, float32/64
+        """The mixer's fused path applies: it has one (``fused_path``, chosen at build time), no active dropout, float32/64
         (or a 16-bit activation under autocast: the sums over the points then run in float32, the
         n-sized products in autocast's dtype), no gradient wanted for the coordinates or the weights."""
         autocast = torch.is_autocast_enabled(x.device.type)
-        return (isinstance(self.mixer, GalerkinMixer) and not self.causal
+        return (self.fused_path is not None
                 and not (self.training and self.dropout.p > 0)
                 and (x.dtype in (torch.float32, torch.float64) or autocast and upcast(x).dtype == torch.float32)
                 and not any(t is not None and t.requires_grad for t in (pos, weights)))
-
-    def _fused_galerkin(self, x, pos, weights, recompute: bool = False) -> torch.Tensor:
-        """Steps 1-5 for Galerkin: K, V normalized inside one autograd Function that keeps only the
-        raw projections for backward (only ``x`` with ``recompute``: the projections are then
-        recomputed too), the query projection folded into the output one
-        (:mod:`petrov.operators.fused_galerkin`; for two column norms the normalization is not
-        formed at all and is differentiated in closed form); the same operator as the unfused path."""
-        norm_k, norm_v = (self.norms[name] if name in self.norms else _NO_NORM for name in "kv")
-        pos_or_none = pos if self.pos_dim else None
-        if (isinstance(norm_k, ColumnNorm) and isinstance(norm_v, ColumnNorm) and not recompute
-                and not torch.is_autocast_enabled(x.device.type)):
-            # closed-form backward; autocast and recompute keep the generic path below
-            s = column_normalized_outer(self.k_proj(x), self.v_proj(x), self.n_heads, norm_k, norm_v,
-                                        pos_or_none, weights)
-            return folded_output(x, pos_or_none, s, self.q_proj, self.out_proj)
-        sides = []
-        for norm, proj in ((norm_k, self.k_proj), (norm_v, self.v_proj)):
-            if recompute:  # source x: the projection is recomputed too
-                sides.append(Normalized(lambda x, w, norm=norm, proj=proj: norm(self._split_heads(proj(x)), w), x,
-                                        lambda norm=norm, proj=proj: [*norm.parameters(), *proj.parameters()]))
-            else:
-                sides.append(Normalized(norm, self._split_heads(proj(x)), norm.parameters))
-        s = normalized_outer(*sides, pos_or_none, weights)
-        return folded_output(x, pos_or_none, s, self.q_proj, self.out_proj)
 
     def _project_through(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         """``out_proj(concat_h q_h kv_h) = sum_h q_h (kv_h W_hᵀ) + bias`` for a mixer linear in Q

@@ -18,7 +18,7 @@ Causal attention (token i sees tokens j <= i, in point index order): a mixer wit
 attribute ``supports_causal = True`` takes the option ``causal=False``.  The linear-cost ones also
 take ``chunk_size`` and define ``features(q, k, pos) -> (φ_q, φ_k)`` (point-wise feature maps),
 ``feature_width(width, pos_dim)`` and ``causal_eps`` (None: no normalizer), and get the parallel
-chunked form and the recurrent step from :mod:`petrov.operators.mixers.causal`.
+chunked form and the recurrent step from :mod:`petrov.operators.attention.mixers.causal`.
 ``build_mixer(name, ..., causal=True)`` on any other mixer raises.
 
 Adding a mixer: write a module here with ``@MIXERS.register("name")`` on the class and import it

@@ -11,7 +11,7 @@ Sources:
 
 Noise (the reference protocol): ``u_obs = decode(encode(u) + noise * xi)`` with the point-wise Gaussian
 normalizer of u (statistics fitted before any noise) and ``xi ~ N(0, 1)`` drawn once per sample from
-``(seed, sample number)`` (``petrov.train.data.add_input_noise``), so every method sees the same
+``(seed, sample number)`` (``petrov.datasets.InputNoise``), so every method sees the same
 observation, and a learned inverse operator exactly the input it was trained and evaluated with.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 
 from petrov.datasets import open_dataset
 
-from ..data import add_input_noise
+from petrov.datasets import InputNoise
 
 ARRAY_SUFFIXES = (".npy", ".npz")
 
@@ -147,7 +147,7 @@ def add_observation_noise(obs: Observations, noise: float, normalizer, seed: int
     try:
         norm = normalizer.at_resolution(obs.resolution).to(dtype=torch.float64)
         x = torch.from_numpy(obs.u)[..., None]
-        noisy = norm.decode(add_input_noise(norm.encode(x), float(noise), int(seed), obs.sample_ids))
+        noisy = norm.decode(InputNoise(float(noise), int(seed)).apply(norm.encode(x), obs.sample_ids))
     except ValueError as err:
         raise ValueError(f"cannot add noise on the {obs.resolution}-point grid: {err}") from None
     return dataclasses.replace(obs, u=noisy[..., 0].numpy(), noise=float(noise))

@@ -34,8 +34,10 @@ from torch.autograd.function import once_differentiable
 
 from petrov.common.dtypes import upcast
 
-from .mixers._kernels import weighted_mean
-from .normalization import ColumnNorm
+from .kernels import weighted_mean
+from .norms import ColumnNorm, NoNorm
+
+_NO_NORM = NoNorm()
 
 
 def _weighted(a: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -313,3 +315,33 @@ def folded_output(x: torch.Tensor, pos: torch.Tensor | None, s: torch.Tensor, q_
         # baddbmm keeps its operands for backward, not its output: pos P can be added in place
         out = add_thin_product_(out, pos, mat[:, :, d:].sum(dim=1))  # P: (b, p, m_out)
     return out
+
+
+def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, weights: torch.Tensor | None,
+                   recompute: bool = False) -> torch.Tensor:
+    """Steps 1-5 of a Galerkin attention layer (``petrov.operators.attention.Attention``) in one pass:
+    K, V normalized inside one autograd Function that keeps only the raw projections for backward
+    (only ``x`` with ``recompute``: the projections are then recomputed too), the query projection
+    folded into the output one.  Two column norms (norms declaring ``closed_form = True``) are not
+    formed at all and are differentiated in closed form (:class:`_ColumnOuter`; autocast and
+    ``recompute`` take the generic path).  The same operator as the unfused layer.
+
+    The fused path of :class:`~petrov.operators.attention.mixers.galerkin.GalerkinMixer` (its
+    ``fused_path``); ``x: (b, n, d_model)`` -> ``(b, n, d_model)``.
+    """
+    norm_k, norm_v = (layer.norms[name] if name in layer.norms else _NO_NORM for name in "kv")
+    pos_or_none = pos if layer.pos_dim else None
+    closed_form = getattr(norm_k, "closed_form", False) and getattr(norm_v, "closed_form", False)
+    if closed_form and not recompute and not torch.is_autocast_enabled(x.device.type):
+        s = column_normalized_outer(layer.k_proj(x), layer.v_proj(x), layer.n_heads, norm_k, norm_v,
+                                    pos_or_none, weights)
+        return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
+    sides = []
+    for norm, proj in ((norm_k, layer.k_proj), (norm_v, layer.v_proj)):
+        if recompute:  # source x: the projection is recomputed too
+            sides.append(Normalized(lambda x, w, norm=norm, proj=proj: norm(layer._split_heads(proj(x)), w), x,
+                                    lambda norm=norm, proj=proj: [*norm.parameters(), *proj.parameters()]))
+        else:
+            sides.append(Normalized(norm, layer._split_heads(proj(x)), norm.parameters))
+    s = normalized_outer(*sides, pos_or_none, weights)
+    return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)

@@ -12,7 +12,9 @@ import json
 import sys
 import typing
 
-from .recipes import RECIPES
+from petrov.datasets.recipes import RECIPES
+
+from .main import UsageError
 
 
 def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, annotation) -> None:
@@ -30,7 +32,7 @@ def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, ann
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .storage import generate_dataset
+    from petrov.datasets.storage import generate_dataset
 
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
     try:
@@ -47,8 +49,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from ..train.cli import UsageError
-    from .importing import import_arrays
+    from petrov.datasets.importing import import_arrays
 
     domain = None
     if args.domain is not None:
@@ -102,7 +103,7 @@ def _format_value(value) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from .loading import dataset_info
+    from petrov.datasets.loading import dataset_info
 
     info = dataset_info(args.file)
     if args.json:

@@ -31,7 +31,7 @@ from torch.nn import functional as F
 
 from petrov.common.dtypes import LOW_PRECISION
 
-from ._kernels import full_precision, upcast
+from ..kernels import full_precision, upcast
 
 DEFAULT_CHUNK_SIZE = 64
 

@@ -32,8 +32,8 @@ from petrov.common.registry import Registry
 from petrov.datasets import average_pool, fit_normalizer
 from petrov.datasets.sampling import pool_kernel
 
-from ..checkpoint import load_operator
-from ..plots import plot_inversion
+from petrov.train.checkpoint import load_operator
+from petrov.evaluate.plots import plot_inversion
 from .config import InversionConfig, inversion_config
 from .learned import invert_learned, output_grid, predict
 from .metrics import inversion_metrics

@@ -10,7 +10,7 @@ shows the traceback instead); 130 on Ctrl-C. Output cut short by a closed pipe (
 ends quietly with the status 141 a SIGPIPE would give.
 
 Output: results are printed on stdout; the library's log lines (epoch lines, notices) go to stdout at
-the default level INFO, warnings to stderr (see :mod:`petrov.train.console`). ``petrov -q COMMAND``
+the default level INFO, warnings to stderr (see :mod:`petrov.cli.console`). ``petrov -q COMMAND``
 shows warnings and errors only, ``petrov -v COMMAND`` adds DEBUG lines.
 """
 from __future__ import annotations
@@ -30,10 +30,10 @@ class UsageError(ValueError):
     """A command line that parsed but cannot be run as given (exit status 2, like argparse's errors)."""
 
 COMMAND_MODULES = [
-    "petrov.train.commands_registry",
-    "petrov.datasets.commands",
-    "petrov.train.commands",
-    "petrov.train.inverse.commands",
+    "petrov.cli.catalog",
+    "petrov.cli.data",
+    "petrov.cli.training",
+    "petrov.cli.inverse",
 ]
 
 

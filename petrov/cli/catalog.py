@@ -18,11 +18,12 @@ from typing import Any
 
 from petrov.common.config import asdict
 from petrov.operators import list_mixers, list_models
-from petrov.operators.mixers import MIXERS, mixer_options
+from petrov.operators.attention.mixers import MIXERS, mixer_options
 from petrov.operators.models import config_class
 
-from .cli import UsageError
-from .config import preset_names
+from petrov.train.config import preset_names
+
+from .main import UsageError
 
 
 def _value(value: Any) -> str:

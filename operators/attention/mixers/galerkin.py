@@ -7,7 +7,7 @@ normalized by the attention layer.  Under autocast the d x d sum ``K̃ᵀ diag(w
 float32 (a sum over n points); the n-sized product ``Q (K̃ᵀ diag(w) Ṽ)`` runs in autocast's dtype.
 
 ``causal=True``: ``z_i = q_i Σ_{j≤i} w_j k̃_j ṽ_jᵀ`` (linear attention with φ = identity and no
-normalizer; see :mod:`petrov.operators.mixers.causal`), in chunks of ``chunk_size`` tokens.  The
+normalizer; see :mod:`petrov.operators.attention.mixers.causal`), in chunks of ``chunk_size`` tokens.  The
 column norm would use all points, so the attention layer then requires norm "layer" or None.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 from torch import nn
 
 from . import MIXERS
-from ._kernels import autocast_dtype, full_precision, upcast, weighted_outer
+from ..fused import galerkin_layer
+from ..kernels import autocast_dtype, full_precision, upcast, weighted_outer
 from .causal import (
     DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
 )
@@ -28,6 +29,9 @@ class GalerkinMixer(nn.Module):
     normalized = ("k", "v")
     supports_causal = True
     causal_eps = None  # no normalizer
+    # the whole layer in one pass (K, V normalized inside the product, Q folded into the output
+    # projection); the attention layer takes it when the mixer is not causal
+    fused_path = staticmethod(galerkin_layer)
 
     def __init__(self, head_dim: int, n_heads: int, causal: bool = False,
                  chunk_size: int = DEFAULT_CHUNK_SIZE):

@@ -14,7 +14,7 @@ products accumulate in float32 on the CPU and round the result); the associative
 
 ``causal=True``: ``z_i = Σ_{j≤i} w_j (q̃_i·k̃_j) v_j``, the masked kernel; this is causal linear
 attention with φ = identity and no normalizer, computed in O(n d²) by the chunked form of
-:mod:`petrov.operators.mixers.causal` whatever ``associative`` says (same numbers as the masked
+:mod:`petrov.operators.attention.mixers.causal` whatever ``associative`` says (same numbers as the masked
 n x n product).  The layer then requires norm "layer" or None (the column norm uses all points).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from torch import nn
 
 from . import MIXERS
-from ._kernels import autocast_dtype, full_precision, upcast, weighted_outer
+from ..kernels import autocast_dtype, full_precision, upcast, weighted_outer
 from .causal import (
     DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
 )

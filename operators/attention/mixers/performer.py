@@ -20,7 +20,7 @@ Attention is then ``z_i = φ(q_i)ᵀ Σ_j w_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j 
   ``redraw_interval`` forward calls (0 = never); in eval they are frozen.  ``seed=None`` takes a
   seed from torch's global generator (reproducible under ``torch.manual_seed``).
 - Under autocast the projections, exponentials, sums and normalizer are computed in float32.
-- ``causal=True`` (:mod:`petrov.operators.mixers.causal`): the per-(batch, head) key max would look
+- ``causal=True`` (:mod:`petrov.operators.attention.mixers.causal`): the per-(batch, head) key max would look
   at later tokens, so the keys subtract instead a constant that does not depend on the data:
   ``ω_r·x − |x|²/2 ≤ |ω_r|²/2``, so ``shift = max(0, max_r |ω_r|²/2 − KEY_HEADROOM)`` keeps every key
   exponent below ``KEY_HEADROOM`` (no float32 overflow) and is 0 for the usual head widths.  It
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from . import MIXERS
-from ._kernels import check_eps, feature_map_attention, upcast
+from ..kernels import check_eps, feature_map_attention, upcast
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 KEY_HEADROOM = 60.0  # causal keys: exponents stay below this (exp(60) ~ 1e26, far from float32's 3e38)

@@ -11,7 +11,7 @@ kernel does not change with the resolution.  Each factor splits as
 linear-cost kernel attention of width ``2^p d``: O(n 2^p d²).  Needs ``pos``.
 
 ``causal=True``: the sums run over the tokens ``j ≤ i`` in point index order
-(:mod:`petrov.operators.mixers.causal`), while the cos re-weighting keeps using the tokens'
+(:mod:`petrov.operators.attention.mixers.causal`), while the cos re-weighting keeps using the tokens'
 physical coordinates (not their index): both factors of ``c`` are point-wise, so the causal and
 recurrent forms apply unchanged.
 """
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from . import MIXERS
-from ._kernels import check_eps, full_precision, normalized_kernel_attention, upcast
+from ..kernels import check_eps, full_precision, normalized_kernel_attention, upcast
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 

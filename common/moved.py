@@ -1,0 +1,76 @@
+"""Module paths of petrov 0.1 that moved in 0.2, importable for one more release.
+
+``import petrov.train.evaluate`` still works and gives the module's new home (``petrov.evaluate``)
+with a ``DeprecationWarning`` naming it.  :data:`MOVED` is the whole table (CHANGELOG.md says why
+each moved); a package entry covers its submodules (``petrov.operators.mixers.galerkin`` ->
+``petrov.operators.attention.mixers.galerkin``).  :func:`install` puts the finder on
+``sys.meta_path`` (the package root does, at ``import petrov``).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from types import ModuleType
+
+MOVED: dict[str, str] = {
+    # the command line spans every subpackage: it moved above them, one module per command group
+    "petrov.train.cli": "petrov.cli",
+    "petrov.train.console": "petrov.cli.console",
+    "petrov.train.commands": "petrov.cli.training",
+    "petrov.train.commands_registry": "petrov.cli.catalog",
+    "petrov.datasets.commands": "petrov.cli.data",
+    "petrov.train.inverse.commands": "petrov.cli.inverse",
+    # evaluation and inverse problems are not training: rooms of their own
+    "petrov.train.evaluate": "petrov.evaluate",
+    "petrov.train.plots": "petrov.evaluate.plots",
+    "petrov.train.inverse": "petrov.inverse",
+    # the attention layer with its normalizations, kernels and mixers in one room
+    "petrov.operators.normalization": "petrov.operators.attention.norms",
+    "petrov.operators.fused_galerkin": "petrov.operators.attention.fused",
+    "petrov.operators.mixers._kernels": "petrov.operators.attention.kernels",
+    "petrov.operators.mixers": "petrov.operators.attention.mixers",
+}
+
+
+def new_name(old: str) -> str | None:
+    """Where the 0.1 module ``old`` lives now (None if it did not move)."""
+    if old in MOVED:
+        return MOVED[old]
+    for prefix in sorted(MOVED, key=len, reverse=True):  # the longest package entry that covers it
+        if old.startswith(prefix + "."):
+            return MOVED[prefix] + old[len(prefix):]
+    return None
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds the old names and hands out the new modules themselves (one module object, so
+    registries and ``isinstance`` see a single copy)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if new_name(fullname) is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=False)
+
+    def create_module(self, spec) -> ModuleType:
+        new = new_name(spec.name)
+        warnings.warn(f"{spec.name} moved to {new}; import it from there (the old path goes away in the "
+                      f"next release)", DeprecationWarning, stacklevel=2)
+        return importlib.import_module(new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the module was imported under its new name."""
+
+
+_FINDER = _MovedFinder()
+
+
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (once): an old submodule name such as
+    ``petrov.train.inverse.api`` must not be found again, as a second copy, in the path of its
+    moved package."""
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)

@@ -1,0 +1,26 @@
+"""petrov.evaluate: trained operators scored at several resolutions, their tables and figures.
+
+- :mod:`.evaluation`: ``evaluate_resolutions`` (one operator, the same samples, several resolutions),
+  ``predict``, ``make_plots`` and ``run_evaluation`` (what ``petrov evaluate`` does);
+- :mod:`.runs`: which operator (a run directory, a bare model) and which samples (test split, slices);
+- :mod:`.resolutions`: which resolutions a run may be evaluated at;
+- :mod:`.reports`: the printed table; :mod:`.plots`: every figure petrov draws.
+
+The per-sample metric loop and the metrics files it shares with training are
+:mod:`petrov.train.metrics` (re-exported here).
+"""
+from petrov.train.metrics import (
+    ROW_FIELDS, evaluate_relative_l2, per_time_row, read_metrics, resolution_row, summarize, write_metrics,
+)
+
+from .evaluation import evaluate_resolutions, is_trajectory, make_plots, predict, run_evaluation
+from .reports import format_table
+from .resolutions import allowed_resolutions, parse_resolutions
+from .runs import EvalSetup, load_run, parse_indices, select_indices
+
+__all__ = [
+    "ROW_FIELDS", "EvalSetup", "allowed_resolutions", "evaluate_relative_l2", "evaluate_resolutions",
+    "format_table", "is_trajectory", "load_run", "make_plots", "parse_indices", "parse_resolutions",
+    "per_time_row", "predict", "read_metrics", "resolution_row", "run_evaluation", "select_indices",
+    "summarize", "write_metrics",
+]

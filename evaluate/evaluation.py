@@ -1,0 +1,218 @@
+"""``petrov evaluate``: a trained operator at several resolutions of a data file, on the same samples.
+
+- :func:`evaluate_resolutions`: one operator on the same samples at each resolution (the file strided
+  from its native grid, the normalisers restricted to each grid), by default the run's test split;
+- :func:`predict`, :func:`make_plots`: predictions of a few samples and the evaluation figures;
+- :func:`run_evaluation`: what ``petrov evaluate RUN`` does (evaluate, write ``RUN/eval``, plot).
+
+The per-sample metric and the metrics files are :mod:`petrov.train.metrics` (the trainer's
+validation and test use them too); which samples and resolutions: :mod:`.runs`, :mod:`.resolutions`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from petrov.common.files import check_writable
+from petrov.datasets import dataset_info, get_recipe, open_dataset
+from petrov.train import distributed as dist_
+from petrov.train.data import batch_pos, check_model_fits_data, sample_ids
+from petrov.train.losses import per_time_relative_l2, relative_l2_per_sample
+from petrov.train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
+
+from . import plots as figures
+from .reports import format_table
+from .resolutions import (
+    allowed_resolutions, check_kind, check_resolutions, coarse_resolution, default_resolutions, parse_resolutions,
+)
+from .runs import EvalSetup, as_setup, data_file, default_batch, load_run, select_indices, setup_noise, warn_if_seen
+
+log = logging.getLogger(__name__)
+
+
+def _device(device: Any) -> torch.device:
+    if device is None:
+        return torch.device("cpu")
+    return device if isinstance(device, torch.device) else dist_.resolve_device(str(device))
+
+
+def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int):
+    return open_dataset(data_path, resolution=resolution, indices=idx, kind=setup.kind,
+                        coarse_resolution=coarse_resolution(setup))
+
+
+def evaluate_resolutions(
+    source: Any,
+    data_path: str | os.PathLike | None = None,
+    resolutions: Sequence[int] | str | None = None,
+    *,
+    indices: Any = None,
+    batch_size: int | None = None,
+    device: Any = None,
+    config: Any = None,
+    out_dir: str | os.PathLike | None = None,
+    per_sample: bool = False,
+    per_time: bool | None = None,
+) -> list[dict[str, Any]]:
+    """Relative L² of one trained operator at each resolution, on the same samples.
+
+    ``source``: a run directory (its ``best.pt`` and ``config.json``), an :class:`EvalSetup`, or a
+    model/``NormalizedOperator`` (then ``config`` optionally gives the data settings).
+    ``data_path``: default the run's training file.  ``resolutions``: default the config's
+    ``eval_resolutions`` (else the training resolution).  ``indices``: ``"test"`` (default for runs:
+    the run's test split), ``"all"`` (default for bare models), a slice or index list.
+    ``batch_size``: default the run's ``run.eval_batch_size`` or ``optim.batch_size`` (else 8); the
+    quadratic mixers (fourier, softmax) hold ``batch·n²`` numbers per layer at resolution n.
+    Returns one row per resolution ``{"resolution", "n", "mean", "std", "median", "max"}`` (plus
+    ``"per_sample"``, a list, if ``per_sample``); with ``out_dir`` also writes
+    ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`).
+
+    ``per_time`` (default: when the data kind stores trajectories, snapshots as channels): the
+    operator's prediction (a free rollout for marching models) is scored per snapshot; the row's
+    statistics are those of the final snapshot ``t_T`` and it adds ``per_time_mean``,
+    ``per_time_median``, ``per_time_max`` (lists over the snapshots ``k = 0..T``).
+    """
+    dev = _device(device)
+    setup = as_setup(source, config, dev)
+    setup.operator.to(dev).eval()
+    data_path = data_file(setup, data_path)
+    info = dataset_info(data_path)
+    check_kind(setup, info, data_path)
+    resolutions = default_resolutions(setup, info) if resolutions is None else parse_resolutions(resolutions)
+    check_resolutions(resolutions, allowed_resolutions(setup, info), data_path)
+    idx = select_indices(setup, data_path, indices, int(info["n_complete"]))
+    warn_if_seen(setup, data_path, idx, int(info["n_complete"]))
+
+    batch_size = batch_size or default_batch(setup)
+    per_time = is_trajectory(info["kind"]) if per_time is None else per_time
+    metric = per_time_relative_l2 if per_time else relative_l2_per_sample
+    rows = []
+    for res in resolutions:
+        dataset = _open(setup, data_path, idx, res)
+        check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}")
+        noise = setup_noise(setup, dataset)
+        log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
+                  batch_size, noise.level)
+        errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
+                                      noise=noise, metric=metric)
+        rows.append(per_time_row(res, errors, per_sample) if per_time
+                    else resolution_row(res, errors, keep_samples=per_sample))
+    if out_dir is not None:
+        meta = _meta(setup, data_path, idx)
+        if per_time:
+            meta["metric"] = ("relative L2 per sample at the final snapshot t_T (rows), raw units; "
+                              "per snapshot k = 0..T in per_time_*")
+        write_metrics(rows, out_dir, meta=meta)
+    return rows
+
+
+def is_trajectory(kind: str | None) -> bool:
+    """Whether data of ``kind`` store trajectories (``y``: snapshots as the trailing channels)."""
+    return kind is not None and get_recipe(kind).snapshots is not None
+
+
+def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
+    d = setup.data_config
+    contiguous = len(idx) and bool(np.all(np.diff(idx) == 1))
+    return {
+        "run_dir": None if setup.run_dir is None else str(setup.run_dir),
+        "data": str(data_path),
+        "kind": setup.kind,
+        "train_resolution": None if d is None else d.train_resolution,
+        "samples": (f"{int(idx[0])}:{int(idx[-1]) + 1}" if contiguous else [int(i) for i in idx]),
+        "metric": "relative L2 per sample, raw units",
+    }
+
+
+@torch.no_grad()
+def predict(setup: EvalSetup, dataset, positions: Sequence[int], device: Any = None) -> torch.Tensor:
+    """Predictions ``(k, *grid_out, c)`` (raw units, CPU) for the samples at ``positions`` of
+    ``dataset``, with the same input noise as the evaluation."""
+    dev = _device(device)
+    op = setup.operator.to(dev).eval()
+    pos_idx = torch.as_tensor(list(positions), dtype=torch.long)
+    x = dataset.x[pos_idx].to(dev)
+    return op.predict(x, batch_pos(dataset.coords, len(x), dev), noise=setup_noise(setup, dataset),
+                      sample_ids=sample_ids(dataset)[pos_idx]).cpu()
+
+
+def make_plots(
+    source: Any,
+    rows: list[dict[str, Any]],
+    out_dir: str | os.PathLike,
+    data_path: str | os.PathLike | None = None,
+    *,
+    indices: Any = None,
+    n_samples: int = 4,
+    resolution: int | None = None,
+    device: Any = None,
+) -> list[Path]:
+    """The evaluation figures in ``out_dir``: ``predictions.png`` (a few evaluated samples at
+    ``resolution``, default the finest evaluated one), ``error_vs_resolution.png`` and, for a run
+    directory, ``training_curves.png``.  Returns the written paths."""
+    dev = _device(device)
+    setup = as_setup(source, None, dev)
+    data_path = data_file(setup, data_path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    d = setup.data_config
+    train_res = None if d is None else d.train_resolution
+    written = [figures.plot_error_vs_resolution(rows, out / "error_vs_resolution.png",
+                                              train_resolution=train_res)]
+    res = resolution or max(r["resolution"] for r in rows)
+    idx = select_indices(setup, data_path, indices, int(dataset_info(data_path)["n_complete"]))
+    dataset = _open(setup, data_path, idx[:n_samples], res)
+    pred = predict(setup, dataset, range(len(dataset)), dev)
+    noise = setup_noise(setup, dataset).level
+    title = f"test samples at resolution {res}" + (
+        f" (inputs drawn without the noise {noise:g} the model was given)" if noise else "")
+    if "per_time_mean" in rows[0]:
+        written.append(figures.plot_error_vs_time(rows, out / "error_vs_time.png"))
+        written.append(figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
+                                            title=f"{title}: rollouts"))
+    else:
+        written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title))
+    if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
+        written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
+    return written
+
+
+def run_evaluation(
+    run_dir: str | os.PathLike,
+    data_path: str | os.PathLike | None = None,
+    resolutions: Sequence[int] | str | None = None,
+    *,
+    indices: Any = None,
+    device: Any = "auto",
+    batch_size: int | None = None,
+    plots: bool = True,
+    out_dir: str | os.PathLike | None = None,
+    echo: bool = True,
+) -> list[dict[str, Any]]:
+    """What ``petrov evaluate`` does: evaluate, write ``RUN_DIR/eval`` (or ``out_dir``), plot.
+
+    Logs (INFO, logger ``petrov.evaluate.evaluation``) the table of :func:`format_table` if ``echo``, and
+    the files written. The rows (returned and in ``metrics.json``) carry the per-sample errors as
+    ``"per_sample"``: the error-vs-resolution figure draws their percentiles."""
+    dev = _device(device)
+    setup = load_run(run_dir, map_location=dev)
+    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "eval"
+    check_writable(out, "evaluation output directory")  # before the work, not after it
+    rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
+                                device=dev, out_dir=out, per_sample=True)
+    if echo:
+        log.info("%s", format_table(rows, setup.config.data.train_resolution))
+    log.info("saved %s and %s", out / "metrics.csv", out / "metrics.json")
+    if plots:
+        paths = make_plots(setup, rows, out, data_path, indices=indices, device=dev)
+        log.info("plots: %s", ", ".join(str(p) for p in paths))
+    return rows
+
+
+
+__all__ = ["evaluate_resolutions", "is_trajectory", "make_plots", "predict", "run_evaluation"]

@@ -1,0 +1,101 @@
+"""Which resolutions a trained operator may be evaluated at, and parsing them.
+
+A data file reaches the strided sub-grids of its native grid (``petrov.datasets.allowed_resolutions``);
+an operator with point-wise normalisers reaches those its fitted statistics can be taken to; an
+inverse operator only those from which its coarse target grid can be pooled.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from petrov.datasets import allowed_resolutions as reachable_resolutions
+from petrov.datasets import get_recipe
+from petrov.datasets.sampling import poolable
+
+from .runs import EvalSetup
+
+
+def parse_resolutions(text: str | Sequence[int] | None) -> list[int] | None:
+    """``"256,512"`` -> ``[256, 512]`` (also accepts a list); duplicates dropped, order kept."""
+    if text is None:
+        return None
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[int] = []
+    for item in items:
+        try:
+            r = int(str(item).strip())
+        except ValueError:
+            raise ValueError(f"resolutions must be integers separated by commas, got {text!r}") from None
+        if r not in out:
+            out.append(r)
+    if not out:
+        raise ValueError("give at least one resolution")
+    return out
+
+
+def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
+    """Resolutions of the data file that the operator's normalisers (and, for the inverse problem,
+    the pooled target grid) can be taken to."""
+    allowed = list(info["resolutions"])
+    xn = setup.operator.x_normalizer
+    if xn is not None and getattr(xn, "pointwise", False) and xn.grid:
+        fitted = set(reachable_resolutions(xn.grid[0], bool(xn.periodic)))
+        allowed = [r for r in allowed if r in fitted]
+    coarse = coarse_resolution(setup)
+    if coarse is not None:
+        allowed = [r for r in allowed if poolable(r, coarse)]
+    return sorted(allowed)
+
+
+def is_inverse(kind: str | None) -> bool:
+    if kind is None:
+        return False
+    return bool(get_recipe(kind).inverse)
+
+
+def coarse_resolution(setup: EvalSetup) -> int | None:
+    """The inverse target grid: the config's, else the fitted target normaliser's grid."""
+    if not is_inverse(setup.kind):
+        return None
+    d = setup.data_config
+    if d is not None and d.coarse_resolution is not None:
+        return int(d.coarse_resolution)
+    yn = setup.operator.y_normalizer
+    if yn is not None and getattr(yn, "grid", ()):
+        return int(yn.grid[0])
+    return None
+
+
+def check_resolutions(resolutions: list[int], allowed: list[int], data_path: Path) -> None:
+    bad = [r for r in resolutions if r not in allowed]
+    if bad:
+        raise ValueError(
+            f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} not available for this "
+            f"model from {data_path}; allowed resolutions: {', '.join(map(str, allowed))}"
+        )
+
+
+def check_kind(setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
+    if setup.kind is None:
+        return
+    trained, found = get_recipe(setup.kind), get_recipe(info["kind"])
+    if trained.family != found.family:
+        raise ValueError(
+            f"{data_path} holds {info['kind']!r} data but the model was trained on {setup.kind!r} data; "
+            f"evaluate it on a {trained.family} file"
+        )
+
+
+def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
+    d = setup.data_config
+    if d is not None and d.eval_resolutions:
+        return list(d.eval_resolutions)
+    if d is not None and d.train_resolution:
+        return [int(d.train_resolution)]
+    return [int(info["native_resolution"])]
+
+
+
+__all__ = ["allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution", "default_resolutions",
+           "is_inverse", "parse_resolutions"]

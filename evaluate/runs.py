@@ -1,0 +1,168 @@
+"""Which operator and which samples an evaluation uses: runs, bare models, index rules.
+
+An :class:`EvalSetup` is a trained operator with how its training data were read (config, kind);
+:func:`load_run` makes one from a run directory (its ``best.pt`` and ``config.json``).  The samples:
+``"test"`` (the run's test split, the last ``data.n_test`` samples of the file, never seen by model
+selection), ``"all"``, or a slice ``a:b`` of the file; a selection that overlaps the run's training
+or validation split is evaluated with a warning.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from petrov.datasets import dataset_info
+from petrov.datasets.loading import as_indices
+from petrov.train.checkpoint import load_operator
+from petrov.train.config import load_config_json
+from petrov.train.data import input_noise, split_indices
+from petrov.train.operator import NormalizedOperator
+
+
+@dataclass
+class EvalSetup:
+    """The operator and how its training data were read: kind, inverse target grid, input noise.
+
+    ``config`` is the run's :class:`~petrov.train.config.TrainConfig` (None for a bare operator).
+    """
+
+    operator: Any
+    config: Any = None
+    run_dir: Path | None = None
+    kind: str | None = None
+
+    @property
+    def data_config(self):
+        return None if self.config is None else self.config.data
+
+
+def load_run(run_dir: str | os.PathLike, map_location: Any = "cpu") -> EvalSetup:
+    """The best model and config of a run directory (clear errors if either is missing)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
+    config = load_config_json(run_dir / "config.json", check_model=False)
+    operator = load_operator(run_dir / "best.pt", map_location=map_location)
+    return EvalSetup(operator, config, run_dir, _trained_kind(config))
+
+
+def _trained_kind(config) -> str | None:
+    """The dataset kind the run was trained on: the config's, else its training file's, else generated."""
+    d = config.data
+    if d.kind:
+        return d.kind
+    if Path(d.path).exists():
+        try:
+            return dataset_info(d.path)["kind"]
+        except (OSError, ValueError, KeyError):
+            pass
+    return d.generate.kind if d.generate is not None else None
+
+
+def as_setup(source: Any, config: Any, map_location: Any) -> EvalSetup:
+    if isinstance(source, EvalSetup):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return load_run(source, map_location=map_location)
+    if isinstance(source, NormalizedOperator):
+        op = source
+    elif isinstance(source, torch.nn.Module):
+        op = NormalizedOperator(source)  # a bare model: raw data in and out
+    else:
+        raise TypeError(f"expected a run directory, an EvalSetup or a model, got {type(source).__name__}")
+    return EvalSetup(op, config, None, None if config is None else _trained_kind(config))
+
+
+def parse_indices(text: str | None) -> Any:
+    """``"test"`` (default), ``"all"``, or ``"a:b"`` (a Python slice of the file's samples)."""
+    if text is None or text in ("test", "all"):
+        return text or "test"
+    a, sep, b = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return slice(int(a) if a.strip() else None, int(b) if b.strip() else None)
+    except ValueError:
+        raise ValueError(f"--indices must be 'test', 'all' or 'a:b' (e.g. 1000:1100), got {text!r}") from None
+
+
+def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: int) -> np.ndarray:
+    """File sample numbers to evaluate; ``"test"`` is the run's test split rule applied to this file."""
+    if indices is None:
+        indices = "test" if setup.config is not None else "all"
+    if isinstance(indices, str):
+        if indices == "all":
+            return np.arange(n_complete)
+        if indices != "test":
+            return select_indices(setup, data_path, parse_indices(indices), n_complete)
+        if setup.config is None:
+            raise ValueError("indices='test' needs the run's config (evaluate a run directory, "
+                             "or give indices explicitly)")
+        d = setup.config.data
+        if d.n_test == 0:
+            raise ValueError("the run has no test split (data.n_test = 0); give the samples with --indices a:b")
+        try:
+            return split_indices(n_complete, d.n_train, d.n_val, d.n_test).test
+        except ValueError as err:
+            raise ValueError(f"{data_path}: cannot place the run's test split in this file ({err}); "
+                             f"give the samples with --indices a:b") from None
+    if isinstance(indices, slice):
+        if indices.stop is not None and indices.stop > n_complete:
+            raise ValueError(f"--indices {indices.start}:{indices.stop} goes past the {n_complete} "
+                             f"samples of {data_path}")
+        idx = np.arange(n_complete)[indices]
+    else:
+        idx = as_indices(indices, n_complete)
+    if len(idx) == 0:
+        raise ValueError(f"no samples selected from {data_path} (indices {indices!r})")
+    return idx
+
+
+def warn_if_seen(setup: EvalSetup, data_path: Path, idx: np.ndarray, n_complete: int) -> None:
+    d = setup.data_config
+    if d is None or not Path(d.path).exists() or Path(d.path).resolve() != data_path.resolve():
+        return
+    seen = np.intersect1d(idx, np.arange(min(d.n_train + d.n_val, n_complete)))
+    if len(seen):
+        warnings.warn(f"{len(seen)} of the evaluated samples belong to the run's training/validation "
+                      f"split (the first {d.n_train + d.n_val}); these are not test errors", stacklevel=3)
+
+
+def data_file(setup: EvalSetup, data_path) -> Path:
+    if data_path is None:
+        if setup.data_config is None:
+            raise ValueError("give the data file (data_path / --data)")
+        data_path = setup.data_config.path
+        if not Path(data_path).exists():
+            raise FileNotFoundError(
+                f"the run's data file {str(data_path)!r} (from its config.json, relative to the directory "
+                f"it was trained in) does not exist here; pass it with --data FILE"
+            )
+    data_path = Path(data_path)
+    if not data_path.exists():
+        raise FileNotFoundError(f"data file {str(data_path)!r} does not exist")
+    return data_path
+
+
+def default_batch(setup: EvalSetup) -> int:
+    if setup.config is None:
+        return 8
+    return int(setup.config.run.eval_batch_size or setup.config.optim.batch_size)
+
+
+def setup_noise(setup: EvalSetup, dataset: Any):
+    """The input noise to score with: a run's saved one; for a bare model with a config, the level
+    and seed the config (else the data file) give; else the operator's own."""
+    if setup.run_dir is None and setup.config is not None:
+        return input_noise(setup.data_config, dataset)
+    return setup.operator.noise
+
+
+__all__ = ["EvalSetup", "as_setup", "data_file", "default_batch", "load_run", "parse_indices", "select_indices",
+           "setup_noise", "warn_if_seen"]

@@ -1,0 +1,128 @@
+"""Scoring a trained operator on a dataset: per-sample errors and the one metrics format.
+
+- :func:`evaluate_relative_l2`: per-sample relative L² ``‖p − y‖ / ‖y‖`` (raw units) of an operator
+  on one dataset, batched, with the input noise of its protocol, sharded over ranks in a distributed
+  run: the trainer's validation and test, and ``petrov evaluate`` (:mod:`petrov.evaluate`), use it;
+- :func:`resolution_row` / :func:`per_time_row`: the one metrics format, a row ``{"resolution", "n",
+  "mean", "std", "median", "max"}`` per resolution (trajectories add per-snapshot statistics);
+- :func:`write_metrics` / :func:`read_metrics` store rows as ``metrics.csv`` + ``metrics.json``
+  (``{**meta, "rows": [...]}``), for training (``RUN_DIR/metrics.json``) and ``petrov evaluate``
+  (``RUN_DIR/eval/``) alike.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from petrov.common.files import write_csv, write_json
+from petrov.datasets import InputNoise
+
+from . import distributed as dist_
+from .data import batch_pos, data_loader, sample_ids
+from .losses import relative_l2_per_sample
+from .operator import NormalizedOperator
+
+ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
+
+
+@torch.no_grad()
+def evaluate_relative_l2(
+    operator: NormalizedOperator,
+    dataset: Any,
+    *,
+    batch_size: int = 16,
+    device: torch.device | str | None = None,
+    noise: InputNoise | float | None = None,
+    noise_seed: int = 0,
+    ctx: dist_.Context | None = None,
+    metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = relative_l2_per_sample,
+) -> torch.Tensor:
+    """Per-sample relative L² ``(N,)`` of ``operator`` on ``dataset`` (raw units, dataset order).
+
+    ``metric(pred, y)`` gives the per-sample values (default the relative L² of the whole output;
+    e.g. ``per_time_relative_l2`` for one column per snapshot, ``(N, S)``).
+
+    ``dataset`` is GridDataset-like (``.x (N,*grid,c)``, ``.y``, ``.coords``, optional ``.indices``
+    = file sample numbers used to seed the input noise).  ``noise``: the input noise added to the
+    normalised inputs, by default the operator's own (``operator.noise``, the protocol it was trained
+    with); a bare level is taken with ``noise_seed``.  In a distributed run each rank evaluates its
+    share and every rank receives the full, de-duplicated result.
+    """
+    if device is None:
+        device = ctx.device if ctx is not None else next(operator.parameters()).device
+    device = torch.device(device)
+    ctx = ctx or dist_.Context(device=device)
+    ids = sample_ids(dataset)
+    if noise is None:
+        noise = getattr(operator, "noise", InputNoise())
+    elif not isinstance(noise, InputNoise):
+        noise = InputNoise(float(noise), int(noise_seed))
+    was_training = operator.training
+    operator.eval()
+    values, where = [], []
+    for x, y, idx in data_loader(dataset, batch_size, dist_.sampler(dataset.x, ctx, shuffle=False)):
+        x, y = x.to(device), y.to(device)
+        pred = operator.predict(x, batch_pos(dataset.coords, len(x), device), noise=noise, sample_ids=ids[idx])
+        values.append(metric(pred, y))
+        where.append(idx.to(device))
+    operator.train(was_training)
+    if not values:
+        return torch.zeros(0)
+    return dist_.gather_per_sample(torch.cat(values), torch.cat(where), len(dataset), ctx)
+
+
+def summarize(per_sample: torch.Tensor) -> dict[str, float]:
+    """``{"mean", "std", "median", "max", "n"}`` of per-sample errors."""
+    v = per_sample.double()
+    return {"mean": v.mean().item(), "std": v.std(unbiased=False).item(),
+            "median": v.median().item(), "max": v.max().item(), "n": int(v.numel())}
+
+
+def resolution_row(resolution: int, per_sample: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
+    """The metrics row of one resolution: ``ROW_FIELDS`` (+ ``"per_sample"`` if ``keep_samples``)."""
+    if not torch.isfinite(per_sample).all():
+        raise ValueError(f"non-finite relative L2 at resolution {resolution} (model or data hold NaN/inf)")
+    stats = summarize(per_sample)
+    row = {"resolution": int(resolution), "n": int(stats["n"]),
+           **{k: float(stats[k]) for k in ("mean", "std", "median", "max")}}
+    if keep_samples:
+        row["per_sample"] = per_sample.double().tolist()
+    return row
+
+
+def per_time_row(resolution: int, per_time: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
+    """The metrics row of a trajectory at one resolution: :func:`resolution_row` of the final
+    snapshot's errors plus ``per_time_mean/median/max`` over the samples, per snapshot
+    (``per_time: (N, T + 1)``)."""
+    row = resolution_row(resolution, per_time[:, -1], keep_samples=keep_samples)
+    v = per_time.double()
+    row.update(per_time_mean=v.mean(0).tolist(), per_time_median=v.median(0).values.tolist(),
+               per_time_max=v.max(0).values.tolist())
+    return row
+
+
+def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
+                  meta: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """``out_dir/metrics.csv`` (one line per resolution, ``ROW_FIELDS``) and ``metrics.json``
+    (``{"rows": rows, **meta}``), each written to a temp file and renamed."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "metrics.csv", rows, ROW_FIELDS)  # floats with repr: they read back exactly
+    write_json(out / "metrics.json", {**(meta or {}), "rows": rows})
+    return out / "metrics.csv", out / "metrics.json"
+
+
+def read_metrics(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows saved by :func:`write_metrics` (from the JSON file)."""
+    path = Path(out_dir) / "metrics.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no evaluation results at {str(path)!r}; run `petrov evaluate` first")
+    return json.loads(path.read_text())["rows"]
+
+
+__all__ = ["ROW_FIELDS", "evaluate_relative_l2", "per_time_row", "read_metrics", "resolution_row", "summarize",
+           "write_metrics"]

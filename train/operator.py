@@ -1,0 +1,101 @@
+"""The trained operator users load for inference: a model between its data normalisers.
+
+Normalisation (decided once, the same at every resolution): the network sees point-wise Gaussian
+normalised inputs ``x̂ = (x − μ_x)/σ_x`` (plus the input noise of the inverse problem, an
+:class:`~petrov.datasets.InputNoise`) and its output is read as a normalised target, decoded
+``y = ŷ σ_y + μ_y`` *before* any loss or metric, so those are always in raw units.  The normalisers
+are fitted on the training split at the file's native resolution and restricted to any other grid
+with ``at_resolution``, so a model trained at one resolution is evaluated at another with
+consistent statistics.  ``petrov.train.load_operator(RUN_DIR)`` rebuilds one from a run's
+checkpoint; its ``noise`` is saved there with it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from petrov.datasets import InputNoise, PointwiseGaussianNormalizer
+
+
+def normalizer_from_state(state: dict[str, Any] | None) -> Any:
+    """A fitted normaliser from its ``to_state()`` dict (None: no normaliser)."""
+    if state is None:
+        return None
+    return PointwiseGaussianNormalizer.from_state(state)
+
+
+class NormalizedOperator(nn.Module):
+    """``y = decode(model(encode(x) + noise, pos))`` at any resolution of the training family.
+
+    ``x: (b, *grid, c_in)`` raw units -> ``(b, *grid_out, c_out)`` raw units.  ``model`` is the
+    trained network (it sees normalised data); ``x_normalizer``/``y_normalizer`` are fitted
+    point-wise Gaussian normalisers (``None``: identity); ``noise`` the input noise of its training
+    and test protocol (default none; :meth:`predict` adds it only when asked).  The restricted normalisers are cached per (grid, device).
+    """
+
+    def __init__(self, model: nn.Module, x_normalizer: Any = None, y_normalizer: Any = None,
+                 noise: InputNoise | None = None):
+        super().__init__()
+        self.model = model
+        self.x_normalizer = x_normalizer
+        self.y_normalizer = y_normalizer
+        self.noise = noise or InputNoise()
+        self._cache: dict[tuple, Any] = {}
+
+    def _at(self, which: str, grid: tuple[int, ...], device: torch.device) -> Any:
+        base = self.x_normalizer if which == "x" else self.y_normalizer
+        if base is None:
+            return None
+        key = (which, tuple(grid), str(device))
+        if key not in self._cache:
+            self._cache[key] = base.at_resolution(grid[0]).to(device)
+        return self._cache[key]
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        norm = self._at("x", x.shape[1:-1], x.device)
+        return x if norm is None else norm.encode(x)
+
+    def decode(self, y_hat: torch.Tensor) -> torch.Tensor:
+        norm = self._at("y", y_hat.shape[1:-1], y_hat.device)
+        return y_hat if norm is None else norm.decode(y_hat)
+
+    def encode_target(self, y: torch.Tensor) -> torch.Tensor:
+        """Raw targets in the units the model outputs (the inverse of :meth:`decode`)."""
+        norm = self._at("y", y.shape[1:-1], y.device)
+        return y if norm is None else norm.encode(y)
+
+    def predict(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor | None = None,
+        *,
+        sample_ids: torch.Tensor | np.ndarray | None = None,
+        noise: InputNoise | None = None,
+        net=None,
+        teacher: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``decode(net(noise.apply(encode(x), sample_ids), pos))``: the one path from raw inputs to
+        raw predictions.
+
+        ``noise``: none by default (inference on observed data); training and test scoring pass the
+        protocol's, ``self.noise``.  A positive level needs ``sample_ids``, the samples' numbers in
+        the data file (they seed each sample's noise).  ``net`` defaults to ``self.model``
+        (the trainer passes its DDP-wrapped model under autocast).  ``teacher`` (raw units, the
+        target's shape): states a marching model conditions on (teacher forcing), passed to it as
+        ``teacher=encode_target(teacher)`` (see :mod:`petrov.operators.trajectory`).
+        """
+        x_hat = self.encode(x) if noise is None else noise.apply(self.encode(x), sample_ids)
+        extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
+        return self.decode((net or self.model)(x_hat, pos, **extra).float())
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        return self.predict(x, pos)
+
+    def normalizer_states(self) -> dict[str, Any]:
+        return {"x": self.x_normalizer, "y": self.y_normalizer}
+
+
+__all__ = ["NormalizedOperator", "normalizer_from_state"]
