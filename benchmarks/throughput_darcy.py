@@ -30,7 +30,8 @@ TARGET_RATIO = 3.0
 
 
 def contenders(overrides: dict) -> dict[str, tuple[str, dict]]:
-    from petrov.operators.models import galerkin2d, latent2d
+    from petrov.operators.models import galerkin2d
+    from petrov.operators.models import latent as latent2d
 
     return {
         "galerkin2d": ("galerkin2d", {**galerkin2d.REFERENCE_CONFIG, "coarse_size": 29}),

@@ -170,7 +170,8 @@ def check_writable(path: str | os.PathLike, what: str = "directory") -> None:
     path = Path(path)
     base = _existing_ancestor(path)
     if not base.is_dir():
-        raise NotADirectoryError(f"{what} {str(path)!r}: {str(base)!r} is a file, not a directory")
+        raise NotADirectoryError(f"{what} {str(path)!r} cannot be created: {str(base)!r} is a file, not a "
+                                 f"directory; choose a writable directory")
     if not os.access(base, os.W_OK | os.X_OK):
         where = "" if base == path.absolute() else f" (it would be created in {str(base)!r})"
         raise PermissionError(f"{what} {str(path)!r} is not writable{where}; choose another location")

@@ -33,6 +33,9 @@ MOVED: dict[str, str] = {
     "petrov.operators.fused_galerkin": "petrov.operators.attention.fused",
     "petrov.operators.mixers._kernels": "petrov.operators.attention.kernels",
     "petrov.operators.mixers": "petrov.operators.attention.mixers",
+    # latent1d and latent2d differ only in their dimension: one module
+    "petrov.operators.models.latent1d": "petrov.operators.models.latent",
+    "petrov.operators.models.latent2d": "petrov.operators.models.latent",
 }
 
 

@@ -13,11 +13,10 @@ definite. Solvers (one per sample; the matrices differ):
 - "superlu": scipy's SuperLU with the MMD_AT_PLUS_A ordering (suits the symmetric pattern; much less fill
   than the default COLAMD), best for small and medium grids;
 - "amg": conjugate gradients (rtol = tol) preconditioned by one V-cycle of pyamg's classical Ruge-Stuben AMG;
-  "amg-sa": the same with smoothed aggregation (measured slower here);
+  "amg-sa": the same with smoothed aggregation (slower for these coefficients);
 - "spsolve": the default scipy.sparse.linalg.spsolve (the baseline);
-- "auto": superlu up to AUTO_SUPERLU_MAX_N, amg above (single-threaded CPU time per sample measured here:
-  superlu 0.025 s vs amg 0.041 s at n=85, 0.079 vs 0.084 at 141, 0.24 vs 0.20 at 211, 1.28 vs 0.83 at 421;
-  spsolve 1.9 s at 421).
+- "auto": superlu up to AUTO_SUPERLU_MAX_N, amg above (the crossover of their single-threaded CPU
+  time per sample; the timings are in benchmarks/README.md, ``benchmarks/data_generation.py``).
 
 Worker processes (workers > 0) are started with the "spawn" method and OMP/OpenBLAS/MKL thread counts set
 to 1 in their environment at start-up (the parent's environment is overridden only while the pool starts,
@@ -45,7 +44,7 @@ from petrov.common.registry import Registry
 SOLVERS: Registry = Registry("darcy solver")
 AVERAGING: Registry = Registry("face averaging")
 
-AUTO_SUPERLU_MAX_N = 160  # "auto": SuperLU for n <= this, AMG + CG above (measured crossover 141..211)
+AUTO_SUPERLU_MAX_N = 160  # "auto": SuperLU for n <= this, AMG + CG above (the crossover lies in 141..211)
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                 "NUMEXPR_NUM_THREADS")
 
@@ -107,8 +106,8 @@ def _pcg(mat: sp.csr_matrix, rhs: np.ndarray, tol: float, hierarchy) -> np.ndarr
 
 @SOLVERS.register("amg")
 def _solve_amg(mat: sp.csr_matrix, rhs: np.ndarray, tol: float) -> np.ndarray:
-    """CG preconditioned by a V-cycle of classical (Ruge-Stuben) AMG: measured ~25% faster here than
-    smoothed aggregation ("amg-sa") for these piecewise-constant coefficients, same iteration counts (~13)."""
+    """CG preconditioned by a V-cycle of classical (Ruge-Stuben) AMG: faster than smoothed aggregation
+    ("amg-sa") for these piecewise-constant coefficients at the same iteration counts (~13)."""
     return _pcg(mat, rhs, tol, pyamg.ruge_stuben_solver(mat))
 
 

@@ -20,23 +20,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.nn import functional as F
+from petrov.operators.transfer import prolong
 
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
-from .sampling import stride_for
+from .sampling import allowed_resolutions, stride_for
 
 
 
 def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
     """``field (*grid, c)`` on a node grid (``x_i = i/(n-1)`` per axis, 1-D or 2-D) -> the (bi)linear
-    interpolant at ``resolution`` nodes per axis."""
+    interpolant at ``resolution`` nodes per axis (:func:`petrov.operators.transfer.prolong`)."""
     ndim = field.dim() - 1
     if ndim not in (1, 2):
         raise ValueError(f"interpolating statistics needs a 1-D or 2-D grid, got {tuple(field.shape[:-1])}")
-    mode = "linear" if ndim == 1 else "bilinear"
     z = torch.movedim(field.double(), -1, 0)[None]
-    out = F.interpolate(z, size=(resolution,) * ndim, mode=mode, align_corners=True)
+    out = prolong(z, (resolution,) * ndim)
     return torch.movedim(out[0], 0, -1).to(field.dtype).contiguous()
 
 
@@ -83,6 +82,19 @@ class PointwiseGaussianNormalizer:
         """``z (std + eps) + mean``; inverse of :meth:`encode`."""
         mean, scale = self._stats_like(z)
         return z * scale + mean
+
+    def reaches(self, resolution: int) -> bool:
+        """Whether :meth:`at_resolution` can take the statistics to ``resolution`` points per axis:
+        global statistics anywhere; pooled ones only their own grid; periodic grids their strided
+        sub-grids; node grids any size >= 2 (strided, else interpolated).  The one rule for where a
+        trained operator may be evaluated."""
+        if not self.pointwise or self.grid[0] == resolution:
+            return True
+        if not self.strideable:
+            return False
+        if self.periodic:
+            return resolution in allowed_resolutions(self.grid[0], True)
+        return resolution >= 2
 
     def at_resolution(self, resolution: int) -> "PointwiseGaussianNormalizer":
         """The normalizer for data at ``resolution`` points per axis: the statistics strided as the data

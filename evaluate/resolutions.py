@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from petrov.datasets import allowed_resolutions as reachable_resolutions
 from petrov.datasets import get_recipe
 from petrov.datasets.sampling import poolable
 
@@ -39,9 +38,8 @@ def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
     the pooled target grid) can be taken to."""
     allowed = list(info["resolutions"])
     xn = setup.operator.x_normalizer
-    if xn is not None and getattr(xn, "pointwise", False) and xn.grid:
-        fitted = set(reachable_resolutions(xn.grid[0], bool(xn.periodic)))
-        allowed = [r for r in allowed if r in fitted]
+    if xn is not None:
+        allowed = [r for r in allowed if xn.reaches(r)]
     coarse = coarse_resolution(setup)
     if coarse is not None:
         allowed = [r for r in allowed if poolable(r, coarse)]

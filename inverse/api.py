@@ -13,8 +13,6 @@ file and renamed.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import time
@@ -27,7 +25,7 @@ import numpy as np
 import torch
 
 from petrov.common.config import asdict
-from petrov.common.files import atomic_path, atomic_write, write_json
+from petrov.common.files import atomic_path, check_writable, write_csv, write_json
 from petrov.common.registry import Registry
 from petrov.datasets import average_pool, fit_normalizer
 from petrov.datasets.sampling import pool_kernel
@@ -156,16 +154,6 @@ def _resolve_grid(cfg: InversionConfig, ops: Operators, obs: Observations, metho
     return replace(cfg, grid=int(grid))
 
 
-def _check_writable(out_dir: Path) -> None:
-    """The directory, or its nearest existing parent, must be a writable directory (nothing is created)."""
-    existing = out_dir
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write the output directory {str(out_dir)!r}: {str(existing)!r} is not a "
-                         f"writable directory")
-
-
 def _check_operators(ops: Operators, n_obs: int, cfg: InversionConfig) -> None:
     """One forward pass of each trained operator on the observation grid (clear error before any work)."""
     if ops.forward is not None:
@@ -223,7 +211,7 @@ def invert(
     _check_operators(ops, obs.resolution, cfg)
     out = None if out_dir is None else Path(out_dir)
     if out is not None:
-        _check_writable(out)
+        check_writable(out, "output directory")
 
     a_true = None if obs.a_true is None else average_pool(obs.a_true, cfg.grid)
     start_a = None
@@ -281,12 +269,7 @@ def write_result(result: InversionResult, out_dir: Path, *, plots: bool = True, 
     doc = {**meta, "mean": result.summary(), "samples": rows,
            "info": [{k: v for k, v in i.items()} for i in result.info]}
     write_json(out_dir / "metrics.json", doc)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=[f for f in METRIC_FIELDS if f == "sample" or f in rows[0]],
-                            lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write(out_dir / "metrics.csv", buf.getvalue())
+    write_csv(out_dir / "metrics.csv", rows, [f for f in METRIC_FIELDS if f == "sample" or f in rows[0]])
     files += [out_dir / "metrics.json", out_dir / "metrics.csv"]
     if plots:
         files.append(plot_inversion(obs.u, result.a, out_dir / "inversion.png", a_true=result.a_true,

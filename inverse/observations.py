@@ -135,11 +135,10 @@ def add_observation_noise(obs: Observations, noise: float, normalizer, seed: int
     ``normalizer``: the point-wise Gaussian normalizer of u (``PointwiseGaussianNormalizer``, fitted
     on clean training solutions; restricted to the observation grid here). ``noise = 0`` returns ``obs``.
     """
-    if not (isinstance(noise, (int, float)) and np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
-    if obs.noise is None and noise > 0:
+    noise = InputNoise(noise, seed)  # checks the level and the seed
+    if obs.noise is None and noise:
         raise ValueError("these observations are already noisy (noise 'observed'); do not add more")
-    if noise == 0:
+    if not noise:
         return obs
     if normalizer is None:
         raise ValueError("adding noise needs the point-wise statistics of u: give noise_stats "
@@ -147,7 +146,7 @@ def add_observation_noise(obs: Observations, noise: float, normalizer, seed: int
     try:
         norm = normalizer.at_resolution(obs.resolution).to(dtype=torch.float64)
         x = torch.from_numpy(obs.u)[..., None]
-        noisy = norm.decode(InputNoise(float(noise), int(seed)).apply(norm.encode(x), obs.sample_ids))
+        noisy = norm.decode(noise.apply(norm.encode(x), obs.sample_ids))
     except ValueError as err:
         raise ValueError(f"cannot add noise on the {obs.resolution}-point grid: {err}") from None
-    return dataclasses.replace(obs, u=noisy[..., 0].numpy(), noise=float(noise))
+    return dataclasses.replace(obs, u=noisy[..., 0].numpy(), noise=noise.level)

@@ -17,7 +17,8 @@ for the surrogate; everything is differentiable with torch autograd.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from petrov.operators import transfer
 
 from .config import InversionConfig
 
@@ -41,10 +42,9 @@ def from_coefficient(a: torch.Tensor, cfg: InversionConfig) -> torch.Tensor:
 
 
 def prolong(a: torch.Tensor, n: int) -> torch.Tensor:
-    """Bilinear interpolation ``(b, m, m) -> (b, n, n)`` between node grids of [0, 1]^2."""
-    if a.shape[-1] == n:
-        return a
-    return F.interpolate(a.unsqueeze(1), size=(n, n), mode="bilinear", align_corners=True).squeeze(1)
+    """A coefficient ``(b, m, m)`` on the node grid of ``[0, 1]²`` interpolated to ``(b, n, n)``
+    (:func:`petrov.operators.transfer.prolong`, per sample without a channel axis)."""
+    return transfer.prolong(a.unsqueeze(1), (n, n)).squeeze(1)
 
 
 def total_variation(a: torch.Tensor, delta: float) -> torch.Tensor:

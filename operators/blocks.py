@@ -1,6 +1,6 @@
 """Building blocks of the operator models.
 
-Layouts: spectral blocks and the 2-D samplers take channels-first grids ``(b, c, *grid)``;
+Layouts: spectral blocks take channels-first grids ``(b, c, *grid)``;
 the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last grids
 ``(b, *grid, c)`` and return channels-last.  Conversions go through :mod:`.layout`.
 
@@ -15,9 +15,6 @@ the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last 
   (``init_state`` / ``step``, constant-size state; see ``Attention.step``).
 - :class:`SpectralDecoder`: [pointwise lift of ``(x, coordinates)``] -> spectral blocks -> MLP.
 - :class:`PointwiseDecoder`: lift of ``(x, coordinates)`` -> hidden layers -> output.
-- :class:`DownSampler2d` / :class:`UpSampler2d`: convolutions and bilinear interpolation
-  between a fine grid and the coarse attention grid (sizes given at call time, so the model
-  accepts any fine resolution).
 """
 from __future__ import annotations
 
@@ -68,13 +65,6 @@ def mlp(in_features: int, hidden: int, out_features: int, act: str = "gelu") -> 
     also under autocast (:class:`FullPrecisionLinear`: the models' output heads)."""
     return nn.Sequential(FullPrecisionLinear(in_features, hidden), activation(act),
                          FullPrecisionLinear(hidden, out_features))
-
-
-def resize2d(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """Bilinear resampling of ``(b, c, h, w)`` to ``size`` on node grids (corners aligned)."""
-    if tuple(x.shape[-2:]) == tuple(size):
-        return x
-    return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=True)
 
 
 class SpectralBlock(nn.Module):
@@ -283,52 +273,3 @@ class PointwiseDecoder(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat([x, pos], dim=-1))
-
-
-def _conv3(in_channels: int, out_channels: int) -> nn.Conv2d:
-    return nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, bias=False)
-
-
-class DownSampler2d(nn.Module):
-    """``(b, c_in, n_f, n_f) -> (b, c_out, *size)``: CNN with bilinear interpolation.
-
-    ``conv3x3(c_in -> c_out), σ`` on the fine grid, interpolate to ``mid``, three chained
-    ``conv3x3, σ`` whose outputs (``c_out//3, c_out//3, rest`` channels) are concatenated,
-    interpolate to ``size`` (the reference's interpolation encoder, without its repeated
-    activation after interpolation, which is a no-op for its ReLU).
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, act: str = "relu", dropout: float = 0.0):
-        super().__init__()
-        c0 = c1 = out_channels // 3
-        c2 = out_channels - c0 - c1
-        if min(c0, c1, c2) < 1:
-            raise ValueError(f"DownSampler2d needs out_channels >= 3, got {out_channels}")
-        self.conv0 = _conv3(in_channels, out_channels)
-        self.convs = nn.ModuleList([_conv3(out_channels, c0), _conv3(c0, c1), _conv3(c1, c2)])
-        self.act = activation(act)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
-        x = resize2d(self.act(self.drop(self.conv0(x))), mid)
-        outs = []
-        for conv in self.convs:
-            x = self.act(self.drop(conv(x)))
-            outs.append(x)
-        return resize2d(torch.cat(outs, dim=1), size)
-
-
-class UpSampler2d(nn.Module):
-    """``(b, c_in, n_c, n_c) -> (b, c_out, *size)``.
-
-    Interpolate to ``mid``, ``conv3x3, σ``, interpolate to ``size``.
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, act: str = "silu", dropout: float = 0.0):
-        super().__init__()
-        self.conv = _conv3(in_channels, out_channels)
-        self.act = activation(act)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
-        return resize2d(self.act(self.drop(self.conv(resize2d(x, mid)))), size)

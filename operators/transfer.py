@@ -96,9 +96,14 @@ def restrict(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
 
 
 def prolong(z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
-    """``(b, c, *m) -> (b, c, *n)`` on 1 or 2 axes: ``P z`` / ``P_1 z P_2ᵀ`` (linear interpolation of
-    the nodes; also the interpolation of any node-grid field at the nodes of another size)."""
-    grid = z.shape[-len(size):]
+    """``(b, c, *m) -> (b, c, *n)`` on 1 or 2 axes: ``P z`` / ``P_1 z P_2ᵀ``, the (bi)linear interpolant
+    of node values evaluated at the nodes of another node grid, finer or coarser (what bilinear
+    interpolation with aligned corners computes).  petrov's one node-grid interpolation: latent
+    grids, the reference hybrid's samplers, the inverse problem's coefficient, normaliser
+    statistics."""
+    grid = tuple(z.shape[-len(size):])
+    if grid == tuple(size):
+        return z
     return _apply_axes(z, [prolongation_matrix(n, m, z.dtype, z.device) for m, n in zip(grid, size)])
 
 

@@ -6,7 +6,8 @@ import torch
 
 from petrov.operators import build_model, grid_coordinates, list_mixers, list_models, model_config, model_name
 from petrov.operators.blocks import EncoderConfig, EncoderLayer, count_parameters
-from petrov.operators.models import fno, galerkin1d, galerkin2d, latent2d
+from petrov.operators.models import fno, galerkin1d, galerkin2d
+from petrov.operators.models import latent as latent2d
 
 ATTN_1D = dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3)
 ATTN_2D = dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5)

@@ -33,6 +33,7 @@ from typing import Any, Literal, Mapping
 
 from petrov.common.config import asdict, from_dict
 from petrov.common.files import write_json
+from petrov.datasets.noise import InputNoise
 
 from .rollout import training_mode
 
@@ -212,8 +213,10 @@ def _check_values(cfg: TrainConfig) -> None:
             raise ValueError(f"data.{name} must be >= 1, got {getattr(d, name)}")
     if d.n_test < 0:
         raise ValueError(f"data.n_test must be >= 0, got {d.n_test}")
-    if d.noise is not None and d.noise < 0:
-        raise ValueError(f"data.noise must be >= 0, got {d.noise}")
+    try:
+        InputNoise(0.0 if d.noise is None else d.noise, d.noise_seed)
+    except ValueError as err:
+        raise ValueError(f"data.noise / data.noise_seed: {err}") from None
     for name in ("epochs", "batch_size"):
         if getattr(o, name) < 1:
             raise ValueError(f"optim.{name} must be >= 1, got {getattr(o, name)}")

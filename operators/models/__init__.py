@@ -3,13 +3,15 @@
 Every model takes channels-last grid tensors ``x: (b, *grid, in_channels)`` and optional
 coordinates ``pos: (b, *grid, d)`` (default: the uniform grid of its config, see
 ``petrov.operators.layout.grid_coordinates``) and returns ``(b, *grid_out, out_channels)``.
-A model keeps its config dataclass as ``model.cfg``; ``model_name(model)`` and
-``model_config(model)`` (a plain dict) are all that is needed to rebuild it,
-``build_model(name, **config)``, however the model was built (``build_model`` or its own
+A model keeps its config dataclass as ``model.config`` (grid models through
+:class:`~petrov.operators.models.base.GridOperator`, which also checks their inputs);
+``model_name(model)`` and ``model_config(model)`` (a plain dict) are all that is needed to rebuild
+it, ``build_model(name, **config)``, however the model was built (``build_model`` or its own
 constructor with a config).
 
 Adding a model: ``@register_model("name", Config)`` on a class whose ``__init__`` takes the
-config dataclass and stores it as ``self.cfg``; import its module below.
+config dataclass and stores it as ``self.config``; import its module below (or, from another
+package, declare it as a ``petrov.models`` entry point).
 """
 from __future__ import annotations
 
@@ -48,11 +50,14 @@ def model_name(model) -> str:
 
 
 def model_config(model) -> dict:
-    """``model.cfg`` as a plain dict (defaults filled in): with :func:`model_name`, what rebuilds it."""
+    """``model.config`` as a plain dict (defaults filled in): with :func:`model_name`, what rebuilds it.
+    (A plugin model written for petrov 0.1 may keep it as ``.cfg``.)"""
     name = model_name(model)
-    cfg = getattr(model, "cfg", None)
+    cfg = getattr(model, "config", None)
     if not isinstance(cfg, config_class(name)):
-        raise ValueError(f"model {name!r} has no {config_class(name).__name__} in .cfg")
+        cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, config_class(name)):
+        raise ValueError(f"model {name!r} has no {config_class(name).__name__} in .config")
     return asdict(cfg)
 
 
@@ -68,4 +73,4 @@ def build_model(name: str, **config):
 
 
 # Importing the modules registers the models.
-from . import arfno1d, fno, galerkin1d, galerkin2d, latent1d, latent2d, marching1d  # noqa: E402,F401
+from . import arfno1d, fno, galerkin1d, galerkin2d, latent, marching1d  # noqa: E402,F401

@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-from torch import nn
 
-from ..checks import check_grid_input, grid_pos, weight_dtype
 from ..trajectory import (
     batch_as_steps, check_scalar_state, check_state_modes, check_time_steps, limit_state, steps_as_batch,
     teacher_states, time_coordinates,
 )
 from . import register_model
+from .base import GridOperator
 from .fno import FNO1d, FNO1dConfig
 
 
@@ -44,26 +43,27 @@ class ArFNO1dConfig(FNO1dConfig):
 
 
 @register_model("arfno1d", ArFNO1dConfig)
-class ArFNO1d(nn.Module):
+class ArFNO1d(GridOperator):
     """``(b, n, 1)`` [, ``pos (b, n, 1)``, ``teacher (b, n, T + 1)``] -> ``(b, n, T + 1)``."""
 
+    ndim = 1
+    input_channels = 1  # one state
+
     def __init__(self, config: ArFNO1dConfig):
-        super().__init__()
-        self.cfg = config
+        super().__init__(config)
         fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(FNO1dConfig)}
         self.step_net = FNO1d(FNO1dConfig(**{**fields, "in_channels": 2}))
 
     def _next(self, u: torch.Tensor, t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """``B(u + F([u, t]))``: ``u (B, n, 1)``, ``t (B, 1)``, ``pos (B, n, 1)`` -> ``(B, n, 1)``."""
         time = t[:, None, :].expand(u.shape[0], u.shape[1], 1)
-        return limit_state(u + self.step_net(torch.cat([u, time], dim=-1), pos), self.cfg.state_modes)
+        return limit_state(u + self.step_net(torch.cat([u, time], dim=-1), pos), self.config.state_modes)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
                 teacher: torch.Tensor | None = None) -> torch.Tensor:
         where = type(self).__name__
-        check_grid_input(x, 1, 1, where, weight_dtype(self))
-        pos = grid_pos(pos, x, self.cfg.periodic, where)
-        b, steps = x.shape[0], self.cfg.time_steps
+        pos = self.grid_inputs(x, pos)
+        b, steps = x.shape[0], self.config.time_steps
         t = time_coordinates(steps, b, x.dtype, x.device)
         if teacher is not None:
             states = teacher_states(x, teacher, steps, where)

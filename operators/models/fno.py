@@ -23,9 +23,9 @@ from torch.nn import functional as F
 from petrov.common.config import check_positive
 
 from ..blocks import SpectralBlock, mlp
-from ..checks import check_grid_input, grid_pos, weight_dtype
 from ..layout import channels_first, channels_last
 from . import register_model
+from .base import GridOperator
 
 
 @dataclass
@@ -61,13 +61,10 @@ REFERENCE_CONFIG = {
 }
 
 
-class _FNO(nn.Module):
-    ndim: int
-
+class _FNO(GridOperator):
     def __init__(self, config):
-        super().__init__()
+        super().__init__(config)
         c = config
-        self.cfg = c
         self.lift = nn.Linear(c.in_channels + self.ndim, c.width)
         self.blocks = nn.ModuleList(
             SpectralBlock(c.width, c.width, c.modes, self.ndim, c.activation if i < c.n_layers - 1 else None)
@@ -77,10 +74,9 @@ class _FNO(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """``(b, *grid, c_in)`` -> ``(b, *grid, c_out)``; ``pos`` defaults to the uniform grid."""
-        check_grid_input(x, self.ndim, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
-        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
+        pos = self.grid_inputs(x, pos)
         h = channels_first(self.lift(torch.cat([x, pos], dim=-1)))
-        p = self.cfg.padding
+        p = self.config.padding
         if p:
             h = F.pad(h, (0, p) * self.ndim)
         for block in self.blocks:

@@ -32,8 +32,8 @@ import torch
 from torch import nn
 
 from ..blocks import EncoderConfig, SpectralDecoder, encoder_stack
-from ..checks import check_grid_input, grid_pos, weight_dtype
 from . import register_model
+from .base import GridOperator
 
 
 @dataclass
@@ -68,13 +68,14 @@ REFERENCE_PARAMETERS = 530_305
 
 
 @register_model("galerkin1d", Galerkin1dConfig)
-class Galerkin1d(nn.Module):
+class Galerkin1d(GridOperator):
     """``(b, n, c_in)``, ``pos (b, n, 1)`` -> ``(b, n, c_out)``."""
 
+    ndim = 1
+
     def __init__(self, config: Galerkin1dConfig):
-        super().__init__()
+        super().__init__(config)
         c = config
-        self.cfg = c
         self.lift = nn.Linear(c.in_channels + (1 if c.lift_coordinates else 0), c.d_model)
         self.layers = encoder_stack(c, pos_dim=1)
         self.decoder = SpectralDecoder(
@@ -83,9 +84,8 @@ class Galerkin1d(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 1, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
-        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
-        h = self.lift(torch.cat([x, pos], dim=-1) if self.cfg.lift_coordinates else x)
+        pos = self.grid_inputs(x, pos)
+        h = self.lift(torch.cat([x, pos], dim=-1) if self.config.lift_coordinates else x)
         for layer in self.layers:  # a 1-D grid (b, n, d) is already a point cloud
-            h = layer(h, pos, recompute=self.cfg.checkpoint_layers)
+            h = layer(h, pos, recompute=self.config.checkpoint_layers)
         return self.decoder(h)

@@ -23,7 +23,7 @@ their bilinear interpolation, which for a uniform grid is the uniform coarse gri
 Not resolution-invariant: the 3x3 convolutions act on grid cells (on the input grid and on the
 intermediate grid, which moves with the input size), and the bilinear decimation point-samples the
 input without anti-aliasing, so a model trained at one resolution computes a different operator at
-another (trained at 36: test relative L2 2.5e-2 at 36, 4.2e-2 at 71, 5.9e-2 at 141).  Kept unchanged
+another (its error grows at resolutions finer than the training one: benchmarks/README.md).  Kept unchanged
 because it reproduces the reference architecture and its figures; ``latent2d`` /
 ``latent2d_inverse`` (:mod:`.latent2d`) are the resolution-invariant counterparts.
 
@@ -39,14 +39,12 @@ from typing import Optional
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from ..blocks import (
-    DownSampler2d, EncoderConfig, PointwiseDecoder, SpectralDecoder, UpSampler2d, encoder_stack, resize2d,
-)
-from ..checks import check_grid_input, grid_pos, weight_dtype
+from ..blocks import EncoderConfig, PointwiseDecoder, SpectralDecoder, activation, encoder_stack
 from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
+from ..transfer import prolong
 from . import register_model
+from .base import GridOperator, zero_boundary
 
 
 @dataclass
@@ -110,6 +108,57 @@ INVERSE_REFERENCE_CONFIG = {
 INVERSE_REFERENCE_PARAMETERS = 2_383_873
 
 
+# --- the reference's convolutional samplers between the fine and the coarse grid ---------------------
+
+def _conv3(in_channels: int, out_channels: int) -> nn.Conv2d:
+    return nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, bias=False)
+
+
+class DownSampler2d(nn.Module):
+    """``(b, c_in, n_f, n_f) -> (b, c_out, *size)``: CNN with bilinear interpolation (``transfer.prolong``).
+
+    ``conv3x3(c_in -> c_out), σ`` on the fine grid, interpolate to ``mid``, three chained
+    ``conv3x3, σ`` whose outputs (``c_out//3, c_out//3, rest`` channels) are concatenated,
+    interpolate to ``size`` (the reference's interpolation encoder, without its repeated
+    activation after interpolation, which is a no-op for its ReLU).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, act: str = "relu", dropout: float = 0.0):
+        super().__init__()
+        c0 = c1 = out_channels // 3
+        c2 = out_channels - c0 - c1
+        if min(c0, c1, c2) < 1:
+            raise ValueError(f"DownSampler2d needs out_channels >= 3, got {out_channels}")
+        self.conv0 = _conv3(in_channels, out_channels)
+        self.convs = nn.ModuleList([_conv3(out_channels, c0), _conv3(c0, c1), _conv3(c1, c2)])
+        self.act = activation(act)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
+        x = prolong(self.act(self.drop(self.conv0(x))), mid)
+        outs = []
+        for conv in self.convs:
+            x = self.act(self.drop(conv(x)))
+            outs.append(x)
+        return prolong(torch.cat(outs, dim=1), size)
+
+
+class UpSampler2d(nn.Module):
+    """``(b, c_in, n_c, n_c) -> (b, c_out, *size)``.
+
+    Interpolate to ``mid``, ``conv3x3, σ``, interpolate to ``size``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, act: str = "silu", dropout: float = 0.0):
+        super().__init__()
+        self.conv = _conv3(in_channels, out_channels)
+        self.act = activation(act)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
+        return prolong(self.act(self.drop(self.conv(prolong(x, mid)))), size)
+
+
 class CoarseEncoder2d(nn.Module):
     """Down-sampler + attention layers on the coarse grid.
 
@@ -131,7 +180,7 @@ class CoarseEncoder2d(nn.Module):
     def forward(self, x: torch.Tensor, pos: torch.Tensor):
         fine = tuple(x.shape[1:3])
         h = self.down(channels_first(x), self.middle(fine), self.coarse)
-        pos_c = channels_last(resize2d(channels_first(pos), self.coarse))
+        pos_c = channels_last(prolong(channels_first(pos), self.coarse))
         h, p = grid_to_points(channels_last(h)), grid_to_points(pos_c)
         for layer in self.layers:
             h = layer(h, p)
@@ -139,13 +188,14 @@ class CoarseEncoder2d(nn.Module):
 
 
 @register_model("galerkin2d", Galerkin2dConfig)
-class Galerkin2d(nn.Module):
+class Galerkin2d(GridOperator):
     """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n, n, c_out)`` with zero boundary values."""
 
+    ndim = 2
+
     def __init__(self, config: Galerkin2dConfig):
-        super().__init__()
+        super().__init__(config)
         c = config
-        self.cfg = c
         self.encoder = CoarseEncoder2d(c)
         self.up = UpSampler2d(c.d_model, c.d_model, c.upsampler_activation, c.dropout)
         self.decoder = SpectralDecoder(
@@ -154,25 +204,23 @@ class Galerkin2d(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
-        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
+        pos = self.grid_inputs(x, pos)
         h, _ = self.encoder(x, pos)
         fine = tuple(x.shape[1:3])
         h = channels_last(self.up(channels_first(h), self.encoder.middle(fine), fine))
         out = self.decoder(h, pos)
-        if self.cfg.dirichlet:  # keep the interior, put exact zeros on the boundary
-            out = F.pad(out[:, 1:-1, 1:-1], (0, 0, 1, 1, 1, 1))
-        return out
+        return zero_boundary(out) if self.config.dirichlet else out
 
 
 @register_model("galerkin2d_inverse", Galerkin2dInverseConfig)
-class Galerkin2dInverse(nn.Module):
+class Galerkin2dInverse(GridOperator):
     """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n_c, n_c, c_out)`` on the coarse grid."""
 
+    ndim = 2
+
     def __init__(self, config: Galerkin2dInverseConfig):
-        super().__init__()
+        super().__init__(config)
         c = config
-        self.cfg = c
         self.encoder = CoarseEncoder2d(c)
         self.up = UpSampler2d(c.d_model, c.d_model, c.upsampler_activation, c.dropout)
         hidden = c.decoder_hidden or c.d_model
@@ -182,8 +230,7 @@ class Galerkin2dInverse(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
-        pos = grid_pos(pos, x, self.cfg.periodic, type(self).__name__)
+        pos = self.grid_inputs(x, pos)
         h, pos_c = self.encoder(x, pos)
         coarse = self.encoder.coarse
         h = channels_last(self.up(channels_first(h), coarse, coarse))

@@ -37,13 +37,13 @@ from torch import nn
 from petrov.common.config import check_positive
 
 from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp
-from ..checks import check_grid_input, grid_pos, weight_dtype
 from ..layout import channels_first, channels_last
 from ..trajectory import (
     batch_as_steps, check_scalar_state, check_state_modes, check_time_steps, limit_state, steps_as_batch,
     teacher_states, time_coordinates,
 )
 from . import register_model
+from .base import GridOperator
 
 
 @dataclass
@@ -79,13 +79,15 @@ def _spectral_stack(width: int, modes: int, n_layers: int, act: str) -> nn.Modul
 
 
 @register_model("marching1d", Marching1dConfig)
-class Marching1d(nn.Module):
+class Marching1d(GridOperator):
     """``(b, n, 1)`` [, ``pos (b, n, 1)``, ``teacher (b, n, T + 1)``] -> ``(b, n, T + 1)``."""
 
+    ndim = 1
+    input_channels = 1  # one state
+
     def __init__(self, config: Marching1dConfig):
-        super().__init__()
+        super().__init__(config)
         c = config
-        self.cfg = c
         self.lift = nn.Linear(2, c.width)
         self.encoder = _spectral_stack(c.width, c.modes, c.encoder_layers, c.activation)
         self.summary = nn.Linear(2 * c.width * c.summary_modes, c.d_model)
@@ -105,7 +107,7 @@ class Marching1d(nn.Module):
 
     def _tokens(self, h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """``S(h) + L(t)``: ``h (B, w, n)``, ``t (B, 1)`` -> ``(B, d)``."""
-        m = self.cfg.summary_modes
+        m = self.config.summary_modes
         if h.shape[-1] // 2 + 1 < m:
             raise ValueError(f"marching1d: summary_modes = {m} needs a grid of at least {2 * (m - 1)} points, "
                              f"got {h.shape[-1]}")
@@ -118,17 +120,15 @@ class Marching1d(nn.Module):
         h = h + self.condition(z).unsqueeze(-1)
         for block in self.decoder:
             h = block(h)
-        return limit_state(u + self.project(channels_last(h)), self.cfg.state_modes)
+        return limit_state(u + self.project(channels_last(h)), self.config.state_modes)
 
     # --- the two forms --------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
                 teacher: torch.Tensor | None = None) -> torch.Tensor:
-        where = type(self).__name__
-        check_grid_input(x, 1, 1, where, weight_dtype(self))
-        pos = grid_pos(pos, x, self.cfg.periodic, where)
+        pos = self.grid_inputs(x, pos)
         if teacher is None:
             return self.rollout(x, pos)
-        return self._teacher_forced(x, pos, teacher_states(x, teacher, self.cfg.time_steps, where))
+        return self._teacher_forced(x, pos, teacher_states(x, teacher, self.config.time_steps, type(self).__name__))
 
     def _teacher_forced(self, x: torch.Tensor, pos: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
         b, n, steps = states.shape
@@ -144,7 +144,7 @@ class Marching1d(nn.Module):
 
     def rollout(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """``T`` recurrent steps from ``x = u_0``: ``(b, n, 1)`` -> ``(b, n, T + 1)``."""
-        b, steps = x.shape[0], self.cfg.time_steps
+        b, steps = x.shape[0], self.config.time_steps
         states = [layer.init_state(b, steps, dtype=x.dtype, device=x.device) for layer in self.temporal]
         t = time_coordinates(steps, b, x.dtype, x.device)
         u, out = x, [x]
