@@ -17,7 +17,11 @@ then
 
 - ``latent2d``: ``h = f + P z Pᵀ`` (pointwise skip) -> SpectralDecoder (lift of ``[h, pos]`` to
   ``decoder_width``, spectral blocks with ``modes`` fixed Fourier modes, MLP) -> zero Dirichlet
-  boundary (first and last rows and columns exactly 0).
+  boundary (first and last rows and columns exactly 0).  ``decoder="pointwise"``: a PointwiseDecoder
+  of ``[h, pos]`` instead (``decoder_hidden`` wide, default ``4 * decoder_width``; ``decoder_layers``
+  hidden layers): the grid counterpart of ``mesh_latent``, which computes the same numbers from the
+  same state dict when given this grid as a point set (nodes, product trapezoid weights, edge nodes
+  as boundary) with ``latent_size`` points per axis or more.
 - ``latent2d_inverse``: the output lives on a fixed coarse node grid of ``coarse_size`` points per
   axis: ``g = R_c f R_cᵀ + P_c z P_cᵀ`` (restriction of the fine features to the coarse grid, plus
   the latent features interpolated at the coarse nodes; with ``coarse_size == latent_size`` the
@@ -64,6 +68,7 @@ from ..latent import LatentEncoder, LatentGridConfig
 from ..layout import channels_first, channels_last
 from ..transfer import prolong, restrict
 from . import register_model
+from .mesh_latent import node_decoder
 
 
 @dataclass
@@ -74,6 +79,7 @@ class Latent2dConfig(LatentGridConfig):
     modes: int = 8
     decoder_activation: str = "silu"
     dirichlet: bool = True
+    decoder: str = "spectral"  # or "pointwise" (mesh_latent's decoder, see the module docstring)
 
 
 @dataclass
@@ -110,11 +116,17 @@ class Latent2d(nn.Module):
         super().__init__()
         c = config
         self.cfg = c
+        if c.decoder not in ("spectral", "pointwise"):
+            raise ValueError(f"decoder must be 'spectral' or 'pointwise', got {c.decoder!r}")
         self.encoder = LatentEncoder(c, ndim=2)
-        self.decoder = SpectralDecoder(
-            c.fine_width, c.out_channels, c.decoder_width, c.modes, ndim=2, n_layers=c.decoder_layers,
-            hidden=c.decoder_hidden or 4 * c.decoder_width, coord_dim=2, act=c.decoder_activation,
-        )
+        hidden = c.decoder_hidden or 4 * c.decoder_width
+        if c.decoder == "pointwise":
+            self.decoder = node_decoder(c, hidden)
+        else:
+            self.decoder = SpectralDecoder(
+                c.fine_width, c.out_channels, c.decoder_width, c.modes, ndim=2, n_layers=c.decoder_layers,
+                hidden=hidden, coord_dim=2, act=c.decoder_activation,
+            )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         check_grid_input(x, 2, self.cfg.in_channels, type(self).__name__, weight_dtype(self))
