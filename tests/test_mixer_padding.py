@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from petrov.operators import Attention, list_mixers
+from petrov.operators import MIXERS, Attention, list_mixers
 
 D_MODEL, HEADS, POS = 8, 2, 2
 SIZES = (7, 4)  # real points per sample
@@ -88,10 +88,8 @@ def test_padding_gradients_are_finite_and_zero_for_padding_values(mixer):
 
 
 def mixer_level(name: str):
-    from petrov.operators.mixers import build_mixer
-
     options = {"seed": 3, "eps": 1e-6} if name == "performer" else {}
-    return build_mixer(name, 5, HEADS, **options).double().eval()
+    return MIXERS.get(name)(5, HEADS, **options).double().eval()
 
 
 @pytest.mark.parametrize("name", list_mixers())
