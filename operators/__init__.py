@@ -3,7 +3,7 @@ from .attention import Attention, AttentionConfig
 from .io import load_model, save_model
 from .layout import grid_coordinates
 from .attention.mixers import MIXERS, list_mixers
-from .models import MODELS, build_model, list_models, model_config, model_name, register_model
+from .models import MODELS, build_model, list_models, model_config, model_name, point_set_models, register_model
 from petrov.common.registry import Registry
 from .spectral import SpectralConv
 
@@ -21,6 +21,7 @@ __all__ = [
     "load_model",
     "model_config",
     "model_name",
+    "point_set_models",
     "register_model",
     "save_model",
 ]

@@ -18,6 +18,11 @@ Transfers (:mod:`petrov.operators.transfer`), chosen by ``periodic``:
 
 Both make the latent features of one field the same (up to discretization error that vanishes under
 refinement) whatever grid it is given on, so every map after them acts on one continuous object.
+
+The two halves are also callable apart, for inputs that are not grids (``mesh_latent``: nodes of a
+mesh, restricted by :func:`~petrov.operators.transfer.restrict_points`): :meth:`LatentEncoder.lift_features`
+(the pointwise lift) and :meth:`LatentEncoder.latent_operator` (everything on the latent grid, with
+optional latent quadrature weights and a coverage factor).
 """
 from __future__ import annotations
 
@@ -117,14 +122,30 @@ class LatentEncoder(nn.Module):
             return grid.expand(pos.shape[0], *grid.shape)
         return channels_last(prolong(channels_first(pos), self.latent))
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor):
-        f = self.lift(torch.cat([x, self.coordinate_features(pos)], dim=-1))
-        z = channels_last(self.restrict(channels_first(f)))
-        pos_z = grid_to_points(self.latent_coordinates(pos))
-        h = grid_to_points(self.to_latent(z))
+    def lift_features(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """``f = MLP([x, coordinate_features(pos)])``, pointwise: ``(…, c_in)``, ``(…, ndim)`` -> ``(…, c_f)``."""
+        return self.lift(torch.cat([x, self.coordinate_features(pos)], dim=-1))
+
+    def latent_operator(self, z: torch.Tensor, pos_z: torch.Tensor, weights: torch.Tensor | None = None,
+                        coverage: torch.Tensor | None = None) -> torch.Tensor:
+        """Everything on the latent grid: ``z (b, *m, c_f)`` restricted features, ``pos_z (b, M, ndim)``
+        the latent nodes' coordinates (``M = prod(m)``) -> ``(b, *m, c_f)``.
+
+        ``weights (b, M)``: the attention's quadrature weights on the latent nodes (None: uniform);
+        ``coverage (b, *m)``: multiplies the first latent features, ``coverage · Linear(z)`` (a point-set
+        domain's soft mask, see ``mesh_latent``; None: 1)."""
+        h = self.to_latent(z)
+        if coverage is not None:
+            h = h * coverage.unsqueeze(-1).to(h.dtype)
+        h = grid_to_points(h)
         for i, layer in enumerate(self.layers):
-            h = layer(h, pos_z)
+            h = layer(h, pos_z, weights)
             if self.local:
                 grid = channels_first(points_to_grid(h, self.latent))
                 h = h + grid_to_points(channels_last(self.local[i](grid)))
-        return f, self.from_latent(points_to_grid(h, self.latent))
+        return self.from_latent(points_to_grid(h, self.latent))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor):
+        f = self.lift_features(x, pos)
+        z = channels_last(self.restrict(channels_first(f)))
+        return f, self.latent_operator(z, grid_to_points(self.latent_coordinates(pos)))

@@ -19,6 +19,15 @@ the other latent nodes).  Two separable matrices per axis, both O(n·m):
 
 On a 2-D grid ``(…, n_1, n_2)`` a pair of matrices acts as ``A_1 u A_2ᵀ`` (:func:`apply_separable`).
 
+Point sets (nodes ``x_j`` of a mesh anywhere in ``[0, 1]²``, quadrature weights ``w_j``, 0 on
+padding) use the same two maps with the 2-D tensor hats ``φ_i(x) = φ_{i_1}(x_1) φ_{i_2}(x_2)`` of the
+latent node grid: :func:`restrict_points` (``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k``, together
+with the hat mass ``Σ_k φ_i(x_k) w_k ≈ ∫_Ω φ_i``; a latent node whose hat covers no node of positive
+weight gets mass 0 and value 0, never a division by 0) and :func:`prolong_points` (the bilinear
+interpolant of the latent nodal values evaluated at the nodes).  Each node meets the hats of the
+four corners of its latent cell only, so both cost O(n) per channel.  On a node grid with the
+product trapezoid weights they are the separable maps above (up to round-off).
+
 Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use :func:`fourier_resample` both ways
 instead: truncation of the Fourier series to the latent grid's frequencies, and its evaluation on
 the finer grid; :func:`band_limit` keeps a field's lowest modes on its own grid.
@@ -151,3 +160,66 @@ def band_limit(u: torch.Tensor, modes: int) -> torch.Tensor:
         spec = torch.fft.rfft(u, norm="forward")[..., :modes]
         u = torch.fft.irfft(spec, n=n, norm="forward")
     return to_caller_dtype(u, dtype)
+
+
+def latent_corners(pos: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The four latent nodes around each point and their hat values.
+
+    ``pos: (b, n, 2)`` in ``[0, 1]²`` (points outside are clamped onto it), latent node grid of
+    ``size = (m_1, m_2)`` nodes ``(i_1/(m_1-1), i_2/(m_2-1))`` -> ``index (b, n, 4)`` long, row-major
+    flat indices ``i_1 m_2 + i_2`` of the corners of the latent cell holding the point, and
+    ``phi (b, n, 4)``, the corners' hats at the point (bilinear weights, nonnegative, summing to 1);
+    the hats of all other latent nodes vanish there.
+    """
+    if len(size) != 2 or min(size) < 2:
+        raise ValueError(f"the latent grid needs 2 axes of at least 2 points, got {tuple(size)}")
+    m = torch.tensor(size, dtype=pos.dtype, device=pos.device)
+    scaled = pos.clamp(0.0, 1.0) * (m - 1)
+    low = torch.minimum(scaled.floor(), m - 2)  # a point on the last node line belongs to the last cell
+    t = scaled - low  # (b, n, 2) in [0, 1]
+    i, j = low.long().unbind(-1)
+    tx, ty = t.unbind(-1)
+    m2 = size[1]
+    index = torch.stack([i * m2 + j, (i + 1) * m2 + j, i * m2 + j + 1, (i + 1) * m2 + j + 1], dim=-1)
+    phi = torch.stack([(1 - tx) * (1 - ty), tx * (1 - ty), (1 - tx) * ty, tx * ty], dim=-1)
+    return index, phi
+
+
+def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
+                    size: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quadrature-weighted hat averages of nodal values on a latent node grid.
+
+    ``u: (b, n, c)`` at the points ``pos: (b, n, 2)`` with weights ``w = weights: (b, n)`` (0 on
+    padding) -> ``values (b, m_1, m_2, c)`` and ``mass (b, m_1, m_2)``::
+
+        mass_i   = Σ_j φ_i(x_j) w_j                           (≈ ∫_Ω φ_i)
+        values_i = Σ_j φ_i(x_j) w_j u_j / mass_i   if mass_i > 0,   0 otherwise
+
+    i.e. ``values = R u`` with ``R[i, j] = φ_i(x_j) w_j / mass_i``: rows sum to 1 where
+    ``mass > 0`` (constants are reproduced there); ``mass > 0`` is the mask of the latent nodes whose
+    hat meets a node of positive weight.  Sums in float32 at least (returned so under autocast).
+    """
+    dtype = u.dtype
+    u = upcast(u)
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        index, phi = latent_corners(pos.to(u.dtype), size)
+        a = phi * weights.to(u.dtype)[..., None]  # (b, n, 4)
+        b, n, c = u.shape
+        flat = index.reshape(b, 4 * n)
+        mass = u.new_zeros(b, size[0] * size[1]).scatter_add(1, flat, a.reshape(b, 4 * n))
+        terms = (a[..., None] * u[:, :, None, :]).reshape(b, 4 * n, c)
+        total = u.new_zeros(b, size[0] * size[1], c).scatter_add(1, flat[..., None].expand(b, 4 * n, c), terms)
+        filled = mass > 0
+        values = torch.where(filled[..., None], total / torch.where(filled, mass, 1.0)[..., None], 0.0)
+    return to_caller_dtype(values.reshape(b, *size, c), dtype), mass.reshape(b, *size)
+
+
+def prolong_points(z: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """``z: (b, m_1, m_2, c)`` values at the latent nodes (channels last) -> ``(b, n, c)``: their
+    bilinear interpolant ``Σ_i z_i φ_i(x_j)`` at the points ``pos: (b, n, 2)`` (clamped onto
+    ``[0, 1]²``); exact for bilinear functions."""
+    b, m1, m2, c = z.shape
+    index, phi = latent_corners(pos.to(z.dtype), (m1, m2))
+    n = pos.shape[1]
+    corners = z.reshape(b, m1 * m2, c).gather(1, index.reshape(b, 4 * n, 1).expand(b, 4 * n, c))
+    return (corners.reshape(b, n, 4, c) * phi[..., None].to(z.dtype)).sum(dim=2)

@@ -1,4 +1,7 @@
 """Shared test fixtures."""
+from types import SimpleNamespace
+from typing import NamedTuple
+
 import h5py
 import numpy as np
 import pytest
@@ -27,3 +30,75 @@ def write_v73(path, arrays):
 def mat_writers():
     """``(write_v5, write_v73)``: ``writer(path, {name: array}) -> path``, arrays in MATLAB index order."""
     return write_v5, write_v73
+
+
+# ---- small triangulated domains for the point-set tests ------------------------------------------
+
+class Mesh(NamedTuple):
+    """``points (n, 2)``, ``triangles (t, 3)``, lumped-mass ``weights (n,)`` = Σ_{T∋j} |T|/3 and
+    ``boundary (n,)`` (nodes on an edge that belongs to one triangle only), numpy float64/int64/bool."""
+
+    points: np.ndarray
+    triangles: np.ndarray
+    weights: np.ndarray
+    boundary: np.ndarray
+
+
+def finish_mesh(points: np.ndarray, triangles: np.ndarray) -> Mesh:
+    p = points[triangles]  # (t, 3, 2)
+    e1, e2 = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]
+    area = 0.5 * np.abs(e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0])
+    assert area.min() > 1e-12, "degenerate triangle"
+    weights = np.zeros(len(points))
+    for corner in range(3):
+        np.add.at(weights, triangles[:, corner], area / 3)
+    edges = np.sort(np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]]), axis=1)
+    unique, count = np.unique(edges, axis=0, return_counts=True)
+    boundary = np.zeros(len(points), dtype=bool)
+    boundary[unique[count == 1].ravel()] = True
+    return Mesh(points, triangles.astype(np.int64), weights, boundary)
+
+
+def grid_mesh(k: int, notch: float = 1.0) -> Mesh:
+    """The node grid (i, j)/k of [0, 1]² minus the open square (notch, 1]² (an L-shape for notch < 1;
+    notch * k must be an integer), each kept cell split into two triangles; nodes in row-major
+    (i, j) order, as ``grid_to_points`` orders a grid."""
+    corner = round(notch * k)
+    assert abs(corner - notch * k) < 1e-9, "notch * k must be an integer"
+    i, j = np.meshgrid(np.arange(k + 1), np.arange(k + 1), indexing="ij")
+    keep = ~((i > corner) & (j > corner))
+    ids = np.full((k + 1, k + 1), -1)
+    ids[keep] = np.arange(int(keep.sum()))
+    points = np.stack([i[keep], j[keep]], axis=-1) / k
+    ci, cj = (a.ravel() for a in np.meshgrid(np.arange(k), np.arange(k), indexing="ij"))
+    cell = ~((ci + 1 > corner) & (cj + 1 > corner))  # cells in the notch are dropped
+    ci, cj = ci[cell], cj[cell]
+    a, b, c, d = ids[ci, cj], ids[ci + 1, cj], ids[ci + 1, cj + 1], ids[ci, cj + 1]
+    triangles = np.concatenate([np.stack([a, b, c], -1), np.stack([a, c, d], -1)])
+    return finish_mesh(points.astype(np.float64), triangles)
+
+
+def jittered_mesh(k: int, notch: float = 1.0, seed: int = 0, jitter: float = 0.25) -> Mesh:
+    """The nodes of ``grid_mesh(k, notch)`` with the interior ones moved by up to ``jitter / k`` in
+    each direction, Delaunay-triangulated (scipy), the triangles in the notch dropped; checked to
+    cover exactly the domain."""
+    from scipy.spatial import Delaunay
+
+    base = grid_mesh(k, notch)
+    rng = np.random.default_rng(seed)
+    points = base.points.copy()
+    inner = ~base.boundary
+    points[inner] += rng.uniform(-jitter / k, jitter / k, size=(int(inner.sum()), 2))
+    triangles = Delaunay(points).simplices
+    centre = points[triangles].mean(axis=1)
+    triangles = triangles[~((centre[:, 0] > notch) & (centre[:, 1] > notch))]
+    mesh = finish_mesh(points, triangles)
+    assert abs(mesh.weights.sum() - (1 - (1 - notch) ** 2)) < 1e-12, "the triangulation does not fit the domain"
+    assert np.array_equal(mesh.boundary, base.boundary)
+    return mesh
+
+
+@pytest.fixture
+def meshes():
+    """``SimpleNamespace(grid=grid_mesh, jittered=jittered_mesh, Mesh=Mesh)``: small triangulated domains."""
+    return SimpleNamespace(grid=grid_mesh, jittered=jittered_mesh, Mesh=Mesh)

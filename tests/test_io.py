@@ -8,6 +8,7 @@ import torch
 
 from petrov.operators import build_model, list_models, load_model, model_config, model_name, save_model
 from petrov.operators.io import load_checkpoint
+from petrov.operators.models import point_set_models
 
 TINY = {
     "fno1d": (dict(width=4, modes=3, n_layers=2, proj_hidden=8), (2, 16, 1)),
@@ -37,7 +38,8 @@ TINY = {
 
 
 def test_every_model_is_covered():
-    assert set(TINY) == set(list_models())
+    # the point-set models' round trip: tests/test_mesh_models.py
+    assert set(TINY) == set(list_models()) - set(point_set_models())
 
 
 @pytest.mark.parametrize("name", sorted(TINY))

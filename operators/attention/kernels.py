@@ -108,10 +108,11 @@ def check_eps(eps: float) -> float:
 
 
 def feature_map_attention(mixer, q, k, v, weights) -> torch.Tensor:
-    """The non-causal forward of a mixer with positive feature maps ``mixer.features(q, k)`` and a
-    normalizer ``mixer.eps`` (linear, Performer): :func:`normalized_kernel_attention` in float32
-    at least, returned in ``v``'s dtype."""
+    """The non-causal forward of a mixer with positive feature maps ``mixer.features(q, k,
+    weights=weights)`` (the weights let a mixer leave out the keys of weight 0, e.g. from a
+    stabilizer) and a normalizer ``mixer.eps`` (linear, Performer): :func:`normalized_kernel_attention`
+    in float32 at least, returned in ``v``'s dtype."""
     dtype = v.dtype
     with full_precision(q):
-        phi_q, phi_k = mixer.features(upcast(q), upcast(k))
+        phi_q, phi_k = mixer.features(upcast(q), upcast(k), weights=weights)
         return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, mixer.eps).to(dtype)

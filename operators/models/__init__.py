@@ -9,6 +9,10 @@ A model keeps its config dataclass as ``model.config`` (grid models through
 it, ``build_model(name, **config)``, however the model was built (``build_model`` or its own
 constructor with a config).
 
+Point-set models (class attribute ``point_set = True``, listed by :func:`point_set_models`) take
+meshes instead: ``model(x, pos, weights, mask=None, boundary=None)`` on a padded batch of node sets
+(:mod:`petrov.operators.models.base`).
+
 Adding a model: ``@register_model("name", Config)`` on a class whose ``__init__`` takes the
 config dataclass and stores it as ``self.config``; import its module below (or, from another
 package, declare it as a ``petrov.models`` entry point).
@@ -66,6 +70,12 @@ def list_models() -> list[str]:
     return MODELS.names()
 
 
+def point_set_models() -> list[str]:
+    """Names of the registered models that take point sets (``forward(x, pos, weights, mask=None,
+    boundary=None)``, :mod:`petrov.operators.models.base`) rather than grids."""
+    return [name for name in MODELS.names() if getattr(MODELS.get(name), "point_set", False)]
+
+
 def build_model(name: str, **config):
     """Build model ``name`` from keyword config; unknown keys or names raise a clear error."""
     cls = MODELS.get(name)
@@ -73,4 +83,6 @@ def build_model(name: str, **config):
 
 
 # Importing the modules registers the models.
-from . import arfno1d, fno, galerkin1d, galerkin2d, latent, marching1d  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    arfno1d, fno, galerkin1d, galerkin2d, latent, marching1d, mesh_attention, mesh_fno, mesh_latent,
+)

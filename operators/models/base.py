@@ -1,10 +1,26 @@
-"""What every grid model shares: its config, its input checks, the Dirichlet boundary.
+"""What the models share: their config, their input checks, the Dirichlet boundary.
 
-A grid model takes channels-last grids ``x: (b, *grid, in_channels)`` with ``ndim`` grid axes and
-optional coordinates ``pos: (b, *grid, ndim)`` (default: the uniform grid of its config,
-``i/n`` periodic or ``i/(n-1)`` node grid; see :func:`petrov.operators.checks.grid_pos`).  It keeps
-its config dataclass as ``.config`` (``.cfg``, the 0.1 name, reads the same object): with the
-registered name that is all :func:`petrov.operators.build_model` needs to rebuild it.
+Every model keeps its config dataclass as ``.config`` (``.cfg``, the 0.1 name, reads the same object):
+with the registered name that is all :func:`petrov.operators.build_model` needs to rebuild it.
+
+Grid models (:class:`GridOperator`) take channels-last grids ``x: (b, *grid, in_channels)`` with
+``ndim`` grid axes and optional coordinates ``pos: (b, *grid, ndim)`` (default: the uniform grid of
+their config, ``i/n`` periodic or ``i/(n-1)`` node grid; see :func:`petrov.operators.checks.grid_pos`).
+
+Point-set models (:class:`PointSetOperator`, ``point_set = True``) take meshes: a batch of samples
+with different node counts, padded to one length ``n``::
+
+    x        (b, n, c_in)   nodal input values (0 on padding)
+    pos      (b, n, 2)      node coordinates in [0, 1]² (finite on padding, e.g. 0)
+    weights  (b, n)         quadrature weights, e.g. lumped mass w_j = Σ_{T∋j} |T|/3 (Σ_j w_j = |Ω|),
+                            0 on padding
+    mask     (b, n) bool    True on real nodes (None: all real)
+    boundary (b, n) bool    True on Dirichlet boundary nodes (None: none given)
+
+called ``model(x, pos, weights, mask=None, boundary=None) -> (b, n, c_out)``: every integral they
+take uses ``weights``, so padding (weight 0) changes nothing on the real nodes, and a node of weight
+0 is a point where the output is evaluated without taking part in any integral.  Outputs are exactly
+0 on padding and, with ``dirichlet=True``, on the boundary nodes.
 """
 from __future__ import annotations
 
@@ -12,16 +28,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..checks import check_grid_input, grid_pos, weight_dtype
+from ..checks import check_grid_input, check_point_input, grid_pos, weight_dtype
 
 
-class GridOperator(nn.Module):
-    """Base of the grid models: ``.config``, and :meth:`grid_inputs` at the top of ``forward``.
-
-    Subclasses set ``ndim`` (grid axes; 0: given by the config's ``ndim``) and, if their input is
-    not ``config.in_channels`` wide, ``input_channels``."""
-
-    ndim: int = 0
+class Operator(nn.Module):
+    """``.config`` (and ``.cfg``, its 0.1 name)."""
 
     def __init__(self, config):
         super().__init__()
@@ -31,6 +42,15 @@ class GridOperator(nn.Module):
     def cfg(self):
         """The config dataclass (the name petrov 0.1 used; ``.config`` is the same object)."""
         return self.config
+
+
+class GridOperator(Operator):
+    """Base of the grid models: ``.config``, and :meth:`grid_inputs` at the top of ``forward``.
+
+    Subclasses set ``ndim`` (grid axes; 0: given by the config's ``ndim``) and, if their input is
+    not ``config.in_channels`` wide, ``input_channels``."""
+
+    ndim: int = 0
 
     @property
     def grid_ndim(self) -> int:
@@ -52,3 +72,35 @@ def zero_boundary(out: torch.Tensor) -> torch.Tensor:
     """``(b, n_1, n_2, c)``: the interior kept, exact zeros on the first and last rows and columns
     (the Dirichlet value of a node-grid solution)."""
     return F.pad(out[:, 1:-1, 1:-1], (0, 0, 1, 1, 1, 1))
+
+
+class PointSetOperator(Operator):
+    """Base of the point-set (mesh) models: ``.config``, :meth:`point_inputs` at the top of ``forward``
+    and :meth:`finish` at its end.  Point sets have no order: ``causal`` attention is refused."""
+
+    point_set = True
+
+    def __init__(self, config):
+        super().__init__(config)
+        if getattr(config, "causal", False):
+            raise ValueError(f"{type(self).__name__}: causal=True orders the points, which a mesh does not; "
+                             "use causal=False")
+
+    def point_inputs(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
+                     mask: torch.Tensor | None, boundary: torch.Tensor | None) -> torch.Tensor:
+        """Check the batch (shapes, matching n, mask and weights, NaN/inf: a clear ``ValueError``
+        naming the model); return ``pos`` in ``x``'s dtype."""
+        check_point_input(x, pos, weights, mask, boundary, channels=self.config.in_channels,
+                          where=type(self).__name__, dtype=weight_dtype(self))
+        return pos.to(x.dtype)
+
+    def finish(self, out: torch.Tensor, mask: torch.Tensor | None, boundary: torch.Tensor | None) -> torch.Tensor:
+        """``out (b, n, c)`` with exact zeros on padding (``~mask``) and, with ``config.dirichlet``, on
+        ``boundary`` (then required: the zeros would silently be missing)."""
+        zero = None if mask is None else ~mask
+        if getattr(self.config, "dirichlet", False):
+            if boundary is None:
+                raise ValueError(f"{type(self).__name__}: dirichlet=True needs the boundary flags: pass boundary "
+                                 "(b, n) bool (True on Dirichlet nodes), or build the model with dirichlet=False")
+            zero = boundary if zero is None else zero | boundary
+        return out if zero is None else out.masked_fill(zero.unsqueeze(-1), 0.0)

@@ -15,7 +15,12 @@ is a discretization of one continuous operator and converges as the input grid i
 
 - ``latent1d`` / ``latent2d``: ``h = f + P z`` (pointwise skip) -> SpectralDecoder (lift of
   ``[h, c(pos)]`` to ``decoder_width``, spectral blocks with ``modes`` fixed Fourier modes, MLP);
-  ``latent2d`` then puts exact zeros on the boundary (``dirichlet``);
+  ``latent2d`` then puts exact zeros on the boundary (``dirichlet``).  ``latent2d`` with
+  ``decoder="pointwise"``: a PointwiseDecoder of ``[h, pos]`` instead (``decoder_hidden`` wide, default
+  ``4 * decoder_width``; ``decoder_layers`` hidden layers), the grid counterpart of ``mesh_latent``,
+  which computes the same numbers from the same state dict when given this grid as a point set
+  (nodes, product trapezoid weights, edge nodes as boundary) with ``latent_size`` points per axis or
+  more;
 - ``latent2d_inverse``: the output lives on a fixed coarse node grid of ``coarse_size`` points per
   axis: ``g = R_c f + P_c z`` (the fine features restricted to the coarse grid, plus the latent
   features interpolated at the coarse nodes) -> PointwiseDecoder of ``[g, pos_c]``.  Any input
@@ -59,6 +64,7 @@ from ..layout import channels_first, channels_last
 from ..transfer import prolong, restrict
 from . import register_model
 from .base import GridOperator, zero_boundary
+from .mesh_latent import node_decoder
 
 
 @dataclass
@@ -80,6 +86,12 @@ class Latent2dConfig(LatentGridConfig):
     modes: int = 8
     decoder_activation: str = "silu"
     dirichlet: bool = True
+    decoder: str = "spectral"  # or "pointwise" (mesh_latent's decoder, see the module docstring)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.decoder not in ("spectral", "pointwise"):
+            raise ValueError(f"decoder must be 'spectral' or 'pointwise', got {self.decoder!r}")
 
 
 @dataclass
@@ -115,11 +127,14 @@ class _LatentForward(GridOperator):
         super().__init__(config)
         c = config
         self.encoder = LatentEncoder(c, ndim=self.ndim)
-        self.decoder = SpectralDecoder(
-            c.fine_width, c.out_channels, c.decoder_width, c.modes, ndim=self.ndim, n_layers=c.decoder_layers,
-            hidden=c.decoder_hidden or 4 * c.decoder_width, coord_dim=self.encoder.coord_dim,
-            act=c.decoder_activation,
-        )
+        hidden = c.decoder_hidden or 4 * c.decoder_width
+        if getattr(c, "decoder", "spectral") == "pointwise":
+            self.decoder = node_decoder(c, hidden)
+        else:
+            self.decoder = SpectralDecoder(
+                c.fine_width, c.out_channels, c.decoder_width, c.modes, ndim=self.ndim, n_layers=c.decoder_layers,
+                hidden=hidden, coord_dim=self.encoder.coord_dim, act=c.decoder_activation,
+            )
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)

@@ -14,6 +14,11 @@ A mixer linear in q may also define ``matrix(k, v, pos=None, weights=None) -> (b
 ``forward(q, k, v) == q @ matrix(k, v)``; the layer then folds the output projection into that
 small matrix (see ``petrov.operators.attention``).
 
+Padding: a point of weight 0 must not change the output on the other points, whatever finite
+values its q, k, v and coordinates hold (point sets of different sizes are batched by padding with
+weight-0 points); a mixer whose features need the weights for that (a stabilizer, a domain check)
+receives them as ``features(q, k, pos, weights=...)`` in its non-causal form.
+
 Causal attention (token i sees tokens j <= i, in point index order): a mixer with the class
 attribute ``supports_causal = True`` takes the option ``causal=False``.  The linear-cost ones also
 take ``chunk_size`` and define ``features(q, k, pos) -> (φ_q, φ_k)`` (point-wise feature maps),

@@ -14,6 +14,10 @@ linear-cost kernel attention of width ``2^p d``: O(n 2^p d²).  Needs ``pos``.
 (:mod:`petrov.operators.attention.mixers.causal`), while the cos re-weighting keeps using the tokens'
 physical coordinates (not their index): both factors of ``c`` are point-wise, so the causal and
 recurrent forms apply unchanged.
+
+Points of weight 0 (padding of point sets of different sizes) may hold any finite coordinates:
+they are not checked against ``domain`` and are clamped into it (their keys are multiplied by 0;
+their own outputs are ignored), so the output on the other points does not depend on them.
 """
 from __future__ import annotations
 
@@ -71,12 +75,16 @@ class CosformerMixer(nn.Module):
             raise ValueError(f"domain must satisfy low < high (finite), got {domain!r}")
         self.domain = (low, high)
 
-    def unit_coordinates(self, pos: torch.Tensor) -> torch.Tensor:
-        """Map ``pos`` from ``domain`` to [0, 1]; raise if a point lies outside."""
+    def unit_coordinates(self, pos: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """Map ``pos`` from ``domain`` to [0, 1]; raise if a point of positive weight (any point
+        when ``weights`` is None) lies outside."""
         low, high = self.domain
         x = (pos - low) / (high - low)
         tol = 1e-6
-        if bool((x < -tol).any() or (x > 1 + tol).any()):
+        outside = (x < -tol) | (x > 1 + tol)
+        if weights is not None:
+            outside = outside & (weights > 0)[..., None]
+        if bool(outside.any()):
             raise ValueError(
                 f"cosformer: coordinates outside the domain {self.domain} (range "
                 f"[{float(pos.min()):.4g}, {float(pos.max()):.4g}]); pass domain=(low, high)")
@@ -90,12 +98,13 @@ class CosformerMixer(nn.Module):
         """Width of the feature maps for q, k of ``width`` (one copy per cos/sin product term)."""
         return 2**pos_dim * width
 
-    def features(self, q, k, pos):
-        """``(b,h,n,d)`` x2, ``pos: (b,n,p)`` -> ``f_t(x_i) relu(q_i)``, ``f_t(x_j) relu(k_j)``: ``(b,h,n,2^p d)``."""
+    def features(self, q, k, pos, weights=None):
+        """``(b,h,n,d)`` x2, ``pos: (b,n,p)`` -> ``f_t(x_i) relu(q_i)``, ``f_t(x_j) relu(k_j)``: ``(b,h,n,2^p d)``
+        (``weights``: only the points of positive weight must lie in ``domain``)."""
         if pos is None:
             raise ValueError("cosformer needs the point coordinates pos: (b, n, p); "
                              "build the attention layer with pos_dim > 0")
-        terms = cos_sin_terms(upcast(self.unit_coordinates(pos)))
+        terms = cos_sin_terms(upcast(self.unit_coordinates(pos, weights)))
         return (expand_features(torch.relu(q), terms.to(q.dtype)),
                 expand_features(torch.relu(k), terms.to(k.dtype)))
 
@@ -104,7 +113,7 @@ class CosformerMixer(nn.Module):
             return causal_forward(self, q, k, v, pos, weights)
         dtype = v.dtype
         with full_precision(q):
-            phi_q, phi_k = self.features(upcast(q), upcast(k), pos)
+            phi_q, phi_k = self.features(upcast(q), upcast(k), pos, weights)
             return normalized_kernel_attention(phi_q, phi_k, upcast(v), weights, self.eps).to(dtype)
 
     def extra_repr(self) -> str:

@@ -44,8 +44,8 @@ class LinearMixer(nn.Module):
         """Width of the feature maps for q, k of ``width`` (φ = elu + 1, point-wise)."""
         return width
 
-    def features(self, q, k, pos=None):
-        """``φ(q), φ(k)`` with ``φ = elu + 1``."""
+    def features(self, q, k, pos=None, weights=None):
+        """``φ(q), φ(k)`` with ``φ = elu + 1`` (point-wise: the weights are not needed)."""
         return elu_feature(q), elu_feature(k)
 
     def forward(self, q, k, v, pos=None, weights=None):

@@ -14,6 +14,9 @@ Attention is then ``z_i = φ(q_i)ᵀ Σ_j w_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j 
   the keys subtract one max per (batch, head); both factors cancel between numerator and
   denominator, so they only prevent overflow.  ``eps`` is added to the stabilized denominator,
   where the largest query feature of a row and the largest key feature of a head are ``m^{-1/2}``.
+  Keys of weight 0 (padding of point sets of different sizes) take no part: their features are 0
+  and the key max runs over the keys of positive weight, so the output on the other points is the
+  same whatever values the padding holds.
 - Randomness: the features are a buffer (saved with the model, so a loaded model reproduces its
   outputs).  Draw number t is made by a ``torch.Generator`` seeded from ``(seed, t)``, so two
   layers built with the same seed agree.  In training mode the features are redrawn every
@@ -75,15 +78,21 @@ def key_shift(omega: torch.Tensor) -> float:
     return max(0.0, float(omega.double().square().sum(dim=1).max()) / 2 - KEY_HEADROOM)
 
 
-def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float | None = None) -> torch.Tensor:
+def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float | None = None,
+                   keep: torch.Tensor | None = None) -> torch.Tensor:
     """``φ(x) = m^{-1/2} exp(ωx − |x|²/2)``: ``(b, h, n, d) -> (b, h, n, m)``.
 
     ``x`` is already scaled by ``d^{-1/4}``.  ``stabilize``: ``"row"`` subtracts the max over the
     features of each point (queries), ``"head"`` one max per (b, h) (keys), a number subtracts that
     constant (causal keys, :func:`key_shift`), ``None`` nothing (exact unstabilized features, for
-    tests).  The subtracted maxima are constants for autograd.
+    tests).  The subtracted maxima are constants for autograd.  ``keep: (b, n)`` bool: the points
+    not kept get features 0 and stay out of the ``"head"`` max (keys of weight 0).
     """
     logits = x @ omega.transpose(0, 1).to(x.dtype) - x.square().sum(dim=-1, keepdim=True) / 2
+    if keep is not None:
+        # -inf before the exponential: feature 0 and gradient 0 (an inf feature masked after the
+        # exponential would give 0 * inf = NaN in backward)
+        logits = logits.masked_fill(~keep[:, None, :, None], float("-inf"))
     if isinstance(stabilize, float):
         logits = logits - stabilize
     elif stabilize == "row":
@@ -162,16 +171,18 @@ class PerformerMixer(nn.Module):
         """Width of the feature maps for q, k of ``width`` (m random features)."""
         return self.n_features
 
-    def features(self, q, k, pos=None):
-        """Query features (row-stabilized) and key features (``"head"``-stabilized, or by the
-        constant :func:`key_shift` when causal): ``(b,h,n,d)`` x2 -> ``(b,h,n,m)`` x2."""
+    def features(self, q, k, pos=None, weights=None):
+        """Query features (row-stabilized) and key features (``"head"``-stabilized over the keys of
+        positive weight, 0 for the others; or by the constant :func:`key_shift` when causal):
+        ``(b,h,n,d)`` x2 -> ``(b,h,n,m)`` x2."""
         d = q.shape[-1]
         if d != self.head_dim:
             raise ValueError(f"performer built for q/k width {self.head_dim}, got {d}")
         scale = d ** -0.25
         omega = upcast(self.omega)
         key_stabilizer = key_shift(self.omega) if self.causal else "head"
-        return favor_features(q * scale, omega, "row"), favor_features(k * scale, omega, key_stabilizer)
+        keep = None if weights is None else weights > 0
+        return favor_features(q * scale, omega, "row"), favor_features(k * scale, omega, key_stabilizer, keep)
 
     def forward(self, q, k, v, pos=None, weights=None):
         if self.training:

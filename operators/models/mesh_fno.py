@@ -1,0 +1,105 @@
+"""``mesh_fno``: the baseline on meshes — an FNO on a masked grid.
+
+    x (b, n, c_in) at the nodes of a triangulation of Ω ⊂ [0, 1]²
+      --P1 interpolation--> x_g (b, s, s, c_in)   the piecewise-linear interpolant at the s × s grid
+                                                  nodes (i, j)/(s-1); 0 outside Ω
+      --[x_g, χ]----------> (b, s, s, c_in + 1)   χ = 1 inside Ω, 0 outside (the mask channel)
+      --fno2d-------------> (b, s, s, c_out)      lift of [x_g, χ, grid coordinates], spectral blocks, MLP
+      --bilinear----------> (b, n, c_out)         the grid prediction interpolated at the nodes
+      --> exact zeros on the boundary nodes (``dirichlet``) and on padding
+
+The grid part is an ``fno2d`` (``self.fno``, built from this config with ``c_in + 1`` input channels),
+so it is resolution-free in the grid size ``s`` (``grid_size``) but not in the mesh: how well the mesh
+is seen depends on ``s`` (features finer than the grid spacing are lost by the interpolation; the
+boundary of Ω is a staircase of grid nodes).
+
+Forward contract (:mod:`petrov.operators.models.base`, plus the interpolation of each sample):
+``forward(x, pos, weights, mask=None, boundary=None, *, grid_index, grid_barycentric)`` with
+
+- ``grid_index (b, s², 3)`` int64 and ``grid_barycentric (b, s², 3)`` float: for each sample, the
+  ``(index, barycentric)`` pair :func:`petrov.operators.p1_grid.p1_grid_interpolation(points,
+  triangles, s) <petrov.operators.p1_grid.p1_grid_interpolation>` returns for its own nodes
+  (``points = pos[b, :n_b]``, indices into them, so into the padded batch too); the grid node order
+  is row-major with ``x = i/(s-1)`` on the first axis.  Fixed shape per sample: a data loader
+  computes them once per mesh and stacks them without padding.
+- ``weights`` enter no computation (the FNO integrates nothing over the nodes); they are checked
+  with the other inputs so that every point-set model takes the same batch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from ..layout import points_to_grid
+from ..p1_grid import p1_to_grid
+from ..transfer import prolong_points
+from . import register_model
+from .base import PointSetOperator
+from .fno import FNO2d, FNO2dConfig
+
+
+@dataclass
+class MeshFNOConfig(FNO2dConfig):
+    grid_size: int = 64
+    dirichlet: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        name = type(self).__name__
+        if isinstance(self.grid_size, bool) or not isinstance(self.grid_size, int) or self.grid_size < 2:
+            raise ValueError(f"{name}.grid_size must be an integer >= 2, got {self.grid_size!r}")
+        if 2 * self.modes > self.grid_size + self.padding:
+            raise ValueError(f"{name}: modes {self.modes} do not fit the grid of {self.grid_size} (+ padding "
+                             f"{self.padding}) points: need 2 * modes <= grid_size + padding")
+        if self.periodic:
+            raise ValueError(f"{name}: periodic=True is for periodic grids; the grid over a mesh is the node "
+                             "grid of [0, 1]² (periodic=False)")
+
+
+def fno_config(c: MeshFNOConfig) -> FNO2dConfig:
+    """The ``fno2d`` config of the grid part: the shared fields, one more input channel (the mask)."""
+    shared = {f.name: getattr(c, f.name) for f in dataclasses.fields(FNO2dConfig)}
+    return FNO2dConfig(**dict(shared, in_channels=c.in_channels + 1))
+
+
+@register_model("mesh_fno", MeshFNOConfig)
+class MeshFNO(PointSetOperator):
+    """Point sets ``(b, n, c_in)``, ``pos (b, n, 2)``, ``weights (b, n)`` and each sample's P1 grid
+    interpolation ``grid_index, grid_barycentric (b, s², 3)`` -> ``(b, n, c_out)``."""
+
+    def __init__(self, config: MeshFNOConfig):
+        super().__init__(config)
+        c = config
+        self.grid = (c.grid_size, c.grid_size)
+        self.fno = FNO2d(fno_config(c))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
+                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None, *,
+                grid_index: torch.Tensor, grid_barycentric: torch.Tensor) -> torch.Tensor:
+        pos = self.point_inputs(x, pos, weights, mask, boundary)
+        self._check_interpolation(grid_index, grid_barycentric, x, mask, type(self).__name__)
+        inside = grid_barycentric.sum(dim=-1, keepdim=True).to(x.dtype)  # (b, s², 1): 1 in Ω, 0 outside
+        grid = torch.cat([p1_to_grid(x, grid_index, grid_barycentric), inside], dim=-1)
+        out = self.fno(points_to_grid(grid, self.grid))  # (b, s, s, c_out)
+        return self.finish(prolong_points(out, pos.to(out.dtype)), mask, boundary)
+
+    def _check_interpolation(self, index, bary, x, mask, where) -> None:
+        b, n, _ = x.shape
+        g = self.config.grid_size ** 2
+        if not isinstance(index, torch.Tensor) or tuple(index.shape) != (b, g, 3) or index.dtype != torch.int64:
+            got = f"{tuple(index.shape)} {index.dtype}" if isinstance(index, torch.Tensor) else type(index).__name__
+            raise ValueError(f"{where}: expected grid_index of shape ({b}, {g}, 3) int64 (p1_grid_interpolation "
+                             f"of each sample's mesh at grid_size {self.config.grid_size}), got {got}")
+        if not isinstance(bary, torch.Tensor) or tuple(bary.shape) != (b, g, 3) or not torch.is_floating_point(bary):
+            got = f"{tuple(bary.shape)} {bary.dtype}" if isinstance(bary, torch.Tensor) else type(bary).__name__
+            raise ValueError(f"{where}: expected grid_barycentric of shape ({b}, {g}, 3) floating "
+                             f"(p1_grid_interpolation at grid_size {self.config.grid_size}), got {got}")
+        if bool((index < 0).any() or (index >= n).any()):
+            raise ValueError(f"{where}: grid_index holds node indices outside 0..{n - 1}")
+        if mask is not None:
+            used = bary != 0
+            if bool((used & ~mask.gather(1, index.flatten(1)).view(b, g, 3)).any()):
+                raise ValueError(f"{where}: grid_index points at padding nodes; its indices must refer to "
+                                 "each sample's own nodes (the first n_b of the batch)")
