@@ -68,4 +68,4 @@ def build_model(name: str, **config):
 
 
 # Importing the modules registers the models.
-from . import arfno1d, fno, galerkin1d, galerkin2d, latent1d, latent2d, marching1d  # noqa: E402,F401
+from . import arfno1d, fno, galerkin1d, galerkin2d, latent1d, latent2d, marching1d, transolver  # noqa: E402,F401
