@@ -56,6 +56,20 @@ class LatentGridConfig(EncoderConfig):
     periodic: bool = False
 
 
+def coordinate_features(pos: torch.Tensor, periodic: bool) -> torch.Tensor:
+    """``(…, d) -> (…, d)`` on node grids (``pos`` itself), ``(…, 2d)`` on periodic ones: ``(cos 2πx,
+    sin 2πx)`` per axis (all cosines, then all sines).
+
+    A periodic coordinate ``x = i/n`` jumps from ``1 - 1/n`` to 0 at the wrap; every map that
+    integrates it (restriction, spectral layers, attention's sums) would then see a discontinuity
+    whose discrete Fourier coefficients and quadratures depend on ``n``.  Its cosine and sine are
+    smooth on the torus."""
+    if not periodic:
+        return pos
+    angle = 2 * torch.pi * pos
+    return torch.cat([torch.cos(angle), torch.sin(angle)], dim=-1)
+
+
 def latent_block(c: LatentGridConfig, ndim: int) -> nn.Sequential:
     """``(b, d, *m) -> (b, d, *m)`` on the latent grid: [SpectralBlock] [convolution, σ]."""
     layers: list[nn.Module] = []
@@ -103,15 +117,8 @@ class LatentEncoder(nn.Module):
         return fourier_resample(z, size) if self.periodic else prolong(z, size)
 
     def coordinate_features(self, pos: torch.Tensor) -> torch.Tensor:
-        """``(…, coord_dim)``: ``pos`` on node grids; ``(cos 2πx, sin 2πx)`` per axis on periodic ones.
-
-        A periodic coordinate ``x = i/n`` jumps from ``1 - 1/n`` to 0 at the wrap; every map that
-        integrates it (restriction, spectral layers) would then see a discontinuity whose discrete
-        Fourier coefficients depend on ``n``.  Its cosine and sine are smooth on the torus."""
-        if not self.periodic:
-            return pos
-        angle = 2 * torch.pi * pos
-        return torch.cat([torch.cos(angle), torch.sin(angle)], dim=-1)
+        """``(…, coord_dim)``: see :func:`coordinate_features`."""
+        return coordinate_features(pos, self.periodic)
 
     def latent_coordinates(self, pos: torch.Tensor) -> torch.Tensor:
         """``(b, *m, ndim)``: the uniform periodic grid ``i/m`` (the attention's coordinates live on the

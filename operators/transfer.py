@@ -53,6 +53,22 @@ def trapezoid_weights(n: int, dtype: torch.dtype = torch.float64, device=None) -
     return w
 
 
+def grid_weights(grid: tuple[int, ...], periodic: bool, dtype: torch.dtype = torch.float64,
+                 device=None) -> torch.Tensor:
+    """``(prod(grid),)`` quadrature weights of a uniform grid on ``[0, 1]^d``, flattened row-major like
+    :func:`~petrov.operators.layout.grid_to_points`, summing to 1: the tensor product of the trapezoid
+    weights of each axis on node grids, uniform ``1/prod(grid)`` on periodic grids (where the
+    trapezoid rule is the plain mean)."""
+    w = torch.ones(1, dtype=dtype, device=device)
+    for n in grid:
+        if periodic:
+            axis = torch.full((n,), 1.0 / n, dtype=dtype, device=device)
+        else:
+            axis = trapezoid_weights(n, dtype, device)
+        w = (w.unsqueeze(-1) * axis).reshape(-1)
+    return w
+
+
 def hat_functions(m: int, x: torch.Tensor) -> torch.Tensor:
     """``(m, len(x))``: ``φ_i(x_j) = max(0, 1 - |(m-1) x_j - i|)``, the hats of the latent node grid."""
     if m < 2:

@@ -34,6 +34,8 @@ TINY = {
     "latent2d_inverse": (
         dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, coarse_size=6, latent_kernel=3), (2, 11, 11, 1)
     ),
+    "transolver1d": (dict(d_model=8, n_layers=1, n_heads=2, n_slices=3), (2, 16, 1)),
+    "transolver2d": (dict(d_model=8, n_layers=2, n_heads=2, n_slices=4, temperature=1.0), (2, 9, 9, 1)),
 }
 
 

@@ -169,7 +169,7 @@ def test_cosformer_domain_rescales_and_rejects_outside_points():
         build_mixer("cosformer", D, H)(q, k, v)
 
 
-@pytest.mark.parametrize("name", ["galerkin", "fourier", "softmax", "linear", "performer", "cosformer"])
+@pytest.mark.parametrize("name", ["galerkin", "fourier", "softmax", "linear", "performer", "cosformer", "physics"])
 def test_none_weights_equal_explicit_uniform_weights(name):
     q, k, v = _qkv()
     mixer = build_mixer(name, D, H, **({"seed": 0} if name == "performer" else {})).double().eval()
@@ -183,6 +183,7 @@ def test_none_weights_equal_explicit_uniform_weights(name):
     ("linear", "kernels", "normalized_kernel_attention"),  # via kernels.feature_map_attention
     ("performer", "kernels", "normalized_kernel_attention"),
     ("cosformer", "mixers.cosformer", "normalized_kernel_attention"),
+    ("physics", "mixers.physics", "weighted_outer"),  # the slice tokens' numerator Σ_i w_i s_ij v_i
 ])
 def test_linear_kernels_sum_and_normalize_in_float32_under_autocast(name, where, helper, monkeypatch):
     module = importlib.import_module(f"petrov.operators.attention.{where}")
@@ -195,7 +196,7 @@ def test_linear_kernels_sum_and_normalize_in_float32_under_autocast(name, where,
 
     monkeypatch.setattr(module, helper, spy)
     q, k, v = (t.float().bfloat16() for t in _qkv(n=64))
-    mixer = build_mixer(name, D, H, **({"seed": 0} if name == "performer" else {})).eval()
+    mixer = build_mixer(name, D, H, **({"seed": 0} if name == "performer" else {})).eval().requires_grad_(False)
     pos = _pos(p=1, n=64).float()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         z = mixer(q, k, v, pos=pos, weights=_weights(n=64).float())
@@ -291,8 +292,9 @@ def test_registry_lists_the_six_mixers_with_their_norm_choice():
     assert set(list_mixers()) >= {"galerkin", "fourier", "softmax", "linear", "performer", "cosformer"}
     assert set(MIXERS.get("galerkin").normalized) == {"k", "v"}
     assert set(MIXERS.get("fourier").normalized) == {"q", "k"}
-    for name in ("softmax", "linear", "performer", "cosformer"):
+    for name in ("softmax", "linear", "performer", "cosformer", "physics"):
         assert MIXERS.get(name).normalized == ()
+    assert MIXERS.get("physics").inputs == ("k", "v")  # no query at the points
     assert set(mixer_options("performer")) == {"n_features", "redraw_interval", "seed", "ortho", "eps",
                                                 "causal", "chunk_size"}
 
@@ -305,6 +307,9 @@ def test_registry_lists_the_six_mixers_with_their_norm_choice():
     ("linear", {"eps": -1.0}, "eps"),
     ("cosformer", {"domain": (1.0, 0.0)}, "domain"),
     ("softmax", {"scale": 0.0}, "scale"),
+    ("physics", {"n_slices": 0}, "n_slices"),
+    ("physics", {"temperature": -0.5}, "temperature"),
+    ("physics", {"n_slice": 8}, "no option"),
 ])
 def test_bad_mixer_options_raise(name, options, match):
     with pytest.raises(ValueError, match=match):

@@ -6,12 +6,13 @@ import torch
 
 from petrov.operators import build_model, grid_coordinates, list_mixers, list_models, model_config, model_name
 from petrov.operators.blocks import EncoderConfig, EncoderLayer, count_parameters
-from petrov.operators.models import fno, galerkin1d, galerkin2d, point_set_models
+from petrov.operators.models import fno, galerkin1d, galerkin2d, point_set_models, transolver
 from petrov.operators.models import latent as latent2d
 
 ATTN_1D = dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3)
 ATTN_2D = dict(d_model=9, n_layers=1, n_heads=2, coarse_size=5)
 LATENT_2D = dict(d_model=9, n_layers=1, n_heads=2, latent_size=5, fine_width=3)
+TRANSOLVER = dict(d_model=8, n_layers=2, n_heads=2, n_slices=3)
 # name -> (tiny config, input shape builder from a resolution, two resolutions)
 TINY = {
     "fno1d": (dict(width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
@@ -25,6 +26,8 @@ TINY = {
     "marching1d": (dict(time_steps=3, width=4, modes=3, encoder_layers=1, decoder_layers=1, summary_modes=3,
                         proj_hidden=8, d_model=8, n_layers=1), lambda n: (2, n, 1), (16, 23)),
     "arfno1d": (dict(time_steps=3, width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
+    "transolver1d": (TRANSOLVER, lambda n: (2, n, 1), (16, 23)),
+    "transolver2d": (TRANSOLVER, lambda n: (2, n, n, 1), (9, 13)),
 }
 MARCHING_MODELS = ["marching1d", "arfno1d"]  # output: the trajectory, time_steps + 1 snapshots as channels
 ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse", "latent1d", "latent2d", "latent2d_inverse"]
@@ -88,7 +91,7 @@ def test_mixer_options_reach_the_mixer():
     assert model.layers[0].attention.init_gain == 0.5
 
 
-@pytest.mark.parametrize("name", ["galerkin2d", "latent2d"])
+@pytest.mark.parametrize("name", ["galerkin2d", "latent2d", "transolver2d"])
 @pytest.mark.parametrize("n", [9, 12])
 def test_darcy_forward_boundary_is_exactly_zero(name, n):
     config, shape, _ = TINY[name]
@@ -144,6 +147,10 @@ def test_fno_padding_keeps_the_grid():
         ("galerkin2d", galerkin2d.REFERENCE_CONFIG, 2_220_829),
         ("galerkin2d_inverse", galerkin2d.INVERSE_REFERENCE_CONFIG, 2_383_873),
         ("latent2d", latent2d.REFERENCE_SIZE_CONFIG, latent2d.REFERENCE_SIZE_PARAMETERS),
+        # the published Transolver size (8 layers, width 128, 8 heads, 64 slices, mlp_ratio 1), linear
+        # projections; counted by hand from thuml/Transolver's Physics_Attention_1D and Transolver_block
+        # (without its 128-entry placeholder): 33,920 + 8 x 84,936 + 385
+        ("transolver2d", transolver.REFERENCE_CONFIG, transolver.REFERENCE_PARAMETERS),
     ],
 )
 def test_reference_presets_have_the_reference_parameter_counts(name, preset, expected):

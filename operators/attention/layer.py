@@ -4,6 +4,7 @@ For ``x: (b, n, d_model)`` sampled at points ``pos: (b, n, p)`` with quadrature 
 ``w: (b, n)``:
 
 1. per head ``Q, K, V = x W^Q, x W^K, x W^V``                          ``(b, h, n, head_dim)``
+   (only those the mixer reads, its ``inputs``; the others are None and have no projection)
 2. the matrices the mixer names in ``normalized`` are normalized (``norm``: "column", "layer" or
    None; see :mod:`petrov.operators.attention.norms`), using the weights;
 3. the coordinates are appended to Q, K and V of every head             ``(b, h, n, head_dim + p)``
@@ -144,9 +145,13 @@ class Attention(nn.Module):
                              f"statistics over all points, later ones included; pass norm='layer' or None")
 
         inner = self.n_heads * self.head_dim
-        self.q_proj = nn.Linear(d_model, inner)
-        self.k_proj = nn.Linear(d_model, inner)
-        self.v_proj = nn.Linear(d_model, inner)
+        # a mixer that reads no query (physics attention) gets no query projection
+        self.inputs = tuple(getattr(self.mixer, "inputs", ("q", "k", "v")))
+        if not set(self.inputs) <= {"q", "k", "v"}:
+            raise ValueError(f"mixer {mixer!r}: inputs must be a subset of ('q', 'k', 'v'), got {self.inputs}")
+        self.q_proj = nn.Linear(d_model, inner) if "q" in self.inputs else None
+        self.k_proj = nn.Linear(d_model, inner) if "k" in self.inputs else None
+        self.v_proj = nn.Linear(d_model, inner) if "v" in self.inputs else None
         self.dropout = nn.Dropout(dropout)
         self.out_proj = nn.Linear(self.n_heads * (self.head_dim + self.pos_dim), d_model)
         self.init_gain, self.init_diagonal = float(init_gain), float(init_diagonal)
@@ -155,7 +160,7 @@ class Attention(nn.Module):
     @torch.no_grad()
     def reset_projections(self) -> None:
         """Xavier-uniform (gain ``init_gain``) + ``init_diagonal`` * identity on Q, K, V; zero biases."""
-        for proj in (self.q_proj, self.k_proj, self.v_proj):
+        for proj in (p for p in (self.q_proj, self.k_proj, self.v_proj) if p is not None):
             nn.init.xavier_uniform_(proj.weight, gain=self.init_gain)
             proj.weight += self.init_diagonal * torch.eye(
                 *proj.weight.shape, dtype=proj.weight.dtype, device=proj.weight.device)
@@ -168,14 +173,15 @@ class Attention(nn.Module):
     def _heads(self, x: torch.Tensor, pos: torch.Tensor | None, weights: torch.Tensor | None):
         """Steps 1-3: ``x: (b, n, d_model)`` -> normalized q, k, v with coordinates ``(b, h, n, e)``."""
         b, n, _ = x.shape
-        q, k, v = (self._split_heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        q, k, v = (self.norms[name](t, weights) if name in self.norms else t
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        q, k, v = (None if p is None else self._split_heads(p(x)) for p in projections)
+        q, k, v = (self.norms[name](t, weights) if name in self.norms and t is not None else t
                    for name, t in zip("qkv", (q, k, v)))
         if self.pos_dim:
             coords = pos.unsqueeze(1).expand(b, self.n_heads, n, self.pos_dim)
             # cat promotes (under autocast bf16 q + float32 coords -> float32): coordinates keep
             # their precision, bf16 cannot resolve a 1/8192 grid spacing
-            q, k, v = (torch.cat([t, coords], dim=-1) for t in (q, k, v))
+            q, k, v = (None if t is None else torch.cat([t, coords], dim=-1) for t in (q, k, v))
         return q, k, v
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
@@ -214,7 +220,7 @@ class Attention(nn.Module):
                              f"use forward on the whole prefix, or a linear-cost mixer")
         _positive_int("batch", batch)
         _positive_int("n_points", n_points)
-        param = self.q_proj.weight
+        param = self.out_proj.weight
         state = mixer_state(self.mixer, batch, self.n_heads, self.head_dim + self.pos_dim, self.pos_dim,
                             dtype or param.dtype, device or param.device)
         return AttentionState(state, 1.0 / n_points)

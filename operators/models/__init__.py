@@ -84,5 +84,5 @@ def build_model(name: str, **config):
 
 # Importing the modules registers the models.
 from . import (  # noqa: E402,F401
-    arfno1d, fno, galerkin1d, galerkin2d, latent, marching1d, mesh_attention, mesh_fno, mesh_latent,
+    arfno1d, fno, galerkin1d, galerkin2d, latent, marching1d, mesh_attention, mesh_fno, mesh_latent, transolver,
 )

@@ -69,9 +69,10 @@ class GridOperator(Operator):
 
 
 def zero_boundary(out: torch.Tensor) -> torch.Tensor:
-    """``(b, n_1, n_2, c)``: the interior kept, exact zeros on the first and last rows and columns
-    (the Dirichlet value of a node-grid solution)."""
-    return F.pad(out[:, 1:-1, 1:-1], (0, 0, 1, 1, 1, 1))
+    """``(b, *grid, c)``: the interior kept, exact zeros on the first and last points of every grid
+    axis (the Dirichlet value of a node-grid solution)."""
+    ndim = out.dim() - 2
+    return F.pad(out[(slice(None), *[slice(1, -1)] * ndim)], (0, 0) + (1, 1) * ndim)
 
 
 class PointSetOperator(Operator):

@@ -8,7 +8,9 @@ with ``q, k, v: (b, h, n, d)`` (already projected, normalized and with coordinat
 ``pos: (b, n, p)`` the point coordinates or None, ``weights: (b, n)`` quadrature weights summing
 to 1 or None for uniform ``1/n``; ``z: (b, h, n, d_v)``.  Its class attribute ``normalized``
 names which of "q", "k", "v" the attention layer normalizes before calling it; an optional class
-attribute ``requires_pos = True`` makes the layer insist on coordinates (``pos_dim > 0``).
+attribute ``requires_pos = True`` makes the layer insist on coordinates (``pos_dim > 0``), and an
+optional ``inputs`` (default ``("q", "k", "v")``) names the ones the mixer reads: the layer projects
+only those and passes None for the others (physics attention has no query at the points).
 ``head_dim`` is the width of q, k, v as the mixer sees them (the layer's head_dim + pos_dim).
 A mixer linear in q may also define ``matrix(k, v, pos=None, weights=None) -> (b, h, d, d)`` with
 ``forward(q, k, v) == q @ matrix(k, v)``; the layer then folds the output projection into that
@@ -77,4 +79,4 @@ def build_mixer(name: str, head_dim: int, n_heads: int, **options) -> nn.Module:
 
 
 # Importing the modules registers the mixers.
-from . import cosformer, fourier, galerkin, linear, performer, softmax  # noqa: E402,F401
+from . import cosformer, fourier, galerkin, linear, performer, physics, softmax  # noqa: E402,F401

@@ -1,0 +1,181 @@
+"""Transolver (Wu et al., ICML 2024) on grids: ``transolver1d`` and ``transolver2d``.
+
+The published structure (thuml/Transolver, ``Transolver_1D`` / the irregular-mesh model):
+
+    x (b, *grid, c_in), pos (b, *grid, d)  --flatten--> points (b, n, ·) with quadrature weights w
+      --preprocess MLP([x, c(pos)]): Linear(c_in + coord, 2 d_model), GELU, Linear(·, d_model)
+      --> n_layers x [ h = h + PhysicsAttention(LayerNorm(h)),  h = h + MLP(LayerNorm(h)) ]
+      --> LayerNorm, Linear(d_model, c_out)                         --> (b, *grid, c_out)
+
+Physics attention is the ``"physics"`` mixer (:mod:`petrov.operators.attention.mixers.physics`) in petrov's
+attention layer: K and V projections of width ``n_heads * (d_model // n_heads)`` (the reference's
+``in_project_x``, ``in_project_fx``), ``n_slices`` slices per head, the output projection
+(``to_out``).  The block MLP is ``Linear(d_model, dim_feedforward), GELU, Linear(·, d_model)``
+(``dim_feedforward`` defaults to d_model: the reference's ``mlp_ratio = 1``).  As in the reference, every
+Linear weight is drawn from a normal distribution with std ``init_std`` (0.02; the reference's
+``trunc_normal_`` cuts at ±2 in absolute value, which at that std cuts nothing), replacing the slice
+projection's orthogonal start too; biases 0, LayerNorms 1 and 0.
+
+Choices that make it one operator at every resolution (it is evaluated on grids it was not trained
+on):
+
+- The linear-projection (mesh) variant: the reference's structured-mesh models project with 3x3
+  convolutions, a stencil whose physical width is one grid spacing, so the operator changes with the
+  grid (it is not resolution-invariant).  Here every map is pointwise except the slice tokens.
+- The slice tokens are quadratures with the grid's weights: the tensor-product trapezoid rule on
+  node grids ``i/(n-1)``, uniform weights on periodic grids ``i/n`` (where the trapezoid rule is the
+  plain mean) (:func:`petrov.operators.transfer.grid_weights`).  The reference's plain sums over
+  the points are the same on uniform periodic grids but not on node grids (the boundary nodes would
+  count double).
+- Coordinates enter the preprocess as ``(cos 2πx, sin 2πx)`` on periodic grids
+  (:func:`petrov.operators.latent.coordinate_features`: a raw periodic coordinate jumps at the wrap,
+  and the slice integrals of a jump converge only at first order); raw ``x`` on node grids.  The
+  reference's Darcy run feeds distances to an 8x8 reference grid (``unified_pos``); we use the raw
+  coordinates its mesh problems use.
+- ``dirichlet=True`` (node grids): the output's boundary nodes are exact zeros (as ``latent2d``).
+
+Left out: the reference's ``placeholder``, a learned vector added after the preprocess, which
+duplicates the preprocess's last bias (128 parameters at the published width).
+
+``REFERENCE_CONFIG``: the published size for the standard benchmarks (Darcy, elasticity: 8 layers,
+width 128, 8 heads, 64 slices, mlp_ratio 1); ``REFERENCE_PARAMETERS`` its count for ``transolver2d``
+with one input and one output channel (the published 2.8M counts the 3x3-convolution projections).
+The defaults are smaller (CPU-trainable in minutes).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from petrov.common.config import check_positive
+
+from ..attention import Attention
+from ..blocks import FeedForward, FullPrecisionLinear, activation
+from ..latent import coordinate_features
+from ..layout import grid_to_points, points_to_grid
+from ..attention.mixers.physics import check_temperature
+from ..transfer import grid_weights
+from . import register_model
+from .base import GridOperator, zero_boundary
+
+
+@dataclass
+class Transolver1dConfig:
+    in_channels: int = 1
+    out_channels: int = 1
+    d_model: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    n_slices: int = 32
+    temperature: float = 0.5  # initial slice temperature τ of every head (learned)
+    dim_feedforward: Optional[int] = None  # block MLP hidden width, default d_model (mlp_ratio 1)
+    preprocess_hidden: Optional[int] = None  # default 2 * d_model
+    activation: str = "gelu"
+    dropout: float = 0.0
+    init_std: float = 0.02
+    periodic: bool = True
+    dirichlet: bool = False  # node grids only: exact zeros on the boundary nodes
+
+    def __post_init__(self):
+        check_positive(self, "in_channels", "out_channels", "d_model", "n_layers", "n_heads", "n_slices",
+                       "dim_feedforward", "preprocess_hidden")
+        name = type(self).__name__
+        if self.d_model < self.n_heads:
+            raise ValueError(f"{name}: d_model ({self.d_model}) must be at least n_heads ({self.n_heads})")
+        check_temperature(self.temperature)
+        if isinstance(self.init_std, bool) or not isinstance(self.init_std, (int, float)) \
+                or not math.isfinite(self.init_std) or self.init_std <= 0:
+            raise ValueError(f"{name}.init_std must be a positive number, got {self.init_std!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            raise ValueError(f"{name}.dropout must be a probability in [0, 1), got {self.dropout!r}")
+        if self.dirichlet and self.periodic:
+            raise ValueError(f"{name}: dirichlet=True needs a node grid (periodic=False); a periodic grid "
+                             f"has no boundary")
+
+
+@dataclass
+class Transolver2dConfig(Transolver1dConfig):
+    """The same fields; defaults for Darcy (node grids, zero boundary values)."""
+
+    periodic: bool = False
+    dirichlet: bool = True
+
+
+REFERENCE_CONFIG = {"d_model": 128, "n_layers": 8, "n_heads": 8, "n_slices": 64, "dim_feedforward": 128}
+REFERENCE_PARAMETERS = 713_793  # transolver2d, 1 input and 1 output channel
+
+
+class TransolverBlock(nn.Module):
+    """``(b, n, d) -> (b, n, d)``: ``h + Attn(LN(h), w)``, then ``h + MLP(LN(h))`` (pre-norm)."""
+
+    def __init__(self, c: Transolver1dConfig):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(c.d_model)
+        self.attention = Attention(c.d_model, mixer="physics", norm=None, n_heads=c.n_heads, dropout=c.dropout,
+                                   mixer_options={"n_slices": c.n_slices, "temperature": c.temperature})
+        self.norm2 = nn.LayerNorm(c.d_model)
+        self.mlp = FeedForward(c.d_model, c.dim_feedforward or c.d_model, c.activation)
+
+    def forward(self, h: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+        h = h + self.attention(self.norm1(h), None, weights)
+        return h + self.mlp(self.norm2(h))
+
+
+class _Transolver(GridOperator):
+    def __init__(self, config: Transolver1dConfig):
+        super().__init__(config)
+        c = config
+        coord_dim = 2 * self.ndim if c.periodic else self.ndim
+        hidden = c.preprocess_hidden or 2 * c.d_model
+        self.preprocess = nn.Sequential(nn.Linear(c.in_channels + coord_dim, hidden), activation(c.activation),
+                                        nn.Linear(hidden, c.d_model))
+        self.blocks = nn.ModuleList(TransolverBlock(c) for _ in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model)
+        self.head = FullPrecisionLinear(c.d_model, c.out_channels)  # float32 output under autocast
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """The reference's initialization: normal with std ``init_std`` (truncated at ±2 absolute, as the
+        reference) on every Linear weight, zero biases, LayerNorm weight 1 and bias 0."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.trunc_normal_(module.weight, std=self.config.init_std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        """``(b, *grid, c_in)`` -> ``(b, *grid, c_out)``; ``pos`` defaults to the uniform grid."""
+        c, name = self.config, type(self).__name__
+        pos = self.grid_inputs(x, pos)
+        grid = tuple(x.shape[1:-1])
+        if not c.periodic and min(grid) < 2:
+            raise ValueError(f"{name}: a node grid needs at least 2 points per axis, got {grid}")
+        # the slice tokens' quadrature (uniform on periodic grids: None takes the cheaper uniform path)
+        weights = None if c.periodic else grid_weights(grid, False, pos.dtype, x.device).unsqueeze(0)
+        h = grid_to_points(self.preprocess(torch.cat([x, coordinate_features(pos, c.periodic)], dim=-1)))
+        for block in self.blocks:
+            h = block(h, weights)
+        out = points_to_grid(self.head(self.norm(h)), grid)
+        return zero_boundary(out) if c.dirichlet else out
+
+
+@register_model("transolver1d", Transolver1dConfig)
+class Transolver1d(_Transolver):
+    """Transolver on 1-D grids ``(b, n, c_in) -> (b, n, c_out)`` (periodic by default, as Burgers)."""
+
+    ndim = 1
+
+
+@register_model("transolver2d", Transolver2dConfig)
+class Transolver2d(_Transolver):
+    """Transolver on 2-D grids ``(b, n1, n2, c_in) -> (b, n1, n2, c_out)`` (node grids, zero boundary)."""
+
+    ndim = 2
