@@ -3,6 +3,9 @@
 Generate (``generate_dataset`` / ``petrov generate``) Burgers, Darcy and inverse-Darcy datasets into HDF5
 files, resumably, or import your own arrays into the same format (``import_arrays`` / ``petrov import``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
 (``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
+Data on triangle meshes (``petrov.datasets.mesh``): Darcy flow on irregular domains (``generate_dataset(
+"darcy-mesh", ...)``), read lazily (``open_mesh_dataset``) and
+batched as padded point sets (``collate_points``).
 The building blocks (GRF samplers, the Burgers and Darcy solvers) are public too.
 """
 from .burgers import solve_burgers, solve_burgers_trajectory
@@ -11,6 +14,7 @@ from .fno_files import open_mat, read_mat
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 from .importing import import_arrays
 from .loading import GridDataset, dataset_info, open_dataset
+from .mesh import MeshDataset, collate_points, open_mesh_dataset
 from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, add_noise, fit_normalizer
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
 from .sampling import allowed_resolutions, average_pool, stride_for
@@ -18,12 +22,14 @@ from .storage import generate_dataset
 
 __all__ = [
     "GridDataset",
+    "MeshDataset",
     "PointwiseGaussianNormalizer",
     "RECIPES",
     "UnitGaussianNormalizer",
     "add_noise",
     "allowed_resolutions",
     "average_pool",
+    "collate_points",
     "darcy_coefficient",
     "dataset_info",
     "default_params",
@@ -35,6 +41,7 @@ __all__ = [
     "neumann_grf_2d",
     "open_dataset",
     "open_mat",
+    "open_mesh_dataset",
     "periodic_grf_1d",
     "read_mat",
     "solve_burgers",

@@ -12,6 +12,7 @@ import json
 import sys
 import typing
 
+from .mesh.recipes import MESH_RECIPES
 from .recipes import RECIPES
 
 
@@ -35,8 +36,9 @@ def _generate(args: argparse.Namespace) -> int:
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
     try:
         path = generate_dataset(
-            args.kind, args.output, args.n_samples, args.resolution, args.seed, overwrite=args.overwrite,
-            chunk_size=args.chunk_size, workers=args.workers, progress=not args.no_progress, **params,
+            args.kind, args.output, args.n_samples, getattr(args, "resolution", None),  # mesh kinds have none
+            args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size, workers=args.workers,
+            progress=not args.no_progress, **params,
         )
     except KeyboardInterrupt:
         print(f"petrov generate: interrupted; rerun the same command to resume from {args.output}.partial",
@@ -108,6 +110,9 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
+    if info.get("layout") == "mesh":
+        print("\n".join(_mesh_info_lines(info)))
+        return 0
     status = "complete" if info["complete"] else "INCOMPLETE (rerun the generation to resume)"
     lines = [
         f"file:        {info['path']} ({info['source']})",
@@ -123,34 +128,60 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    gen = sub.add_parser("generate", help="generate a Burgers / Darcy / inverse-Darcy dataset (HDF5)",
-                         description="Generate a dataset into an HDF5 file; an interrupted run resumes when rerun.")
-    kinds = gen.add_subparsers(dest="kind", metavar="KIND", required=True)
-    for name in RECIPES:
-        recipe = RECIPES.get(name)
-        if not recipe.generatable:  # imported data: `petrov import`
-            continue
-        p = kinds.add_parser(name, help=recipe.description, description=recipe.description, allow_abbrev=False)
-        p.add_argument("--n-samples", type=int, required=True, help="number of samples")
+def _mesh_info_lines(info: dict) -> list[str]:
+    status = "complete" if info["complete"] else "INCOMPLETE (rerun the generation to resume)"
+    lines = [
+        f"file:        {info['path']} ({info['source']})",
+        f"kind:        {info['kind']}",
+        f"samples:     {info['n_complete']} of {info['n_samples']} ({status})",
+        "meshes:      nodes per sample (min / mean / max), mean triangles",
+    ]
+    for name, level in info["levels"].items():
+        nodes, triangles = level["nodes"], level["triangles"]
+        counts = (f"{nodes['min']:,} / {nodes['mean']:,.0f} / {nodes['max']:,} nodes, {triangles['mean']:,.0f} "
+                  f"triangles" if nodes else "none written")
+        spacing = f" (spacing {level['spacing']:.4g})" if "spacing" in level else ""
+        lines.append(f"  {name:<10} {counts}{spacing}")
+    if info["domain_families"]:
+        lines.append("domains:     " + ", ".join(f"{k} {v}" for k, v in info["domain_families"].items()))
+    lines.append("attributes:")
+    lines += [f"  {k} = {_format_value(v)}" for k, v in sorted(info["attrs"].items())]
+    return lines
+
+
+def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None:
+    p = kinds.add_parser(recipe.name, help=recipe.description, description=recipe.description, allow_abbrev=False)
+    p.add_argument("--n-samples", type=int, required=True, help="number of samples")
+    if not mesh:
         p.add_argument("--resolution", type=int, default=None,
                        help=f"native grid points per axis (default {recipe.native_resolution})")
-        p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-        p.add_argument("-o", "--output", required=True, help="output file, e.g. data/burgers.h5")
-        p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-        p.add_argument("--workers", type=int, default=0,
-                       help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
-        p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
-        p.add_argument("--no-progress", action="store_true", help="no progress bar")
-        hints = typing.get_type_hints(recipe.params_cls)
-        group = p.add_argument_group("equation parameters")
-        for field in dataclasses.fields(recipe.params_cls):
-            _param_option(group, field, hints[field.name])
-        p.set_defaults(func=_generate)
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("-o", "--output", required=True, help="output file, e.g. data/burgers.h5")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--workers", type=int, default=0,
+                   help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
+    p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    hints = typing.get_type_hints(recipe.params_cls)
+    group = p.add_argument_group("equation parameters")
+    for field in dataclasses.fields(recipe.params_cls):
+        _param_option(group, field, hints[field.name])
+    p.set_defaults(func=_generate)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    gen = sub.add_parser("generate", help="generate a Burgers / Darcy / inverse-Darcy / Darcy-on-meshes dataset (HDF5)",
+                         description="Generate a dataset into an HDF5 file; an interrupted run resumes when rerun.")
+    kinds = gen.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for registry, mesh in ((RECIPES, False), (MESH_RECIPES, True)):
+        for name in registry:
+            recipe = registry.get(name)
+            if recipe.generatable:  # imported data: `petrov import`
+                _add_generate(kinds, recipe, mesh)
 
     _add_import(sub)
 
-    info = sub.add_parser("info", help="show what a dataset file (.h5 or FNO .mat) holds")
+    info = sub.add_parser("info", help="show what a dataset file (grid or mesh .h5, or FNO .mat) holds")
     info.add_argument("file", help="dataset file")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=_info)

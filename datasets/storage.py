@@ -43,6 +43,7 @@ from .recipes import Recipe, get_recipe
 
 FORMAT = "petrov-dataset"
 FORMAT_VERSION = 1
+MESH_FORMAT = "petrov-mesh-dataset"  # samples on triangle meshes: petrov.datasets.mesh.storage
 # Attributes that must match for a partial file to be resumed.
 _IDENTITY = ("format_version", "kind", "params", "seed", "native_resolution", "n_samples")
 
@@ -243,7 +244,21 @@ def generate_dataset(
     ``path.partial`` with the same kind, parameters, seed, resolution and ``n_samples`` is resumed
     (even with ``overwrite``); one with different settings is a ValueError unless ``overwrite``.
     ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(path)``.
+    Mesh kinds (``darcy-mesh``) take no ``resolution`` and are written by
+    ``petrov.datasets.mesh.storage.generate_mesh_dataset``.
     """
+    from .mesh.recipes import MESH_RECIPES  # here: the mesh package imports this module
+    from .recipes import RECIPES
+
+    if kind not in RECIPES and kind not in MESH_RECIPES:
+        raise KeyError(f"{RECIPES.unknown_message(kind)}; mesh kinds: {', '.join(MESH_RECIPES.names())}")
+    if kind in MESH_RECIPES:
+        from .mesh.storage import generate_mesh_dataset
+
+        if resolution is not None:
+            raise ValueError(f"{kind} is a mesh dataset: it has no resolution (its mesh spacing is the h parameter)")
+        return generate_mesh_dataset(kind, path, n_samples, seed, overwrite=overwrite, chunk_size=chunk_size,
+                                     workers=workers, progress=progress, callback=callback, **params)
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution
@@ -390,6 +405,9 @@ def open_stored(path: str | os.PathLike) -> StoredData:
     h5 = open_h5(path)
     try:
         attrs = file_attrs(h5)
+        if attrs.get("format") == MESH_FORMAT:
+            raise ValueError(f"{path} holds samples on meshes ({attrs.get('kind')}); open it with "
+                             f"petrov.datasets.mesh.open_mesh_dataset")
         if attrs.get("format") != FORMAT:
             raise ValueError(f"{path} is an HDF5 file but not a petrov dataset (no format={FORMAT!r} attribute)")
         missing = [k for k in ("x", "y") if k not in h5]
