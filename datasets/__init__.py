@@ -4,7 +4,7 @@ Generate (``generate_dataset`` / ``petrov generate``) Burgers, Darcy and inverse
 files, resumably, or import your own arrays into the same format (``import_arrays`` / ``petrov import``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
 (``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
 Data on triangle meshes (``petrov.datasets.mesh``): Darcy flow on irregular domains (``generate_dataset(
-"darcy-mesh", ...)``), read lazily (``open_mesh_dataset``) and
+"darcy-mesh", ...)``) or your own meshes (``import_meshes``), read lazily (``open_mesh_dataset``) and
 batched as padded point sets (``collate_points``).
 The building blocks (GRF samplers, the Burgers and Darcy solvers) are public too.
 """
@@ -14,7 +14,7 @@ from .fno_files import open_mat, read_mat
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 from .importing import import_arrays
 from .loading import GridDataset, dataset_info, open_dataset
-from .mesh import MeshDataset, collate_points, open_mesh_dataset
+from .mesh import MeshDataset, collate_points, import_meshes, open_mesh_dataset
 from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, add_noise, fit_normalizer
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
 from .sampling import allowed_resolutions, average_pool, stride_for
@@ -37,6 +37,7 @@ __all__ = [
     "generate_dataset",
     "get_recipe",
     "import_arrays",
+    "import_meshes",
     "list_kinds",
     "neumann_grf_2d",
     "open_dataset",

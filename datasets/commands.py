@@ -1,8 +1,11 @@
 """``petrov generate KIND ...``, ``petrov import`` and ``petrov info FILE``.
 
-Each registered dataset kind gets its own ``generate`` sub-command whose equation options are made from
-its parameter dataclass (``--nu``, ``--t``, ``--averaging``, ``--coarse-resolution``, ...), so a new recipe
-needs no CLI code. Errors are raised (ValueError, FileExistsError, ...) and reported by ``train/cli.py``.
+Each registered dataset kind, grid (``recipes.RECIPES``) or mesh (``mesh.recipes.MESH_RECIPES``), gets its
+own ``generate`` sub-command whose equation options are made from its parameter dataclass (``--nu``,
+``--t``, ``--averaging``, ``--coarse-resolution``, ``--h``, ...), so a new recipe needs no CLI code; mesh
+kinds have no ``--resolution``. ``petrov import`` takes arrays on a grid (``--x/--y/--grid``) or meshes
+(``--mesh FILE ... --x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
+reported by ``train/cli.py``.
 """
 from __future__ import annotations
 
@@ -52,6 +55,12 @@ def _import(args: argparse.Namespace) -> int:
     from ..train.cli import UsageError
     from .importing import import_arrays
 
+    if args.mesh:
+        return _import_meshes(args, UsageError)
+    missing = [opt for opt, value in (("--x", args.x), ("--y", args.y), ("--grid", args.grid)) if value is None]
+    if missing:
+        raise UsageError(f"grid arrays need {', '.join(missing)} (or import meshes with --mesh FILE ... "
+                         f"--x-field NAME --y-field NAME)")
     domain = None
     if args.domain is not None:
         if len(args.domain) % 2:
@@ -67,17 +76,43 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+_GRID_ONLY = ("x", "y", "grid", "x_axes", "y_axes", "domain", "coords")
+
+
+def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
+    from .mesh.importing import import_meshes
+
+    clash = [f"--{name.replace('_', '-')}" for name in _GRID_ONLY if getattr(args, name) is not None]
+    if clash:
+        raise usage_error(f"{', '.join(clash)} apply to grid arrays, not to --mesh files")
+    missing = [opt for opt, value in (("--x-field", args.x_field), ("--y-field", args.y_field)) if value is None]
+    if missing:
+        raise usage_error(f"--mesh needs {' and '.join(missing)}: the names of the nodal input and target fields")
+    path = import_meshes(
+        args.output, args.mesh, x_field=args.x_field, y_field=args.y_field, points_key=args.points_key,
+        triangles_key=args.triangles_key, rescale=args.rescale, overwrite=args.overwrite, chunk_size=args.chunk_size,
+        description=args.description, progress=not args.no_progress,
+    )
+    print(f"wrote {path}")
+    return 0
+
+
 def _add_import(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "import", help="turn your own input/output arrays (.npy, .npz, HDF5, .mat) into a petrov dataset",
-        description="Write input/output arrays into a petrov dataset file (HDF5) that loads at strided "
-        "resolutions and trains through data.path like a generated one. SPEC is FILE.npy or FILE:KEY "
-        "(a .npz key, an HDF5 dataset path, a .mat variable).",
-        epilog="example: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5",
+        "import",
+        help="turn your own arrays (.npy, .npz, HDF5, .mat) or meshes (.msh, .vtu, .npz, ...) into a petrov dataset",
+        description="Write input/output arrays on a grid into a petrov dataset file (HDF5) that loads at "
+        "strided resolutions and trains through data.path like a generated one (SPEC is FILE.npy or FILE:KEY: "
+        "a .npz key, an HDF5 dataset path, a .mat variable); or, with --mesh, triangle meshes with nodal "
+        "fields (one sample per file: anything meshio reads, or a .npz of points, triangles and fields) into "
+        "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset.",
+        epilog="examples: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5\n"
+        "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--x", required=True, metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
-    p.add_argument("--y", required=True, metavar="SPEC", help="the output (target) array")
-    p.add_argument("--grid", required=True, choices=["periodic", "nodes"],
+    p.add_argument("--x", metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
+    p.add_argument("--y", metavar="SPEC", help="the output (target) array")
+    p.add_argument("--grid", choices=["periodic", "nodes"],
                    help="periodic: points i/n (right end excluded); nodes: i/(n-1) with both boundaries")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. data/mine.h5")
     p.add_argument("--x-axes", metavar="AXES", help="axis order of x: N samples, X/Y grid, C channels "
@@ -87,6 +122,15 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
                    help="the domain: LO HI for every axis, or one pair per axis (default 0 1)")
     p.add_argument("--coords", nargs="+", metavar="SPEC",
                    help="1-D coordinates of each grid axis (checked uniform; they give the domain)")
+    meshes = p.add_argument_group("meshes (instead of --x/--y/--grid)")
+    meshes.add_argument("--mesh", nargs="+", metavar="FILE", help="mesh files, one sample each (.msh, .vtu, "
+                        ".xdmf, ... read by meshio; or .npz with points, triangles and the fields)")
+    meshes.add_argument("--x-field", metavar="NAME", help="nodal input field (point data / .npz array name)")
+    meshes.add_argument("--y-field", metavar="NAME", help="nodal target field")
+    meshes.add_argument("--points-key", default="points", metavar="NAME", help=".npz: node coordinates (n, 2)")
+    meshes.add_argument("--triangles-key", default="triangles", metavar="NAME", help=".npz: triangles (t, 3), 0-based")
+    meshes.add_argument("--rescale", action="store_true",
+                        help="map the meshes' common bounding box into [0, 1]^2 (aspect ratio kept)")
     p.add_argument("--description", help="what the data are (stored as the 'equation' attribute)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--chunk-size", type=int, default=None, help="samples read and written at a time")
