@@ -6,8 +6,8 @@ import pytest
 from petrov.datasets.mesh import DOMAIN_FAMILIES, Domain, mesh_domain, sample_domain, to_skfem
 from petrov.datasets.mesh.domains import check_domain, loop_gap, signed_area, subdivide
 from petrov.datasets.mesh.fem import from_skfem
-from petrov.datasets.mesh.geometry import boundary_edges, min_angle, signed_areas
-from petrov.datasets.mesh.mesher import boundary_nodes
+from petrov.datasets.mesh.geometry import boundary_distance, boundary_edges, min_angle, segment_distance, signed_areas
+from petrov.datasets.mesh.mesher import boundary_nodes, hexagonal_lattice
 
 H = 0.058
 
@@ -55,6 +55,19 @@ def test_check_domain_names_what_is_wrong():
     bowtie = np.array([[0.0, 0.0], [0.05, 0.05], [0.0, 0.05], [0.05, 0.0]])
     with pytest.raises(ValueError, match="crosses itself"):
         check_domain(Domain("test", bowtie), H)
+
+
+@pytest.mark.parametrize("h", [H, H / 4])
+def test_boundary_distance_is_the_plain_distance_near_the_boundary(h):
+    for family in DOMAIN_FAMILIES.names():
+        domain = domains(family, count=1)[0]
+        nodes, segments = boundary_nodes(domain, h)
+        points = hexagonal_lattice(np.random.default_rng(0), h)
+        plain = segment_distance(points, nodes[segments[:, 0]], nodes[segments[:, 1]])  # every pair
+        near = boundary_distance(points, nodes, segments, 0.55 * h)
+        close = plain < 0.55 * h
+        np.testing.assert_allclose(near[close], plain[close], rtol=1e-12)
+        assert np.isinf(near[~close]).all() and close.any()
 
 
 @pytest.mark.parametrize("family", DOMAIN_FAMILIES.names())

@@ -26,9 +26,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 from matplotlib.path import Path as MplPath
-from scipy.spatial import cKDTree
 
 from petrov.common.registry import Registry
+from .geometry import segment_distance
 
 GAP = 3.0  # features at least GAP coarse spacings apart
 PLACEMENT_TRIES = 200  # rejection draws per hole before the hole count is lowered
@@ -80,52 +80,13 @@ def subdivide(loop: np.ndarray, h: float) -> np.ndarray:
     return start[edge] + t[:, None] * (end[edge] - start[edge])
 
 
-def segment_distance(points: np.ndarray, a: np.ndarray, b: np.ndarray, block: int = 2**21) -> np.ndarray:
-    """(n,) distance from each point to the nearest of the segments ``a[k] -> b[k]`` (blocks of pairs)."""
-    d = b - a
-    length2 = np.maximum((d**2).sum(axis=1), 1e-300)
-    out = np.empty(len(points))
-    rows = max(1, block // max(1, len(a)))
-    for lo in range(0, len(points), rows):
-        p = points[lo : lo + rows, None, :]
-        t = np.clip(((p - a) * d).sum(axis=2) / length2, 0.0, 1.0)
-        out[lo : lo + rows] = np.sqrt((((a + t[..., None] * d) - p) ** 2).sum(axis=2).min(axis=1))
-    return out
-
-
-def boundary_distance(points: np.ndarray, nodes: np.ndarray, segments: np.ndarray, cutoff: float) -> np.ndarray:
-    """(n,) distance from each point to the nearest segment ``nodes[s0] -> nodes[s1]`` where it is below
-    ``cutoff``, inf elsewhere. A point within ``d`` of a segment of length at most ``L`` is within
-    ``sqrt(d^2 + L^2/4)`` of one of its ends, so only the segments at the nodes a k-d tree finds in that
-    radius are measured (the band along the boundary, not every point against every segment)."""
-    longest = float(np.linalg.norm(nodes[segments[:, 1]] - nodes[segments[:, 0]], axis=1).max())
-    radius = math.sqrt(cutoff**2 + longest**2 / 4) * (1 + 1e-9)
-    pairs = cKDTree(nodes).sparse_distance_matrix(cKDTree(points), radius, output_type="ndarray")
-    node, point = pairs["i"], pairs["j"]
-    incident = [[] for _ in range(len(nodes))]  # both segments at each node
-    for k, (s0, s1) in enumerate(segments):
-        incident[s0].append(k)
-        incident[s1].append(k)
-    width = max(len(x) for x in incident)
-    table = np.array([x + [x[0]] * (width - len(x)) for x in incident])
-    seg = table[node].ravel()
-    pts = np.repeat(point, width)
-    a, b = nodes[segments[seg, 0]], nodes[segments[seg, 1]]
-    d = b - a
-    t = np.clip(((points[pts] - a) * d).sum(axis=1) / np.maximum((d**2).sum(axis=1), 1e-300), 0.0, 1.0)
-    dist = np.linalg.norm(a + t[:, None] * d - points[pts], axis=1)
-    out = np.full(len(points), np.inf)
-    np.minimum.at(out, pts, dist)
-    out[out >= cutoff] = np.inf
-    return out
-
-
 def loop_segments(loop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return loop, np.roll(loop, -1, axis=0)
 
 
 def loop_gap(first: np.ndarray, second: np.ndarray) -> float:
-    """Distance between two closed polygons (0 if they cross): attained at a vertex of one of them."""
+    """Distance between two closed polygons that do not cross, attained at a vertex of one of them (polygons
+    that cross, with edges of at most h, come out closer than h / 2)."""
     return float(min(segment_distance(first, *loop_segments(second)).min(),
                      segment_distance(second, *loop_segments(first)).min()))
 
@@ -301,4 +262,4 @@ def sample_domain(rng: np.random.Generator, h: float, families: Sequence[str] = 
 
 
 __all__ = ["DOMAIN_FAMILIES", "Domain", "GAP", "check_domain", "loop_gap", "parse_families", "sample_domain",
-           "boundary_distance", "segment_distance", "signed_area", "subdivide"]
+           "signed_area", "subdivide"]

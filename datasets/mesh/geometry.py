@@ -1,10 +1,14 @@
-"""Triangle-mesh geometry: signed areas, orientation, edges, boundary nodes, angles, lumped-mass weights.
+"""Geometry of triangle meshes (signed areas, orientation, edges, boundary nodes, angles, lumped-mass
+weights) and of segments (point-to-segment distances).
 
 A mesh is ``points`` float (n, 2) and ``triangles`` integer (t, 3) indices into them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy.spatial import cKDTree
 
 
 def signed_areas(points: np.ndarray, triangles: np.ndarray) -> np.ndarray:
@@ -63,5 +67,45 @@ def min_angle(points: np.ndarray, triangles: np.ndarray) -> float:
     return float(angles(points, triangles).min())
 
 
-__all__ = ["angles", "boundary_edges", "boundary_mask", "lumped_weights", "min_angle", "orient_counterclockwise",
-           "signed_areas", "triangle_edges"]
+def segment_distance(points: np.ndarray, a: np.ndarray, b: np.ndarray, block: int = 2**21) -> np.ndarray:
+    """(n,) distance from each point to the nearest of the segments ``a[k] -> b[k]`` (blocks of pairs)."""
+    d = b - a
+    length2 = np.maximum((d**2).sum(axis=1), 1e-300)
+    out = np.empty(len(points))
+    rows = max(1, block // max(1, len(a)))
+    for lo in range(0, len(points), rows):
+        p = points[lo : lo + rows, None, :]
+        t = np.clip(((p - a) * d).sum(axis=2) / length2, 0.0, 1.0)
+        out[lo : lo + rows] = np.sqrt((((a + t[..., None] * d) - p) ** 2).sum(axis=2).min(axis=1))
+    return out
+
+
+def boundary_distance(points: np.ndarray, nodes: np.ndarray, segments: np.ndarray, cutoff: float) -> np.ndarray:
+    """(n,) distance from each point to the nearest segment ``nodes[s0] -> nodes[s1]`` where it is below
+    ``cutoff``, inf elsewhere. A point within ``d`` of a segment of length at most ``L`` is within
+    ``sqrt(d^2 + L^2/4)`` of one of its ends, so only the segments at the nodes a k-d tree finds in that
+    radius are measured (the band along the boundary, not every point against every segment)."""
+    longest = float(np.linalg.norm(nodes[segments[:, 1]] - nodes[segments[:, 0]], axis=1).max())
+    radius = math.sqrt(cutoff**2 + longest**2 / 4) * (1 + 1e-9)
+    pairs = cKDTree(nodes).sparse_distance_matrix(cKDTree(points), radius, output_type="ndarray")
+    node, point = pairs["i"], pairs["j"]
+    # every (point, segment at one of the nodes found) pair: the segments grouped by their end nodes
+    ends = segments.T.ravel()
+    order = np.argsort(ends, kind="stable")
+    first = np.searchsorted(ends[order], node, side="left")
+    count = np.searchsorted(ends[order], node, side="right") - first
+    pts = np.repeat(point, count)
+    within = np.arange(len(pts)) - np.repeat(np.cumsum(count) - count, count)
+    seg = (order % len(segments))[np.repeat(first, count) + within]
+    a, b = nodes[segments[seg, 0]], nodes[segments[seg, 1]]
+    d = b - a
+    t = np.clip(((points[pts] - a) * d).sum(axis=1) / np.maximum((d**2).sum(axis=1), 1e-300), 0.0, 1.0)
+    dist = np.linalg.norm(a + t[:, None] * d - points[pts], axis=1)
+    out = np.full(len(points), np.inf)
+    np.minimum.at(out, pts, dist)
+    out[out >= cutoff] = np.inf
+    return out
+
+
+__all__ = ["angles", "boundary_distance", "boundary_edges", "boundary_mask", "lumped_weights", "min_angle",
+           "orient_counterclockwise", "segment_distance", "signed_areas", "triangle_edges"]

@@ -27,8 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import Delaunay
 
-from .domains import Domain, boundary_distance, subdivide
-from .geometry import min_angle, orient_counterclockwise, signed_areas, triangle_edges
+from .domains import Domain, subdivide
+from .geometry import boundary_distance, min_angle, orient_counterclockwise, signed_areas, triangle_edges
 
 CLEARANCE = 0.55  # interior nodes at least this many h from the boundary (> 1/2: Gabriel)
 JITTER = 0.1  # interior nodes moved by at most this many h
