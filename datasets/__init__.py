@@ -3,6 +3,9 @@
 Generate (``generate_dataset`` / ``petrov generate``) Burgers, Darcy and inverse-Darcy datasets into HDF5
 files, resumably, or import your own arrays into the same format (``import_arrays`` / ``petrov import``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
 (``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
+Data on triangle meshes (``petrov.datasets.mesh``): Darcy flow on irregular domains (``generate_dataset(
+"darcy-mesh", ...)``) or your own meshes (``import_meshes``), read lazily (``open_mesh_dataset``) and
+batched as padded point sets (``collate_points``).
 The building blocks (GRF samplers, the Burgers and Darcy solvers) are public too.
 """
 from .burgers import solve_burgers, solve_burgers_trajectory
@@ -12,6 +15,7 @@ from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 from .importing import import_arrays
 from .loading import GridDataset, dataset_info, open_dataset
 from .noise import InputNoise, add_noise
+from .mesh import MeshDataset, collate_points, import_meshes, open_mesh_dataset
 from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, fit_normalizer
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
 from .sampling import allowed_resolutions, average_pool, stride_for
@@ -20,12 +24,14 @@ from .storage import generate_dataset
 __all__ = [
     "GridDataset",
     "InputNoise",
+    "MeshDataset",
     "PointwiseGaussianNormalizer",
     "RECIPES",
     "UnitGaussianNormalizer",
     "add_noise",
     "allowed_resolutions",
     "average_pool",
+    "collate_points",
     "darcy_coefficient",
     "dataset_info",
     "default_params",
@@ -33,10 +39,12 @@ __all__ = [
     "generate_dataset",
     "get_recipe",
     "import_arrays",
+    "import_meshes",
     "list_kinds",
     "neumann_grf_2d",
     "open_dataset",
     "open_mat",
+    "open_mesh_dataset",
     "periodic_grf_1d",
     "read_mat",
     "solve_burgers",

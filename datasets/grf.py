@@ -100,6 +100,19 @@ def neumann_grf_std(n: int, *, alpha: float = 2.0, tau: float = 3.0) -> np.ndarr
     return c
 
 
+def neumann_grf_coefficients(n: int, seed: int, indices, *, alpha: float = 2.0, tau: float = 3.0) -> np.ndarray:
+    """The series coefficients ``s_k zeta_k`` of cos(pi k1 x) cos(pi k2 y), k1, k2 = 0..n-1, of each sample:
+    float64 (len(indices), n, n), axis 1 the x mode k1. Evaluated anywhere, these are the samples of
+    :func:`neumann_grf_2d` (on its grid) and of the mesh data (``petrov.datasets.mesh.coefficient``)."""
+    n = _check_n(n, 2)
+    idx = _check_indices(seed, indices)
+    std = neumann_grf_std(n, alpha=alpha, tau=tau)
+    out = np.empty((idx.size, n, n))
+    for j, i in enumerate(idx):
+        out[j] = _normals(seed, _STREAM_2D, i, (n, n)) * std
+    return out
+
+
 def neumann_grf_2d(n: int, seed: int, indices, *, alpha: float = 2.0, tau: float = 3.0) -> np.ndarray:
     """Samples of the 2-D Neumann GRF on the node grid x_i = i/(n-1) of [0,1]^2: float64 (len(indices), n, n).
 
@@ -107,15 +120,12 @@ def neumann_grf_2d(n: int, seed: int, indices, *, alpha: float = 2.0, tau: float
     """
     n = _check_n(n, 2)
     idx = _check_indices(seed, indices)
-    std = neumann_grf_std(n, alpha=alpha, tau=tau)
     # Unnormalised DCT-I: y_i = x_0 + (-1)^i x_{n-1} + 2 sum_{k=1}^{n-2} x_k cos(pi k i/(n-1)),
-    # so interior coefficients are halved once per axis to get the plain cosine sum.
+    # so interior coefficients are halved once per axis to get the plain cosine sum (exact: powers of 2).
     half = np.full(n, 0.5)
     half[[0, -1]] = 1.0
-    weight = std * half[:, None] * half[None, :]
-    out = np.empty((idx.size, n, n))
-    for j, i in enumerate(idx):
-        out[j] = _normals(seed, _STREAM_2D, i, (n, n)) * weight
+    out = neumann_grf_coefficients(n, seed, idx, alpha=alpha, tau=tau)
+    out *= half[:, None] * half[None, :]
     if idx.size:
         out = scipy.fft.dctn(out, type=1, axes=(1, 2), overwrite_x=True, workers=-1)
     return out

@@ -23,6 +23,8 @@ Samples are read and written a chunk at a time (slices along the sample axis), s
 v7.3 sources larger than memory are streamed. The file is written to a temporary file in the output
 directory, flushed to disk and renamed, so an interrupted import never leaves a partial dataset under the
 final name. Every problem found on the way in is a ValueError / KeyError / FileNotFoundError naming it.
+
+Meshes with nodal fields (``petrov import --mesh``) are imported by ``petrov.datasets.mesh.importing``.
 """
 from __future__ import annotations
 

@@ -196,7 +196,12 @@ def read_pooled(src: StoredData, idx: np.ndarray, stride: int, coarse: int, bloc
 
 
 def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
-    """What a dataset file holds: kind, sample counts, shapes, native and reachable resolutions, attributes."""
+    """What a dataset file holds: kind, sample counts, shapes, native and reachable resolutions, attributes.
+    For a mesh dataset: ``petrov.datasets.mesh.storage.mesh_info`` (``layout`` = "mesh", node counts per level)."""
+    from .mesh.storage import is_mesh_file, mesh_info
+
+    if is_mesh_file(path):
+        return mesh_info(path)
     with open_source(path) as src:
         shape = (src.n_samples,) + (src.native_resolution,) * src.dim
         return {

@@ -43,6 +43,7 @@ from .recipes import Recipe, get_recipe
 
 FORMAT = "petrov-dataset"
 FORMAT_VERSION = 1
+MESH_FORMAT = "petrov-mesh-dataset"  # samples on triangle meshes: petrov.datasets.mesh.storage
 # Attributes that must match for a partial file to be resumed.
 _IDENTITY = ("format_version", "kind", "params", "seed", "native_resolution", "n_samples")
 
@@ -87,11 +88,15 @@ def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size:
             f"{need / 2**30:,.1f} GiB of memory, {have / 2**30:.1f} GiB are available; choose a lower "
             f"--resolution (native {recipe.native_resolution}) or a smaller --chunk-size"
         )
-    disk = 8 * points * n_samples  # x and y in float32
+    check_disk(8 * points * n_samples, directory, "generate fewer samples or a lower resolution")  # x, y float32
+
+
+def check_disk(need: int, directory: Path, advice: str) -> None:
+    """ValueError if ``directory`` has fewer than ``need`` bytes free (``advice``: what to do then)."""
     free = shutil.disk_usage(directory).free
-    if disk > free:
-        raise ValueError(f"the dataset needs about {disk / 2**30:,.1f} GiB on disk, {directory} has "
-                         f"{free / 2**30:.1f} GiB free; generate fewer samples or a lower resolution")
+    if need > free:
+        raise ValueError(f"the dataset needs about {need / 2**30:,.1f} GiB on disk, {directory} has "
+                         f"{free / 2**30:.1f} GiB free; {advice}")
 
 
 def _plain(value: Any) -> Any:
@@ -159,16 +164,61 @@ def _create_partial(tmp: Path, recipe: Recipe, params, attrs: dict, resolution: 
         h5.attrs.update(attrs)
 
 
-def _resumable(tmp: Path, attrs: dict) -> tuple[bool, str, int | None]:
-    """Whether ``tmp`` is an interrupted run of the same generation, if not why, and its chunk size."""
+def _resumable(tmp: Path, attrs: dict, identity: tuple[str, ...] = _IDENTITY) -> tuple[bool, str, int | None]:
+    """Whether ``tmp`` is an interrupted run of the same generation (the ``identity`` attributes agree),
+    if not why, and its chunk size."""
     try:
         with h5py.File(tmp, "r") as h5:
             old = file_attrs(h5)
     except OSError as err:
         return False, f"it cannot be read: {err}; is another generation still writing it?", None
-    diff = [f"{k}: {old.get(k)!r} there vs {attrs[k]!r} now" for k in _IDENTITY if old.get(k) != attrs[k]]
+    diff = [f"{k}: {old.get(k)!r} there vs {attrs[k]!r} now" for k in identity if old.get(k) != attrs[k]]
     chunk = old.get("chunk_size")
     return (not diff), "; ".join(diff), (int(chunk) if chunk else None)
+
+
+def claim_partial(path: Path, attrs: dict, overwrite: bool, identity: tuple[str, ...] = _IDENTITY) -> int | None:
+    """Prepare ``path.partial`` for a generation with ``attrs`` (call it holding the path's lock).
+
+    An existing ``path`` is a FileExistsError unless ``overwrite``. A partial file of the same generation
+    (same ``identity`` attributes) is kept to be resumed, and its chunk size returned; one of another
+    generation is a ValueError, or is deleted with ``overwrite``. Returns None when nothing is resumed
+    or the partial file recorded no chunk size.
+    """
+    tmp = partial_path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+    if not tmp.exists():
+        return None
+    ok, why, old_chunk = _resumable(tmp, attrs, identity)
+    if not ok and not overwrite:
+        raise ValueError(
+            f"{tmp} holds an interrupted generation with different settings ({why}); delete it, "
+            f"or pass overwrite=True (--overwrite) to discard it, or rerun with the same settings to resume"
+        )
+    if not ok:
+        tmp.unlink()
+        return None
+    return old_chunk
+
+
+def check_generation_args(n_samples: int, seed: int, workers: int, chunk_size: int | None) -> None:
+    """ValueError unless n_samples >= 1, seed >= 0, workers >= 0 and chunk_size (if given) >= 1 are integers."""
+    for name, value, minimum in (("n_samples", n_samples, 1), ("seed", seed, 0), ("workers", workers, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
+    ):
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+
+
+def check_output_dir(path: Path) -> None:
+    """FileNotFoundError / PermissionError unless the directory of ``path`` exists and is writable."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"output directory {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK):
+        raise PermissionError(f"output directory {path.parent} is not writable; choose another -o")
 
 
 def generate_dataset(
@@ -194,24 +244,28 @@ def generate_dataset(
     ``path.partial`` with the same kind, parameters, seed, resolution and ``n_samples`` is resumed
     (even with ``overwrite``); one with different settings is a ValueError unless ``overwrite``.
     ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(path)``.
+    Mesh kinds (``darcy-mesh``) take no ``resolution`` and are written by
+    ``petrov.datasets.mesh.storage.generate_mesh_dataset``.
     """
+    from .mesh.recipes import MESH_RECIPES  # here: the mesh package imports this module
+    from .recipes import RECIPES
+
+    if kind not in RECIPES and kind not in MESH_RECIPES:
+        raise KeyError(f"{RECIPES.unknown_message(kind)}; mesh kinds: {', '.join(MESH_RECIPES.names())}")
+    if kind in MESH_RECIPES:
+        from .mesh.storage import generate_mesh_dataset
+
+        if resolution is not None:
+            raise ValueError(f"{kind} is a mesh dataset: it has no resolution (its mesh spacing is the h parameter)")
+        return generate_mesh_dataset(kind, path, n_samples, seed, overwrite=overwrite, chunk_size=chunk_size,
+                                     workers=workers, progress=progress, callback=callback, **params)
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution
     recipe.validate(p, resolution)
-    for name, value, minimum in (("n_samples", n_samples, 1), ("seed", seed, 0), ("workers", workers, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
-    ):
-        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
-
+    check_generation_args(n_samples, seed, workers, chunk_size)
     path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"output directory {path.parent} does not exist")
-    if not os.access(path.parent, os.W_OK):
-        raise PermissionError(f"output directory {path.parent} is not writable; choose another -o")
+    check_output_dir(path)
     check_resources(recipe, resolution, n_samples, chunk_size, path.parent)
     # one writer per path: a second generation (with --overwrite or not) never touches this one's files
     with exclusive_lock(path, what="generated"):
@@ -223,22 +277,11 @@ def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, see
                      chunk_size: int | None, workers: int, progress: bool, callback) -> Path:
     kind = recipe.name
     tmp = partial_path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
-
     attrs = _attrs_for(recipe, p, resolution, seed, n_samples, chunk_size or 0)
-    if tmp.exists():
-        ok, why, old_chunk = _resumable(tmp, attrs)
-        if not ok and not overwrite:
-            raise ValueError(
-                f"{tmp} holds an interrupted generation with different settings ({why}); delete it, "
-                f"or pass overwrite=True (--overwrite) to discard it, or rerun with the same settings to resume"
-            )
-        if not ok:
-            tmp.unlink()
-        elif chunk_size is None:
-            # same chunks as the interrupted run, so the file's chunk layout is the same too
-            chunk_size = old_chunk
+    old_chunk = claim_partial(path, attrs, overwrite)
+    if chunk_size is None:
+        # same chunks as an interrupted run, so the file's chunk layout is the same too
+        chunk_size = old_chunk
     if chunk_size is None:
         chunk_size = default_chunk_size(int(np.prod(recipe.grid(resolution))))
     attrs["chunk_size"] = int(chunk_size)
@@ -362,6 +405,9 @@ def open_stored(path: str | os.PathLike) -> StoredData:
     h5 = open_h5(path)
     try:
         attrs = file_attrs(h5)
+        if attrs.get("format") == MESH_FORMAT:
+            raise ValueError(f"{path} holds samples on meshes ({attrs.get('kind')}); open it with "
+                             f"petrov.datasets.mesh.open_mesh_dataset")
         if attrs.get("format") != FORMAT:
             raise ValueError(f"{path} is an HDF5 file but not a petrov dataset (no format={FORMAT!r} attribute)")
         missing = [k for k in ("x", "y") if k not in h5]

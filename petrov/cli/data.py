@@ -1,8 +1,11 @@
 """``petrov generate KIND ...``, ``petrov import`` and ``petrov info FILE``.
 
-Each registered dataset kind gets its own ``generate`` sub-command whose equation options are made from
-its parameter dataclass (``--nu``, ``--t``, ``--averaging``, ``--coarse-resolution``, ...), so a new recipe
-needs no CLI code. Errors are raised (ValueError, FileExistsError, ...) and reported by ``train/cli.py``.
+Each registered dataset kind, grid (``recipes.RECIPES``) or mesh (``mesh.recipes.MESH_RECIPES``), gets its
+own ``generate`` sub-command whose equation options are made from its parameter dataclass (``--nu``,
+``--t``, ``--averaging``, ``--coarse-resolution``, ``--h``, ...), so a new recipe needs no CLI code; mesh
+kinds have no ``--resolution``. ``petrov import`` takes arrays on a grid (``--x/--y/--grid``) or meshes
+(``--mesh FILE ... --x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
+reported by ``train/cli.py``.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import json
 import sys
 import typing
 
+from petrov.datasets.mesh.recipes import MESH_RECIPES
 from petrov.datasets.recipes import RECIPES
 
 from .main import UsageError
@@ -37,8 +41,9 @@ def _generate(args: argparse.Namespace) -> int:
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
     try:
         path = generate_dataset(
-            args.kind, args.output, args.n_samples, args.resolution, args.seed, overwrite=args.overwrite,
-            chunk_size=args.chunk_size, workers=args.workers, progress=not args.no_progress, **params,
+            args.kind, args.output, args.n_samples, getattr(args, "resolution", None),  # mesh kinds have none
+            args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size, workers=args.workers,
+            progress=not args.no_progress, **params,
         )
     except KeyboardInterrupt:
         print(f"petrov generate: interrupted; rerun the same command to resume from {args.output}.partial",
@@ -51,6 +56,12 @@ def _generate(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from petrov.datasets.importing import import_arrays
 
+    if args.mesh:
+        return _import_meshes(args, UsageError)
+    missing = [opt for opt, value in (("--x", args.x), ("--y", args.y), ("--grid", args.grid)) if value is None]
+    if missing:
+        raise UsageError(f"grid arrays need {', '.join(missing)} (or import meshes with --mesh FILE ... "
+                         f"--x-field NAME --y-field NAME)")
     domain = None
     if args.domain is not None:
         if len(args.domain) % 2:
@@ -66,17 +77,43 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+_GRID_ONLY = ("x", "y", "grid", "x_axes", "y_axes", "domain", "coords")
+
+
+def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
+    from petrov.datasets.mesh.importing import import_meshes
+
+    clash = [f"--{name.replace('_', '-')}" for name in _GRID_ONLY if getattr(args, name) is not None]
+    if clash:
+        raise usage_error(f"{', '.join(clash)} apply to grid arrays, not to --mesh files")
+    missing = [opt for opt, value in (("--x-field", args.x_field), ("--y-field", args.y_field)) if value is None]
+    if missing:
+        raise usage_error(f"--mesh needs {' and '.join(missing)}: the names of the nodal input and target fields")
+    path = import_meshes(
+        args.output, args.mesh, x_field=args.x_field, y_field=args.y_field, points_key=args.points_key,
+        triangles_key=args.triangles_key, rescale=args.rescale, overwrite=args.overwrite, chunk_size=args.chunk_size,
+        description=args.description, progress=not args.no_progress,
+    )
+    print(f"wrote {path}")
+    return 0
+
+
 def _add_import(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "import", help="turn your own input/output arrays (.npy, .npz, HDF5, .mat) into a petrov dataset",
-        description="Write input/output arrays into a petrov dataset file (HDF5) that loads at strided "
-        "resolutions and trains through data.path like a generated one. SPEC is FILE.npy or FILE:KEY "
-        "(a .npz key, an HDF5 dataset path, a .mat variable).",
-        epilog="example: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5",
+        "import",
+        help="turn your own arrays (.npy, .npz, HDF5, .mat) or meshes (.msh, .vtu, .npz, ...) into a petrov dataset",
+        description="Write input/output arrays on a grid into a petrov dataset file (HDF5) that loads at "
+        "strided resolutions and trains through data.path like a generated one (SPEC is FILE.npy or FILE:KEY: "
+        "a .npz key, an HDF5 dataset path, a .mat variable); or, with --mesh, triangle meshes with nodal "
+        "fields (one sample per file: anything meshio reads, or a .npz of points, triangles and fields) into "
+        "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset.",
+        epilog="examples: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5\n"
+        "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--x", required=True, metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
-    p.add_argument("--y", required=True, metavar="SPEC", help="the output (target) array")
-    p.add_argument("--grid", required=True, choices=["periodic", "nodes"],
+    p.add_argument("--x", metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
+    p.add_argument("--y", metavar="SPEC", help="the output (target) array")
+    p.add_argument("--grid", choices=["periodic", "nodes"],
                    help="periodic: points i/n (right end excluded); nodes: i/(n-1) with both boundaries")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. data/mine.h5")
     p.add_argument("--x-axes", metavar="AXES", help="axis order of x: N samples, X/Y grid, C channels "
@@ -86,6 +123,15 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
                    help="the domain: LO HI for every axis, or one pair per axis (default 0 1)")
     p.add_argument("--coords", nargs="+", metavar="SPEC",
                    help="1-D coordinates of each grid axis (checked uniform; they give the domain)")
+    meshes = p.add_argument_group("meshes (instead of --x/--y/--grid)")
+    meshes.add_argument("--mesh", nargs="+", metavar="FILE", help="mesh files, one sample each (.msh, .vtu, "
+                        ".xdmf, ... read by meshio; or .npz with points, triangles and the fields)")
+    meshes.add_argument("--x-field", metavar="NAME", help="nodal input field (point data / .npz array name)")
+    meshes.add_argument("--y-field", metavar="NAME", help="nodal target field")
+    meshes.add_argument("--points-key", default="points", metavar="NAME", help=".npz: node coordinates (n, 2)")
+    meshes.add_argument("--triangles-key", default="triangles", metavar="NAME", help=".npz: triangles (t, 3), 0-based")
+    meshes.add_argument("--rescale", action="store_true",
+                        help="map the meshes' common bounding box into [0, 1]^2 (aspect ratio kept)")
     p.add_argument("--description", help="what the data are (stored as the 'equation' attribute)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--chunk-size", type=int, default=None, help="samples read and written at a time")
@@ -109,6 +155,9 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
+    if info.get("layout") == "mesh":
+        print("\n".join(_mesh_info_lines(info)))
+        return 0
     status = "complete" if info["complete"] else "INCOMPLETE (rerun the generation to resume)"
     lines = [
         f"file:        {info['path']} ({info['source']})",
@@ -124,34 +173,60 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    gen = sub.add_parser("generate", help="generate a Burgers / Darcy / inverse-Darcy dataset (HDF5)",
-                         description="Generate a dataset into an HDF5 file; an interrupted run resumes when rerun.")
-    kinds = gen.add_subparsers(dest="kind", metavar="KIND", required=True)
-    for name in RECIPES:
-        recipe = RECIPES.get(name)
-        if not recipe.generatable:  # imported data: `petrov import`
-            continue
-        p = kinds.add_parser(name, help=recipe.description, description=recipe.description, allow_abbrev=False)
-        p.add_argument("--n-samples", type=int, required=True, help="number of samples")
+def _mesh_info_lines(info: dict) -> list[str]:
+    status = "complete" if info["complete"] else "INCOMPLETE (rerun the generation to resume)"
+    lines = [
+        f"file:        {info['path']} ({info['source']})",
+        f"kind:        {info['kind']}",
+        f"samples:     {info['n_complete']} of {info['n_samples']} ({status})",
+        "meshes:      nodes per sample (min / mean / max), mean triangles",
+    ]
+    for name, level in info["levels"].items():
+        nodes, triangles = level["nodes"], level["triangles"]
+        counts = (f"{nodes['min']:,} / {nodes['mean']:,.0f} / {nodes['max']:,} nodes, {triangles['mean']:,.0f} "
+                  f"triangles" if nodes else "none written")
+        spacing = f" (spacing {level['spacing']:.4g})" if "spacing" in level else ""
+        lines.append(f"  {name:<10} {counts}{spacing}")
+    if info["domain_families"]:
+        lines.append("domains:     " + ", ".join(f"{k} {v}" for k, v in info["domain_families"].items()))
+    lines.append("attributes:")
+    lines += [f"  {k} = {_format_value(v)}" for k, v in sorted(info["attrs"].items())]
+    return lines
+
+
+def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None:
+    p = kinds.add_parser(recipe.name, help=recipe.description, description=recipe.description, allow_abbrev=False)
+    p.add_argument("--n-samples", type=int, required=True, help="number of samples")
+    if not mesh:
         p.add_argument("--resolution", type=int, default=None,
                        help=f"native grid points per axis (default {recipe.native_resolution})")
-        p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-        p.add_argument("-o", "--output", required=True, help="output file, e.g. data/burgers.h5")
-        p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-        p.add_argument("--workers", type=int, default=0,
-                       help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
-        p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
-        p.add_argument("--no-progress", action="store_true", help="no progress bar")
-        hints = typing.get_type_hints(recipe.params_cls)
-        group = p.add_argument_group("equation parameters")
-        for field in dataclasses.fields(recipe.params_cls):
-            _param_option(group, field, hints[field.name])
-        p.set_defaults(func=_generate)
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("-o", "--output", required=True, help="output file, e.g. data/burgers.h5")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--workers", type=int, default=0,
+                   help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
+    p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    hints = typing.get_type_hints(recipe.params_cls)
+    group = p.add_argument_group("equation parameters")
+    for field in dataclasses.fields(recipe.params_cls):
+        _param_option(group, field, hints[field.name])
+    p.set_defaults(func=_generate)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    gen = sub.add_parser("generate", help="generate a Burgers / Darcy / inverse-Darcy / Darcy-on-meshes dataset (HDF5)",
+                         description="Generate a dataset into an HDF5 file; an interrupted run resumes when rerun.")
+    kinds = gen.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for registry, mesh in ((RECIPES, False), (MESH_RECIPES, True)):
+        for name in registry:
+            recipe = registry.get(name)
+            if recipe.generatable:  # imported data: `petrov import`
+                _add_generate(kinds, recipe, mesh)
 
     _add_import(sub)
 
-    info = sub.add_parser("info", help="show what a dataset file (.h5 or FNO .mat) holds")
+    info = sub.add_parser("info", help="show what a dataset file (grid or mesh .h5, or FNO .mat) holds")
     info.add_argument("file", help="dataset file")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=_info)

@@ -1,0 +1,107 @@
+"""Darcy flow on random irregular domains, one sample on several meshes (the ``darcy-mesh`` kind).
+
+Sample ``index`` of seed ``s``:
+
+1. a domain Omega in [0, 1]² (``domains.sample_domain``, generator ``[s, 3, index]``), its edges at most h;
+2. the coarse mesh ``level0`` at spacing h (``mesher.mesh_domain``, generator ``[s, 4, index, 0]``), its
+   uniform refinements ``level1``, ``level2``, ... (``skfem.MeshTri.refined``: every triangle split in
+   four, so the levels are nested), and ``remesh``: an independent mesh at spacing ``h / 2^refinements``
+   (generator ``[s, 4, index, 1]``: other interior nodes, the same polygon with its edges subdivided);
+3. the coefficient a = ``high`` where psi >= 0, ``low`` elsewhere, psi the truncated Neumann GRF series of
+   ``coefficient`` (the grid data's draws for (s, index)): the same function on every mesh, evaluated at
+   the element centroids for the solve and at the nodes for storage;
+4. u: the P1 solution of -div(a grad u) = f, u = 0 on the whole boundary (``fem.solve_darcy_fem``).
+
+Stored per mesh: x = a and y = u at the nodes, with the points, triangles, boundary flags and lumped
+weights (``sample.MeshSample``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..grf import darcy_coefficient
+from .coefficient import evaluate_series, series_coefficients
+from .domains import DOMAIN_FAMILIES, Domain, parse_families, sample_domain
+from .fem import centroids, from_skfem, solve_darcy_fem, to_skfem
+from .mesher import mesh_domain
+from .sample import MeshSample, mesh_sample
+
+STREAM_DOMAIN = 3  # generator streams beside grf's 1 (1-D) and 2 (2-D coefficient draws)
+STREAM_MESH = 4
+H_RANGE = (0.005, 0.08)  # coarse spacings whose domains keep their gaps (3 h) and stay meshable
+
+
+@dataclass(frozen=True)
+class DarcyMeshParams:
+    """Darcy equation, coefficient GRF, domain and mesh parameters of ``darcy-mesh``."""
+
+    f: float = 1.0  # constant forcing
+    high: float = 12.0  # coefficient where psi >= 0
+    low: float = 3.0  # coefficient where psi < 0
+    alpha: float = 2.0  # GRF smoothness exponent
+    tau: float = 3.0  # GRF inverse length scale
+    modes: int = 64  # K: cosine modes per axis of the GRF series (see coefficient.py)
+    h: float = 0.058  # coarse mesh spacing (about 300-350 nodes on level0, ~5,000 on level2)
+    refinements: int = 2  # uniform refinements: level1 .. level{refinements}; remesh at h / 2^refinements
+    families: str = "holes,notch,lshape,deformed"  # domain families, drawn uniformly (comma-separated)
+    max_holes: int = 3  # the holes family draws 1..max_holes elliptic holes
+
+
+def variants(p: DarcyMeshParams) -> list[str]:
+    """Stored meshes of every sample: ``level0 .. level{refinements}``, then ``remesh``."""
+    return [f"level{r}" for r in range(p.refinements + 1)] + ["remesh"]
+
+
+def validate(p: DarcyMeshParams) -> None:
+    for name in ("high", "low", "tau"):
+        value = getattr(p, name)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite positive number, got {value}")
+    if not math.isfinite(p.f):
+        raise ValueError(f"f must be finite, got {p.f}")
+    if not p.alpha > 1.0:
+        raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+    if not (H_RANGE[0] <= p.h <= H_RANGE[1]):
+        raise ValueError(f"h must be in [{H_RANGE[0]}, {H_RANGE[1]}] (features keep 3 h apart inside the unit "
+                         f"square), got {p.h}")
+    for name, low, high in (("modes", 2, 4096), ("refinements", 0, 4), ("max_holes", 1, 3)):
+        value = getattr(p, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    parse_families(p.families)
+
+
+def solver_settings(p: DarcyMeshParams) -> dict:
+    return {"solver": "petrov.datasets.mesh.fem.solve_darcy_fem",
+            "method": "P1 finite elements (scikit-fem), coefficient constant per element (its centroid value)",
+            "linear_solver": "superlu", "mesher": "petrov.datasets.mesh.mesher.mesh_domain (Delaunay of boundary "
+            "nodes + jittered hexagonal lattice)", "families": sorted(DOMAIN_FAMILIES.names())}
+
+
+def _on_mesh(mesh, coefficients: np.ndarray, p: DarcyMeshParams) -> MeshSample:
+    nodes = mesh.p.shape[1]
+    psi = evaluate_series(coefficients, np.concatenate([mesh.p.T, centroids(mesh)]))
+    a = darcy_coefficient(psi, high=p.high, low=p.low)
+    u = solve_darcy_fem(mesh, a[nodes:], p.f)
+    points, triangles = from_skfem(mesh)
+    return mesh_sample(points, triangles, a[:nodes], u)
+
+
+def darcy_mesh_sample(p: DarcyMeshParams, seed: int, index: int) -> tuple[Domain, dict[str, MeshSample]]:
+    """Sample ``index``: its domain and ``{variant: MeshSample}`` in the order of :func:`variants`."""
+    domain = sample_domain(np.random.default_rng([seed, STREAM_DOMAIN, index]), p.h, parse_families(p.families),
+                           p.max_holes)
+    points, triangles = mesh_domain(domain, p.h, np.random.default_rng([seed, STREAM_MESH, index, 0]))
+    meshes = {"level0": to_skfem(points, triangles)}
+    for r in range(1, p.refinements + 1):
+        meshes[f"level{r}"] = meshes[f"level{r - 1}"].refined()
+    fine = p.h / 2**p.refinements
+    meshes["remesh"] = to_skfem(*mesh_domain(domain, fine, np.random.default_rng([seed, STREAM_MESH, index, 1])))
+    coefficients = series_coefficients(seed, index, p.modes, alpha=p.alpha, tau=p.tau)
+    return domain, {name: _on_mesh(mesh, coefficients, p) for name, mesh in meshes.items()}
+
+
+__all__ = ["DarcyMeshParams", "darcy_mesh_sample", "solver_settings", "validate", "variants"]

@@ -1,0 +1,161 @@
+"""Reading mesh datasets lazily, one sample per item, and batching point sets with padding.
+
+``open_mesh_dataset(path, level="level2", indices=slice(0, 1000))`` returns a :class:`MeshDataset`: a torch
+``Dataset`` that keeps only the per-sample offsets in memory and reads one sample per ``__getitem__``
+(the HDF5 file is opened on first use in each process, so DataLoader workers each have their own handle).
+An item is a dict of tensors:
+
+    x          (n, c_in)   nodal input (darcy-mesh: a)
+    y          (n, c_out)  nodal target (darcy-mesh: u)
+    pos        (n, 2)      node coordinates
+    weights    (n,)        lumped-mass quadrature weights (sum = |Omega|)
+    boundary   (n,) bool   Dirichlet boundary nodes
+    triangles  (t, 3)      int64 node indices (counter-clockwise)
+    index      int         the sample's number in the file
+
+:func:`collate_points` pads a list of items into the point-set batch every mesh model takes:
+``x (b, n, c_in)``, ``y (b, n, c_out)``, ``pos (b, n, 2)``, ``weights (b, n)``, ``mask (b, n)`` (True on
+real nodes), ``boundary (b, n)``, ``indices (b,)``, all 0/False on padding, and ``triangles``: a list of
+the b ``(t_i, 3)`` tensors (for plotting).
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import Dataset
+
+from ..loading import as_indices
+from ..storage import file_attrs, open_h5
+from .storage import open_mesh_h5, read_offsets, read_sample
+
+
+class MeshDataset(Dataset):
+    """Samples ``indices`` of one variant (mesh level) of a mesh dataset file, read one at a time."""
+
+    def __init__(self, path: str | os.PathLike, variant: str, indices: np.ndarray, offsets: dict[str, np.ndarray],
+                 attrs: dict[str, Any], dtype: torch.dtype = torch.float32):
+        self.path = Path(path)
+        self.variant = variant
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.offsets = offsets  # of every complete sample of the file (small), not only ours
+        self.attrs = attrs
+        self.kind = attrs.get("kind")
+        self.dtype = dtype
+        self._h5 = None
+        self._pid = None
+
+    # one handle per process: h5py handles must not cross a fork
+    def _group(self):
+        if self._h5 is None or self._pid != os.getpid():
+            self._h5, self._pid = open_h5(self.path), os.getpid()
+        return self._h5[self.variant]
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_h5"] = state["_pid"] = None
+        return state
+
+    def close(self) -> None:
+        if self._h5 is not None and self._pid == os.getpid():
+            self._h5.close()
+        self._h5 = self._pid = None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def node_counts(self) -> np.ndarray:
+        """(len,) nodes of each sample (from the offsets, nothing read)."""
+        return np.diff(self.offsets["node"])[self.indices]
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"item {i} out of range for a MeshDataset of {len(self)} samples")
+        index = int(self.indices[i])
+        raw = read_sample(self._group(), index, self.offsets)
+        bad = [k for k in ("points", "weights", "x", "y") if not np.isfinite(raw[k]).all()]
+        if bad:
+            raise ValueError(f"{self.path}: sample {index} ({self.variant}) has NaN/Inf in {bad} (an unfinished or "
+                             f"corrupt file); regenerate or re-import it")
+        return {
+            "x": torch.from_numpy(raw["x"]).to(self.dtype),
+            "y": torch.from_numpy(raw["y"]).to(self.dtype),
+            "pos": torch.from_numpy(raw["points"]).to(self.dtype),
+            "weights": torch.from_numpy(raw["weights"]).to(self.dtype),
+            "boundary": torch.from_numpy(raw["boundary"]),
+            "triangles": torch.from_numpy(raw["triangles"]),
+            "index": index,
+        }
+
+    def subset(self, indices: Any) -> "MeshDataset":
+        """The items ``indices`` (positions in this dataset: a slice, range or integer sequence) as a new
+        dataset over the same file; nothing is read."""
+        return MeshDataset(self.path, self.variant, self.indices[as_indices(indices, len(self))], self.offsets,
+                           self.attrs, self.dtype)
+
+    def shard(self, rank: int, world_size: int) -> "MeshDataset":
+        """Rank ``rank``'s share of ``world_size`` (items rank, rank + world_size, ...; as a
+        DistributedSampler without shuffling): each process reads only its own samples."""
+        if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
+            raise ValueError(f"need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
+        return self.subset(slice(rank, None, world_size))
+
+    def __repr__(self) -> str:
+        counts = self.node_counts
+        nodes = f", nodes {counts.min():,}..{counts.max():,}" if len(counts) else ""
+        return (f"MeshDataset({str(self.path)!r}, kind={self.kind!r}, level={self.variant!r}, "
+                f"samples={len(self)}{nodes})")
+
+
+def mesh_levels(attrs: dict[str, Any]) -> list[str]:
+    return json.loads(attrs["levels"])
+
+
+def _variant(levels: Sequence[str], level: str | int | None, path: Path) -> str:
+    if level is None:
+        if len(levels) == 1:
+            return levels[0]
+        raise ValueError(f"{path} stores each sample on several meshes; choose level= one of {list(levels)}")
+    name = f"level{level}" if isinstance(level, (int, np.integer)) and not isinstance(level, bool) else level
+    if name not in levels:
+        raise ValueError(f"{path} has no mesh level {name!r}; it has {list(levels)}")
+    return name
+
+
+def open_mesh_dataset(path: str | os.PathLike, level: str | int | None = None, indices: Any = None, *,
+                      dtype: torch.dtype = torch.float32) -> MeshDataset:
+    """Samples ``indices`` (default: every complete one; a slice, range or integer sequence) of mesh level
+    ``level`` (a name such as ``"level2"`` or ``"remesh"``, or r for ``"level{r}"``; may be omitted for a
+    file with one mesh per sample) as a lazily read :class:`MeshDataset`."""
+    path = Path(path)
+    with open_mesh_h5(path) as h5:
+        attrs = file_attrs(h5)
+        variant = _variant(mesh_levels(attrs), level, path)
+        n = int(attrs["n_complete"])
+        if n < int(attrs["n_samples"]):
+            warnings.warn(f"{path} is incomplete ({n} of {attrs['n_samples']} samples); loading the complete ones "
+                          f"(rerun the generation to finish it)", stacklevel=2)
+        offsets = read_offsets(h5[variant], n)
+    return MeshDataset(path, variant, as_indices(indices, n), offsets, attrs, dtype)
+
+
+def collate_points(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Pad items of :class:`MeshDataset` (different node counts) into one point-set batch (module docstring)."""
+    if not samples:
+        raise ValueError("collate_points needs at least one sample")
+    batch = {name: pad_sequence([s[name] for s in samples], batch_first=True)
+             for name in ("x", "y", "pos", "weights", "boundary")}
+    batch["mask"] = pad_sequence([torch.ones(len(s["x"]), dtype=torch.bool) for s in samples], batch_first=True)
+    batch["indices"] = torch.tensor([int(s["index"]) for s in samples], dtype=torch.long)
+    batch["triangles"] = [s["triangles"] for s in samples]
+    return batch
+
+
+__all__ = ["MeshDataset", "collate_points", "mesh_levels", "open_mesh_dataset"]
