@@ -16,7 +16,7 @@ from .importing import import_arrays
 from .loading import GridDataset, dataset_info, open_dataset
 from .noise import InputNoise, add_noise
 from .mesh import MeshDataset, collate_points, import_meshes, open_mesh_dataset
-from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, fit_normalizer
+from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, fit_normalizer, fit_point_normalizer
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
 from .sampling import allowed_resolutions, average_pool, stride_for
 from .storage import generate_dataset
@@ -36,6 +36,7 @@ __all__ = [
     "dataset_info",
     "default_params",
     "fit_normalizer",
+    "fit_point_normalizer",
     "generate_dataset",
     "get_recipe",
     "import_arrays",

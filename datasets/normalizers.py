@@ -59,7 +59,8 @@ class PointwiseGaussianNormalizer:
 
     @property
     def pointwise(self) -> bool:
-        return self.mean.dim() > 0
+        """Statistics per grid point ``(*grid, c)``; else global (a scalar, or one per channel ``(c,)``)."""
+        return self.mean.dim() >= 2
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -217,3 +218,28 @@ def fit_normalizer(
             periodic=src.periodic, strideable=not pooled,
         )
 
+
+def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = True,
+                         eps: float = 1e-5) -> PointwiseGaussianNormalizer:
+    """Per-channel statistics of a point-set dataset's ``field`` (``"x"`` or ``"y"``) over the nodes of all
+    its samples (the TRAINING split), each node weighted by its quadrature weight: the mean and standard
+    deviation of the field as a function on the domains, so nodes crowded where a mesh is fine do not
+    outweigh the rest. ``dataset`` yields items with ``field (n, c)`` and ``weights (n,)`` (e.g. a
+    ``MeshDataset``); read one sample at a time. The statistics ``(c,)`` apply to any mesh.
+
+    ``centered=False``: a scale only (mean 0, the weighted root mean square as std), so that decoding
+    keeps zeros zero: a model's exact Dirichlet zeros stay zero in raw units (a point-wise normaliser
+    has mean and std 0 on a grid's boundary, a global one has not)."""
+    if field not in ("x", "y"):
+        raise ValueError(f"field must be 'x' (model input) or 'y' (target), got {field!r}")
+    if len(dataset) < 2:
+        raise ValueError("fitting a normalizer needs at least 2 samples")
+    total, first, second = 0.0, 0.0, 0.0
+    for item in dataset:
+        values, w = item[field].double(), item["weights"].double()[:, None]
+        total = total + w.sum()
+        first = first + (w * values).sum(0)
+        second = second + (w * values.square()).sum(0)
+    mean = first / total if centered else torch.zeros_like(first)
+    std = (second / total - mean.square()).clamp_min(0.0).sqrt()
+    return PointwiseGaussianNormalizer(mean.float(), std.float(), eps)

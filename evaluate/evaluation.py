@@ -21,10 +21,15 @@ import torch
 from petrov.common.files import check_writable
 from petrov.datasets import dataset_info, get_recipe, open_dataset
 from petrov.train import distributed as dist_
-from petrov.train.data import batch_pos, check_model_fits_data, sample_ids
+from petrov.datasets import open_mesh_dataset
+from petrov.datasets.mesh.recipes import MESH_RECIPES
+from petrov.datasets.mesh.storage import is_mesh_file
+from petrov.operators.models import sample_transform
+from petrov.train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
 from petrov.train.losses import per_time_relative_l2, relative_l2_per_sample
 from petrov.train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 
+from . import mesh_plots
 from . import plots as figures
 from .reports import format_table
 from .resolutions import (
@@ -41,7 +46,10 @@ def _device(device: Any) -> torch.device:
     return device if isinstance(device, torch.device) else dist_.resolve_device(str(device))
 
 
-def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int):
+def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int | str):
+    """The samples ``idx`` at a grid resolution or, from a mesh file, on the mesh level ``resolution``."""
+    if is_mesh_file(data_path):
+        return open_mesh_dataset(data_path, resolution, idx, transform=sample_transform(setup.operator.model))
     return open_dataset(data_path, resolution=resolution, indices=idx, kind=setup.kind,
                         coarse_resolution=coarse_resolution(setup))
 
@@ -113,7 +121,7 @@ def evaluate_resolutions(
 
 def is_trajectory(kind: str | None) -> bool:
     """Whether data of ``kind`` store trajectories (``y``: snapshots as the trailing channels)."""
-    return kind is not None and get_recipe(kind).snapshots is not None
+    return kind is not None and kind not in MESH_RECIPES and get_recipe(kind).snapshots is not None
 
 
 def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
@@ -123,7 +131,7 @@ def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
         "run_dir": None if setup.run_dir is None else str(setup.run_dir),
         "data": str(data_path),
         "kind": setup.kind,
-        "train_resolution": None if d is None else d.train_resolution,
+        "train_resolution": None if d is None else (d.level or d.train_resolution),
         "samples": (f"{int(idx[0])}:{int(idx[-1]) + 1}" if contiguous else [int(i) for i in idx]),
         "metric": "relative L2 per sample, raw units",
     }
@@ -132,10 +140,16 @@ def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
 @torch.no_grad()
 def predict(setup: EvalSetup, dataset, positions: Sequence[int], device: Any = None) -> torch.Tensor:
     """Predictions ``(k, *grid_out, c)`` (raw units, CPU) for the samples at ``positions`` of
-    ``dataset``, with the same input noise as the evaluation."""
+    ``dataset``, with the same input noise as the evaluation; for point sets a list of the ``k``
+    samples' ``(n_i, c)`` predictions."""
     dev = _device(device)
     op = setup.operator.to(dev).eval()
     pos_idx = torch.as_tensor(list(positions), dtype=torch.long)
+    if is_point_data(dataset):
+        part = dataset.subset(pos_idx.numpy())
+        b = to_batch(next(iter(data_loader(part, len(part)))), part, dev)
+        pred = op.predict(b.x, noise=setup_noise(setup, part), sample_ids=sample_ids(part), **b.inputs).cpu()
+        return [pred[i, :n] for i, n in enumerate(part.node_counts)]
     x = dataset.x[pos_idx].to(dev)
     return op.predict(x, batch_pos(dataset.coords, len(x), dev), noise=setup_noise(setup, dataset),
                       sample_ids=sample_ids(dataset)[pos_idx]).cpu()
@@ -160,6 +174,8 @@ def make_plots(
     data_path = data_file(setup, data_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if is_mesh_file(data_path):
+        return _mesh_plots(setup, rows, out, data_path, indices, resolution, dev)
     d = setup.data_config
     train_res = None if d is None else d.train_resolution
     written = [figures.plot_error_vs_resolution(rows, out / "error_vs_resolution.png",
@@ -177,6 +193,32 @@ def make_plots(
                                             title=f"{title}: rollouts"))
     else:
         written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title))
+    if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
+        written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
+    return written
+
+
+def _mesh_plots(setup: EvalSetup, rows: list[dict[str, Any]], out: Path, data_path: Path, indices: Any,
+                level: str | None, dev: torch.device) -> list[Path]:
+    """``error_vs_level.png`` and ``predictions.png`` (the first, median and worst test samples on the
+    mesh ``level``, default the last evaluated one) of a mesh run, and its training curves."""
+    info = dataset_info(data_path)
+    nodes = {name: float(v["nodes"]["mean"]) for name, v in info["levels"].items() if v["nodes"]}
+    d = setup.data_config
+    written = [mesh_plots.plot_error_vs_level(rows, nodes, out / "error_vs_level.png",
+                                              train_level=None if d is None else d.level)]
+    row = next((r for r in rows if r["resolution"] == level), rows[-1]) if level else rows[-1]
+    idx = select_indices(setup, data_path, indices, int(info["n_complete"]))
+    if "per_sample" in row:
+        picks = mesh_plots.chosen_samples(np.asarray(row["per_sample"]))
+    else:
+        picks = [("first", 0)]
+    dataset = _open(setup, data_path, idx, row["resolution"])
+    pred = predict(setup, dataset, [k for _, k in picks], dev)
+    samples = [{**dataset[k], "label": label} for label, k in picks]
+    errors = [row["per_sample"][k] if "per_sample" in row else float("nan") for _, k in picks]
+    written.append(mesh_plots.plot_mesh_predictions(samples, pred, errors, out / "predictions.png",
+                                                    title=f"test samples on mesh level {row['resolution']}"))
     if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
         written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
     return written

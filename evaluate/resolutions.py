@@ -1,4 +1,4 @@
-"""Which resolutions a trained operator may be evaluated at, and parsing them.
+"""Which resolutions (grid files) or mesh levels (mesh files) a trained operator may be evaluated at.
 
 A data file reaches the strided sub-grids of its native grid (``petrov.datasets.allowed_resolutions``);
 an operator with point-wise normalisers reaches those its fitted statistics can be taken to; an
@@ -10,22 +10,24 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from petrov.datasets import get_recipe
+from petrov.datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from petrov.datasets.sampling import poolable
 
 from .runs import EvalSetup
 
 
-def parse_resolutions(text: str | Sequence[int] | None) -> list[int] | None:
-    """``"256,512"`` -> ``[256, 512]`` (also accepts a list); duplicates dropped, order kept."""
+def parse_resolutions(text: str | Sequence[int | str] | None) -> list[int | str] | None:
+    """``"256,512"`` -> ``[256, 512]``; mesh levels stay names (``"level0,remesh"``); also accepts a list;
+    duplicates dropped, order kept."""
     if text is None:
         return None
     items = text.split(",") if isinstance(text, str) else list(text)
-    out: list[int] = []
+    out: list[int | str] = []
     for item in items:
-        try:
-            r = int(str(item).strip())
-        except ValueError:
-            raise ValueError(f"resolutions must be integers separated by commas, got {text!r}") from None
+        word = str(item).strip()
+        if not word:
+            raise ValueError(f"resolutions (or mesh levels) are separated by commas, got {text!r}")
+        r = int(word) if word.lstrip("-").isdigit() else word
         if r not in out:
             out.append(r)
     if not out:
@@ -36,6 +38,8 @@ def parse_resolutions(text: str | Sequence[int] | None) -> list[int] | None:
 def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
     """Resolutions of the data file that the operator's normalisers (and, for the inverse problem,
     the pooled target grid) can be taken to."""
+    if is_mesh_info(info):
+        return list(info["levels"])
     allowed = list(info["resolutions"])
     xn = setup.operator.x_normalizer
     if xn is not None:
@@ -46,8 +50,18 @@ def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
     return sorted(allowed)
 
 
+def is_mesh_info(info: dict[str, Any]) -> bool:
+    """Whether ``dataset_info`` describes a mesh (point-set) file."""
+    return info.get("layout") == "mesh"
+
+
+def family(kind: str) -> str:
+    """The family of a grid or mesh dataset kind (kinds of one family store the same fields)."""
+    return get_mesh_recipe(kind).family if kind in MESH_RECIPES else get_recipe(kind).family
+
+
 def is_inverse(kind: str | None) -> bool:
-    if kind is None:
+    if kind is None or kind in MESH_RECIPES:
         return False
     return bool(get_recipe(kind).inverse)
 
@@ -77,16 +91,18 @@ def check_resolutions(resolutions: list[int], allowed: list[int], data_path: Pat
 def check_kind(setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
     if setup.kind is None:
         return
-    trained, found = get_recipe(setup.kind), get_recipe(info["kind"])
-    if trained.family != found.family:
+    trained, found = family(setup.kind), family(info["kind"])
+    if trained != found:
         raise ValueError(
             f"{data_path} holds {info['kind']!r} data but the model was trained on {setup.kind!r} data; "
-            f"evaluate it on a {trained.family} file"
+            f"evaluate it on a {trained} file"
         )
 
 
 def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
     d = setup.data_config
+    if is_mesh_info(info):
+        return list(d.eval_levels) if d is not None and d.eval_levels else list(info["levels"])
     if d is not None and d.eval_resolutions:
         return list(d.eval_resolutions)
     if d is not None and d.train_resolution:
@@ -96,4 +112,4 @@ def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
 
 
 __all__ = ["allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution", "default_resolutions",
-           "is_inverse", "parse_resolutions"]
+           "family", "is_inverse", "is_mesh_info", "parse_resolutions"]

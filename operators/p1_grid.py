@@ -64,3 +64,10 @@ def p1_to_grid(u: torch.Tensor, index: torch.Tensor, barycentric: torch.Tensor) 
     c = u.shape[-1]
     corners = u.gather(1, index.reshape(b, 3 * g, 1).expand(b, 3 * g, c)).reshape(b, g, 3, c)
     return (corners * barycentric.to(u.dtype)[..., None]).sum(dim=2)
+
+
+def grid_interpolation_inputs(item: dict, size: int) -> dict[str, torch.Tensor]:
+    """A mesh sample's ``grid_index`` and ``grid_barycentric`` (float32) on the ``size``² node grid, from
+    its ``pos`` and ``triangles``: the per-sample inputs of ``mesh_fno`` (a data loader's transform)."""
+    index, barycentric = p1_grid_interpolation(item["pos"], item["triangles"], size)
+    return {"grid_index": index, "grid_barycentric": barycentric.float()}

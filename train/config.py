@@ -56,7 +56,7 @@ class GenerateConfig:
 
 @dataclass
 class DataConfig:
-    """Which file, which samples, which resolutions.
+    """Which file, which samples, which resolutions (grid files) or mesh levels (mesh files).
 
     Splits of the file's N samples (in file order): train = ``[0, n_train)``,
     val = ``[n_train, n_train + n_val)`` (model selection), test = ``[N − n_test, N)`` (only ever
@@ -64,8 +64,10 @@ class DataConfig:
     """
 
     path: str
-    train_resolution: int | None = None  # None: the file's native resolution
+    train_resolution: int | None = None  # grid files; None: the file's native resolution
     eval_resolutions: list[int] = field(default_factory=list)  # test after training; [] = train res
+    level: str | None = None  # mesh files: the mesh level to train on (e.g. "level0")
+    eval_levels: list[str] = field(default_factory=list)  # mesh files: test after training; [] = every level
     n_train: int = 1000
     n_val: int = 100
     n_test: int = 100

@@ -5,13 +5,19 @@ Splits (file order, N complete samples): train ``[0, n_train)``, val ``[n_train,
 The normalisers are fitted on the train indices at the file's native resolution (see
 :mod:`petrov.train.operator` for how the trained operator uses them); the input noise of the inverse
 problem is one :class:`~petrov.datasets.InputNoise`, the config's level (else the file's) and seed.
-Batches of a grid dataset are ``(x, y, position)`` from :func:`data_loader`, with the coordinates
-from :func:`batch_pos` and the file sample numbers from :func:`sample_ids`.
+Grid files and mesh files (point sets, ``petrov.datasets.open_mesh_dataset``: each sample on its own
+mesh, stored at several levels) go through the same calls: :func:`open_split` opens a split at a
+resolution (grids: points per axis) or a mesh level (``data.level``; names like ``"level0"``,
+``"remesh"``), and :func:`data_loader` + :func:`to_batch` give a :class:`Batch`: the model's inputs
+(``pos``; for point sets also ``weights``, ``mask``, ``boundary`` and what the model's
+``sample_transform`` adds) and the quadrature weights of the metric.  Grid data are normalised point
+by point, point-set data per channel with quadrature-weighted statistics.
 """
 from __future__ import annotations
 
 import logging
 import os
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +26,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from petrov.datasets import InputNoise, dataset_info, fit_normalizer, generate_dataset, open_dataset
+from petrov.datasets import (
+    InputNoise, collate_points, dataset_info, fit_normalizer, fit_point_normalizer, generate_dataset, open_dataset,
+    open_mesh_dataset,
+)
+from petrov.datasets.mesh.storage import is_mesh_file
 
 from .config import DataConfig
 
@@ -68,6 +78,14 @@ class TrainingData:
         if not isinstance(self.noise, InputNoise):  # a bare level, seed 0
             self.noise = InputNoise(float(self.noise))
 
+    def with_transform(self, transform: Any) -> "TrainingData":
+        """Point sets whose items also carry ``transform(item)`` (a model's per-sample inputs); grids
+        unchanged."""
+        if transform is None or not is_point_data(self.train):
+            return self
+        return dataclasses.replace(self, train=self.train.with_transform(transform),
+                                   val=self.val.with_transform(transform))
+
 
 def ensure_data_file(cfg: DataConfig, progress: bool = True) -> Path:
     """``cfg.path``, generated first from ``[data.generate]`` if it does not exist."""
@@ -96,8 +114,29 @@ def data_splits(cfg: DataConfig) -> Splits:
     return split_indices(n_samples_in(cfg.path), cfg.n_train, cfg.n_val, cfg.n_test)
 
 
-def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | None = None) -> Any:
-    """The samples ``indices`` of ``cfg.path`` at ``resolution`` (default: the training one)."""
+def is_point_data(dataset: Any) -> bool:
+    """Whether ``dataset`` holds point sets (meshes) rather than grids."""
+    return hasattr(dataset, "node_counts")
+
+
+def check_discretization(cfg: DataConfig) -> None:
+    """Grid files take ``train_resolution``/``eval_resolutions``, mesh files ``level``/``eval_levels``."""
+    mesh = is_mesh_file(cfg.path)
+    wrong = ["data.level", "data.eval_levels"] if not mesh else ["data.train_resolution", "data.eval_resolutions"]
+    given = [k for k in wrong if getattr(cfg, k.split(".")[1]) not in (None, [])]
+    if given:
+        what = "holds point sets (meshes): choose data.level / data.eval_levels" if mesh else \
+            "holds grids: choose data.train_resolution / data.eval_resolutions"
+        raise ValueError(f"{cfg.path} {what}, not {', '.join(given)}")
+
+
+def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | str | None = None,
+               transform: Any = None) -> Any:
+    """The samples ``indices`` of ``cfg.path`` at ``resolution`` (default: the training one): points
+    per axis of a grid file, or a mesh level of a mesh file (``transform``: items' extra inputs)."""
+    if is_mesh_file(cfg.path):
+        return open_mesh_dataset(cfg.path, cfg.level if resolution is None else resolution, indices,
+                                 transform=transform)
     res = cfg.train_resolution if resolution is None else resolution
     return open_dataset(
         cfg.path, resolution=res, indices=indices, coarse_resolution=cfg.coarse_resolution,
@@ -105,11 +144,15 @@ def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | None = No
     )
 
 
-def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray) -> tuple[Any, Any]:
-    """Point-wise Gaussian normalisers of x and y fitted on the train split (native resolution)."""
+def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = None) -> tuple[Any, Any]:
+    """Gaussian normalisers of x and y fitted on the train split: point-wise at a grid file's native
+    resolution, per channel with quadrature weights on point sets (``train``, the opened split)."""
     def fit(field: str, enabled: bool) -> Any:
         if not enabled:
             return None
+        if train is not None and is_point_data(train):
+            # targets scaled only: a model's Dirichlet zeros stay zero once decoded
+            return fit_point_normalizer(train, field, centered=field == "x")
         # x: point values at the native grid (restricted later); y of the inverse problem is pooled
         # from the training grid, so its statistics are fitted there
         return fit_normalizer(
@@ -121,26 +164,60 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray) -> tuple[Any, An
 
 
 def build_training_data(cfg: DataConfig) -> TrainingData:
-    """Open train and val at the training resolution and fit the normalisers on train."""
+    """Open train and val at the training resolution (or mesh level) and fit the normalisers on train."""
+    check_discretization(cfg)
     splits = data_splits(cfg)
     train, val = open_split(cfg, splits.train), open_split(cfg, splits.val)
-    x_norm, y_norm = fit_normalizers(cfg, splits.train)
+    x_norm, y_norm = fit_normalizers(cfg, splits.train, train)
     return TrainingData(train, val, x_norm, y_norm, input_noise(cfg, train), splits)
 
 
 def input_noise(cfg: DataConfig | None, dataset: Any) -> InputNoise:
     """The input noise: the config's ``data.noise`` level, else the file's (the inverse problem's),
     seeded by ``data.noise_seed``."""
-    level = dataset.noise if cfg is None or cfg.noise is None else cfg.noise
+    level = getattr(dataset, "noise", 0.0) if cfg is None or cfg.noise is None else cfg.noise
     return InputNoise(float(level), 0 if cfg is None else int(cfg.noise_seed))
 
 
 # --- batches -------------------------------------------------------------------------------------
 
+@dataclass
+class Batch:
+    """One batch as the model and the metric take it: ``model(x, **inputs)``, ``metric(pred, y, weights)``.
+
+    ``positions``: the samples' positions in the dataset (``sample_ids(dataset)[positions]`` are their
+    numbers in the file); ``inputs``: ``pos`` (grids: the coordinates, a view; point sets also
+    ``weights``, ``mask``, ``boundary`` and the model's per-sample inputs); ``weights``: the point
+    sets' quadrature weights, None on grids (uniform sums)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    positions: torch.Tensor
+    inputs: dict[str, torch.Tensor]
+    weights: torch.Tensor | None = None
+
+
+_POINT_SET_ONLY = {"y", "indices", "positions", "triangles"}
+
+
 def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0) -> DataLoader:
-    """Batches ``(x, y, position)`` of a GridDataset-like ``dataset`` (``.x``, ``.y``)."""
+    """Batches of ``dataset`` (turn each into a :class:`Batch` with :func:`to_batch`): a GridDataset-like
+    one (``.x``, ``.y``) as ``(x, y, position)``, a point-set one padded by ``collate_points``."""
+    if is_point_data(dataset):
+        return DataLoader(dataset, batch_size=batch, sampler=sampler, num_workers=workers,
+                          collate_fn=collate_points)
     tensors = TensorDataset(dataset.x, dataset.y, torch.arange(len(dataset)))
     return DataLoader(tensors, batch_size=batch, sampler=sampler, num_workers=workers)
+
+
+def to_batch(raw: Any, dataset: Any, device: torch.device) -> Batch:
+    """A loader's raw batch (:func:`data_loader`) as a :class:`Batch` on ``device``."""
+    if isinstance(raw, dict):  # point sets
+        inputs = {k: v.to(device) for k, v in raw.items() if k not in _POINT_SET_ONLY}
+        inputs.pop("x")
+        return Batch(raw["x"].to(device), raw["y"].to(device), raw["positions"], inputs, inputs["weights"])
+    x, y, idx = raw
+    return Batch(x.to(device), y.to(device), idx, {"pos": batch_pos(dataset.coords, len(x), device)})
 
 
 def batch_pos(coords: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
@@ -155,12 +232,19 @@ def sample_ids(dataset: Any) -> torch.Tensor:
 
 def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str) -> None:
     """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data."""
-    x, y = data.x[:1].to(device), data.y[:1]
+    point_model, point_data = bool(getattr(model, "point_set", False)), is_point_data(data)
+    if point_model != point_data:
+        raise ValueError(
+            f"model {type(model).__name__} takes {'point sets (meshes)' if point_model else 'grids'} but {source} "
+            f"holds {'point sets (meshes)' if point_data else 'grids'}; choose a "
+            f"{'mesh model (e.g. mesh_latent)' if point_data else 'grid model'}")
+    batch = to_batch(next(iter(data_loader(data, 1))), data, device)
+    x, y = batch.x, batch.y
     was_training = model.training
     name = type(model).__name__
     try:
         with torch.no_grad():
-            out = model.eval()(x, batch_pos(data.coords, 1, device))
+            out = model.eval()(x, **batch.inputs)
     except (RuntimeError, ValueError) as err:
         raise ValueError(
             f"model {name} cannot take inputs of shape {tuple(x.shape)} from {source} "

@@ -7,7 +7,9 @@ Relative L² (the metric of every table)::
     relL2(p, y) = ‖p − y‖ / ‖y‖,   ‖v‖² = Σ_points Σ_channels v²
 
 (the uniform quadrature weight h^d cancels in the ratio, so the value is the discrete version of
-‖p − y‖_{L²(Ω)} / ‖y‖_{L²(Ω)} at any resolution).
+‖p − y‖_{L²(Ω)} / ‖y‖_{L²(Ω)} at any resolution).  On point sets (meshes, ``(b, n, c)`` with quadrature
+weights ``w (b, n)``, 0 on padding) the same ratio with the weights, ``√(Σ w |p − y|²) / √(Σ w |y|²)``:
+never a plain sum over nodes, which crowd where a mesh is fine.  The H¹ term is defined on grids only.
 
 H¹ seminorm by central differences along every grid axis i with spacing h_i::
 
@@ -43,12 +45,21 @@ def _check_pair(pred: torch.Tensor, target: torch.Tensor) -> None:
         raise ValueError(f"expected (b, *grid, c) tensors, got shape {tuple(pred.shape)}")
 
 
-def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """``‖pred_b − target_b‖ / ‖target_b‖`` for each sample b; inputs ``(b, *grid, c)`` -> ``(b,)``."""
+def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor,
+                           weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``‖pred_b − target_b‖ / ‖target_b‖`` for each sample b; inputs ``(b, *grid, c)`` -> ``(b,)``.
+    ``weights (b, n)``: quadrature weights of point sets ``(b, n, c)`` (module docstring)."""
     _check_pair(pred, target)
     pred, target = upcast(pred), upcast(target)
-    diff = (pred - target).flatten(1).norm(dim=1)
-    return diff / target.flatten(1).norm(dim=1).clamp_min(EPS)
+    if weights is None:
+        diff = (pred - target).flatten(1).norm(dim=1)
+        return diff / target.flatten(1).norm(dim=1).clamp_min(EPS)
+    if weights.shape != pred.shape[:2] or pred.dim() != 3:
+        raise ValueError(f"quadrature weights {tuple(weights.shape)} do not fit point sets {tuple(pred.shape)}; "
+                         "expected (b, n) weights for (b, n, c) values")
+    w = upcast(weights).to(pred.dtype)
+    diff = (w * (pred - target).square().sum(-1)).sum(1).sqrt()
+    return diff / (w * target.square().sum(-1)).sum(1).sqrt().clamp_min(EPS)
 
 
 def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -102,16 +113,27 @@ def relative_h1_per_sample(
 
 
 def training_loss_per_sample(
-    pred: torch.Tensor, target: torch.Tensor, h1_weight: float = 0.0, periodic: bool = True
+    pred: torch.Tensor, target: torch.Tensor, h1_weight: float = 0.0, periodic: bool = True,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``relL2 + γ·relH1`` per sample (γ = ``h1_weight``; the H¹ term is skipped when γ = 0)."""
-    loss = relative_l2_per_sample(pred, target)
+    """``relL2 + γ·relH1`` per sample (γ = ``h1_weight``; the H¹ term is skipped when γ = 0);
+    ``weights``: point sets' quadrature weights (then γ must be 0)."""
+    loss = relative_l2_per_sample(pred, target, weights)
+    if h1_weight and weights is not None:
+        raise ValueError("loss.h1_weight > 0 takes derivatives on a grid; point-set (mesh) data have none: "
+                         "set loss.h1_weight = 0")
     if h1_weight:
         loss = loss + h1_weight * relative_h1_per_sample(pred, target, periodic)
     return loss
 
 
 # --- trajectories: snapshots as the trailing channels ``(b, n, T + 1)`` ----------------------------
+
+def _grid_only(weights: torch.Tensor | None) -> None:
+    if weights is not None:
+        raise ValueError("trajectory training modes take grid data; point-set (mesh) data train with "
+                         "loss.mode = 'direct'")
+
 
 def _snapshots_as_samples(u: torch.Tensor) -> torch.Tensor:
     """``(b, *grid, S)`` -> ``(b S, *grid, 1)``: each snapshot a sample (sample-major)."""
@@ -124,16 +146,20 @@ def per_time_relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return relative_l2_per_sample(_snapshots_as_samples(pred), _snapshots_as_samples(target)).view(pred.shape[0], -1)
 
 
-def trajectory_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def trajectory_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor,
+                                      weights: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over the snapshots ``k = 1 .. T`` of the per-time relative L² (snapshot 0, the given
     initial state, is left out): ``(b,)``.  Every time counts alike, although the field decays."""
+    _grid_only(weights)
     return per_time_relative_l2(pred, target)[:, 1:].mean(dim=1)
 
 
 def trajectory_loss_per_sample(
-    pred: torch.Tensor, target: torch.Tensor, h1_weight: float = 0.0, periodic: bool = True
+    pred: torch.Tensor, target: torch.Tensor, h1_weight: float = 0.0, periodic: bool = True,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``relL2 + γ·relH1`` per snapshot ``k = 1 .. T``, averaged over the snapshots: ``(b,)``."""
+    _grid_only(weights)
     _check_pair(pred, target)
     b = pred.shape[0]
     per_snapshot = training_loss_per_sample(_snapshots_as_samples(pred[..., 1:]),

@@ -4,7 +4,8 @@
   on one dataset, batched, with the input noise of its protocol, sharded over ranks in a distributed
   run: the trainer's validation and test, and ``petrov evaluate`` (:mod:`petrov.evaluate`), use it;
 - :func:`resolution_row` / :func:`per_time_row`: the one metrics format, a row ``{"resolution", "n",
-  "mean", "std", "median", "max"}`` per resolution (trajectories add per-snapshot statistics);
+  "mean", "std", "median", "max"}`` per resolution (points per axis of a grid, or the name of a mesh
+  level; trajectories add per-snapshot statistics);
 - :func:`write_metrics` / :func:`read_metrics` store rows as ``metrics.csv`` + ``metrics.json``
   (``{**meta, "rows": [...]}``), for training (``RUN_DIR/metrics.json``) and ``petrov evaluate``
   (``RUN_DIR/eval/``) alike.
@@ -22,7 +23,7 @@ from petrov.common.files import write_csv, write_json
 from petrov.datasets import InputNoise
 
 from . import distributed as dist_
-from .data import batch_pos, data_loader, sample_ids
+from .data import data_loader, sample_ids, to_batch
 from .losses import relative_l2_per_sample
 from .operator import NormalizedOperator
 
@@ -47,7 +48,8 @@ def evaluate_relative_l2(
     e.g. ``per_time_relative_l2`` for one column per snapshot, ``(N, S)``).
 
     ``dataset`` is GridDataset-like (``.x (N,*grid,c)``, ``.y``, ``.coords``, optional ``.indices``
-    = file sample numbers used to seed the input noise).  ``noise``: the input noise added to the
+    = file sample numbers used to seed the input noise) or holds point sets (a ``MeshDataset``: the
+    metric then takes the quadrature weights).  ``noise``: the input noise added to the
     normalised inputs, by default the operator's own (``operator.noise``, the protocol it was trained
     with); a bare level is taken with ``noise_seed``.  In a distributed run each rank evaluates its
     share and every rank receives the full, de-duplicated result.
@@ -64,11 +66,11 @@ def evaluate_relative_l2(
     was_training = operator.training
     operator.eval()
     values, where = [], []
-    for x, y, idx in data_loader(dataset, batch_size, dist_.sampler(dataset.x, ctx, shuffle=False)):
-        x, y = x.to(device), y.to(device)
-        pred = operator.predict(x, batch_pos(dataset.coords, len(x), device), noise=noise, sample_ids=ids[idx])
-        values.append(metric(pred, y))
-        where.append(idx.to(device))
+    for raw in data_loader(dataset, batch_size, dist_.sampler(dataset, ctx, shuffle=False)):
+        b = to_batch(raw, dataset, device)
+        pred = operator.predict(b.x, noise=noise, sample_ids=ids[b.positions], **b.inputs)
+        values.append(metric(pred, b.y) if b.weights is None else metric(pred, b.y, b.weights))
+        where.append(b.positions.to(device))
     operator.train(was_training)
     if not values:
         return torch.zeros(0)
@@ -87,7 +89,7 @@ def resolution_row(resolution: int, per_sample: torch.Tensor, keep_samples: bool
     if not torch.isfinite(per_sample).all():
         raise ValueError(f"non-finite relative L2 at resolution {resolution} (model or data hold NaN/inf)")
     stats = summarize(per_sample)
-    row = {"resolution": int(resolution), "n": int(stats["n"]),
+    row = {"resolution": resolution if isinstance(resolution, str) else int(resolution), "n": int(stats["n"]),
            **{k: float(stats[k]) for k in ("mean", "std", "median", "max")}}
     if keep_samples:
         row["per_sample"] = per_sample.double().tolist()

@@ -76,6 +76,7 @@ class NormalizedOperator(nn.Module):
         noise: InputNoise | None = None,
         net=None,
         teacher: torch.Tensor | None = None,
+        **inputs: torch.Tensor,
     ) -> torch.Tensor:
         """``decode(net(noise.apply(encode(x), sample_ids), pos))``: the one path from raw inputs to
         raw predictions.
@@ -85,11 +86,12 @@ class NormalizedOperator(nn.Module):
         the data file (they seed each sample's noise).  ``net`` defaults to ``self.model``
         (the trainer passes its DDP-wrapped model under autocast).  ``teacher`` (raw units, the
         target's shape): states a marching model conditions on (teacher forcing), passed to it as
-        ``teacher=encode_target(teacher)`` (see :mod:`petrov.operators.trajectory`).
+        ``teacher=encode_target(teacher)`` (see :mod:`petrov.operators.trajectory`).  ``inputs``: the
+        model's other keyword inputs as they are (point sets: ``weights``, ``mask``, ``boundary``, ...).
         """
         x_hat = self.encode(x) if noise is None else noise.apply(self.encode(x), sample_ids)
         extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
-        return self.decode((net or self.model)(x_hat, pos, **extra).float())
+        return self.decode((net or self.model)(x_hat, pos, **inputs, **extra).float())
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         return self.predict(x, pos)

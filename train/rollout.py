@@ -39,8 +39,9 @@ TRAINING_MODES: Registry = Registry("training mode")
 @dataclass(frozen=True)
 class TrainingMode:
     """``predict(operator, x, y, **predict_options) -> raw prediction`` (differentiable),
-    ``loss(pred, y, h1_weight, periodic) -> (b,)``, ``metric(pred, y) -> (b,)`` (validation and
-    test, on ``operator.predict(x)``: a free rollout for marching models)."""
+    ``loss(pred, y, h1_weight, periodic, weights=None) -> (b,)``, ``metric(pred, y, weights=None) -> (b,)``
+    (validation and test, on ``operator.predict(x)``: a free rollout for marching models); ``weights``:
+    the quadrature weights of point-set data (the direct mode only)."""
 
     predict: Callable[..., torch.Tensor]
     loss: Callable[..., torch.Tensor]

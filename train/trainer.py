@@ -45,14 +45,16 @@ import torch
 
 from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock, write_csv
 from petrov.common.progress import progress_bar
+from petrov.datasets.mesh.loading import mesh_levels
 from petrov.operators import build_model
+from petrov.operators.models import sample_transform
 
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
 from .data import (
-    TrainingData, batch_pos, build_training_data, check_model_fits_data, data_loader, ensure_data_file, open_split,
-    sample_ids,
+    TrainingData, build_training_data, check_model_fits_data, data_loader, ensure_data_file, is_point_data,
+    open_split, sample_ids, to_batch,
 )
 from .metrics import evaluate_relative_l2, resolution_row, write_metrics
 from .operator import NormalizedOperator
@@ -163,20 +165,21 @@ class Trainer:
         if data is None:
             dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx)
             data = build_training_data(cfg.data)
-        self.data = data
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
-        self.periodic = bool(data.train.periodic)
+        self.periodic = bool(getattr(data.train, "periodic", False))
         self.mode = training_mode(cfg.loss.mode)
         _seed_all(cfg.run.seed)
         model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
+        self.transform = sample_transform(model)  # a point-set model's per-sample inputs (mesh_fno's grid)
+        self.data = data = data.with_transform(self.transform)
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
         check_mode_fits_model(cfg.loss.mode, model)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
         self.ddp = dist_.wrap_model(model, ctx)
         self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
-        self.train_sampler = dist_.sampler(data.train.x, ctx, shuffle=True, seed=cfg.run.seed)
+        self.train_sampler = dist_.sampler(data.train, ctx, shuffle=True, seed=cfg.run.seed)
         self.train_loader = data_loader(data.train, self.batch, self.train_sampler, cfg.run.num_workers)
         self.train_ids = sample_ids(data.train)
         self.optimizer = _make_optimizer(cfg, model.parameters())
@@ -256,21 +259,20 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         self.model.train()
         self.train_sampler.set_epoch(self.epoch + 1)
-        coords = self.data.train.coords
         params = [p for p in self.model.parameters() if p.requires_grad]
         clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
         total, count = 0.0, 0
         bar = progress_bar(self.train_loader, desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
-        for batch, (x, y, idx) in enumerate(bar, start=1):
-            x, y = x.to(ctx.device), y.to(ctx.device)
-            pred = self.mode.predict(self.operator, x, y, pos=batch_pos(coords, len(x), ctx.device),
-                                     noise=self.operator.noise, sample_ids=self.train_ids[idx], net=self._net)
-            per_sample = self.mode.loss(pred, y, cfg.loss.h1_weight, self.periodic)
+        for batch, raw in enumerate(bar, start=1):
+            b = to_batch(raw, self.data.train, ctx.device)
+            pred = self.mode.predict(self.operator, b.x, b.y, noise=self.operator.noise,
+                                     sample_ids=self.train_ids[b.positions], net=self._net, **b.inputs)
+            per_sample = self.mode.loss(pred, b.y, cfg.loss.h1_weight, self.periodic, weights=b.weights)
             loss = per_sample.mean()
             # summed over ranks before backward, so every rank stops together on a bad batch
             stats = dist_.all_sum(torch.stack([per_sample.detach().sum(),
-                                               torch.tensor(float(len(x)), device=ctx.device)]), ctx)
+                                               torch.tensor(float(len(b.x)), device=ctx.device)]), ctx)
             batch_sum, batch_n = stats.tolist()
             if not math.isfinite(batch_sum):
                 raise self._stop("loss", batch_sum, batch)
@@ -333,7 +335,7 @@ class Trainer:
         return "completed"
 
     def test(self) -> list[dict[str, Any]]:
-        """Best model on the test split at every evaluation resolution: one metrics row each."""
+        """Best model on the test split at every evaluation resolution (mesh level): one metrics row each."""
         d = self.cfg.data
         splits = self.data.splits
         if splits is None or len(splits.test) == 0:
@@ -343,13 +345,20 @@ class Trainer:
         state = dist_.broadcast_object(None if best is None else best["state_dict"], self.ctx)
         self.model.load_state_dict(state)
         rows = []
-        for res in d.eval_resolutions or [self.data.train.resolution]:
+        for res in self._test_discretizations():
             per_sample = evaluate_relative_l2(
-                self.operator, open_split(d, splits.test, res), batch_size=self.eval_batch,
+                self.operator, open_split(d, splits.test, res, self.transform), batch_size=self.eval_batch,
                 device=self.ctx.device, ctx=self.ctx, metric=self.mode.metric,
             )
             rows.append(resolution_row(res, per_sample))
         return rows
+
+    def _test_discretizations(self) -> list:
+        """The resolutions (grids) or mesh levels (point sets) the test split is scored at."""
+        d, train = self.cfg.data, self.data.train
+        if is_point_data(train):
+            return list(d.eval_levels) or mesh_levels(train.attrs)
+        return list(d.eval_resolutions) or [train.resolution]
 
 
 def train(

@@ -12,11 +12,17 @@ An item is a dict of tensors:
     boundary   (n,) bool   Dirichlet boundary nodes
     triangles  (t, 3)      int64 node indices (counter-clockwise)
     index      int         the sample's number in the file
+    position   int         the item's position in the dataset
+
+plus what the dataset's ``transform`` adds (a callable ``item -> dict`` of fixed-shape tensors, e.g. a
+model's per-mesh inputs such as ``mesh_fno``'s grid interpolation; see
+:func:`petrov.operators.models.sample_transform`).
 
 :func:`collate_points` pads a list of items into the point-set batch every mesh model takes:
 ``x (b, n, c_in)``, ``y (b, n, c_out)``, ``pos (b, n, 2)``, ``weights (b, n)``, ``mask (b, n)`` (True on
-real nodes), ``boundary (b, n)``, ``indices (b,)``, all 0/False on padding, and ``triangles``: a list of
-the b ``(t_i, 3)`` tensors (for plotting).
+real nodes), ``boundary (b, n)``, ``indices (b,)`` (file sample numbers), ``positions (b,)`` (dataset
+positions), all 0/False on padding, ``triangles``: a list of the b ``(t_i, 3)`` tensors (for plotting),
+and the transform's tensors stacked.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -40,8 +46,9 @@ class MeshDataset(Dataset):
     """Samples ``indices`` of one variant (mesh level) of a mesh dataset file, read one at a time."""
 
     def __init__(self, path: str | os.PathLike, variant: str, indices: np.ndarray, offsets: dict[str, np.ndarray],
-                 attrs: dict[str, Any], dtype: torch.dtype = torch.float32):
+                 attrs: dict[str, Any], dtype: torch.dtype = torch.float32, transform: Callable | None = None):
         self.path = Path(path)
+        self.transform = transform
         self.variant = variant
         self.indices = np.asarray(indices, dtype=np.int64)
         self.offsets = offsets  # of every complete sample of the file (small), not only ours
@@ -84,7 +91,7 @@ class MeshDataset(Dataset):
         if bad:
             raise ValueError(f"{self.path}: sample {index} ({self.variant}) has NaN/Inf in {bad} (an unfinished or "
                              f"corrupt file); regenerate or re-import it")
-        return {
+        item = {
             "x": torch.from_numpy(raw["x"]).to(self.dtype),
             "y": torch.from_numpy(raw["y"]).to(self.dtype),
             "pos": torch.from_numpy(raw["points"]).to(self.dtype),
@@ -92,13 +99,21 @@ class MeshDataset(Dataset):
             "boundary": torch.from_numpy(raw["boundary"]),
             "triangles": torch.from_numpy(raw["triangles"]),
             "index": index,
+            "position": i % len(self),
         }
+        if self.transform is not None:
+            item.update(self.transform(item))
+        return item
+
+    def with_transform(self, transform: Callable | None) -> "MeshDataset":
+        """The same samples, items extended by ``transform(item)`` (a dict of fixed-shape tensors)."""
+        return MeshDataset(self.path, self.variant, self.indices, self.offsets, self.attrs, self.dtype, transform)
 
     def subset(self, indices: Any) -> "MeshDataset":
         """The items ``indices`` (positions in this dataset: a slice, range or integer sequence) as a new
         dataset over the same file; nothing is read."""
         return MeshDataset(self.path, self.variant, self.indices[as_indices(indices, len(self))], self.offsets,
-                           self.attrs, self.dtype)
+                           self.attrs, self.dtype, self.transform)
 
     def shard(self, rank: int, world_size: int) -> "MeshDataset":
         """Rank ``rank``'s share of ``world_size`` (items rank, rank + world_size, ...; as a
@@ -130,7 +145,7 @@ def _variant(levels: Sequence[str], level: str | int | None, path: Path) -> str:
 
 
 def open_mesh_dataset(path: str | os.PathLike, level: str | int | None = None, indices: Any = None, *,
-                      dtype: torch.dtype = torch.float32) -> MeshDataset:
+                      dtype: torch.dtype = torch.float32, transform: Callable | None = None) -> MeshDataset:
     """Samples ``indices`` (default: every complete one; a slice, range or integer sequence) of mesh level
     ``level`` (a name such as ``"level2"`` or ``"remesh"``, or r for ``"level{r}"``; may be omitted for a
     file with one mesh per sample) as a lazily read :class:`MeshDataset`."""
@@ -143,7 +158,7 @@ def open_mesh_dataset(path: str | os.PathLike, level: str | int | None = None, i
             warnings.warn(f"{path} is incomplete ({n} of {attrs['n_samples']} samples); loading the complete ones "
                           f"(rerun the generation to finish it)", stacklevel=2)
         offsets = read_offsets(h5[variant], n)
-    return MeshDataset(path, variant, as_indices(indices, n), offsets, attrs, dtype)
+    return MeshDataset(path, variant, as_indices(indices, n), offsets, attrs, dtype, transform)
 
 
 def collate_points(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -154,8 +169,14 @@ def collate_points(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
              for name in ("x", "y", "pos", "weights", "boundary")}
     batch["mask"] = pad_sequence([torch.ones(len(s["x"]), dtype=torch.bool) for s in samples], batch_first=True)
     batch["indices"] = torch.tensor([int(s["index"]) for s in samples], dtype=torch.long)
+    batch["positions"] = torch.tensor([int(s.get("position", k)) for k, s in enumerate(samples)], dtype=torch.long)
     batch["triangles"] = [s["triangles"] for s in samples]
+    for name in samples[0].keys() - _ITEM_KEYS:  # the transform's fixed-shape tensors
+        batch[name] = torch.stack([s[name] for s in samples])
     return batch
+
+
+_ITEM_KEYS = {"x", "y", "pos", "weights", "boundary", "triangles", "index", "position"}
 
 
 __all__ = ["MeshDataset", "collate_points", "mesh_levels", "open_mesh_dataset"]

@@ -70,6 +70,13 @@ def list_models() -> list[str]:
     return MODELS.names()
 
 
+def sample_transform(model):
+    """The callable a data loader applies to each point-set sample for ``model`` (``item -> dict`` of its
+    extra per-mesh inputs, e.g. ``mesh_fno``'s grid interpolation), or None when it needs none."""
+    make = getattr(model, "sample_transform", None)
+    return None if make is None else make()
+
+
 def point_set_models() -> list[str]:
     """Names of the registered models that take point sets (``forward(x, pos, weights, mask=None,
     boundary=None)``, :mod:`petrov.operators.models.base`) rather than grids."""

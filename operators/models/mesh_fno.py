@@ -28,12 +28,13 @@ Forward contract (:mod:`petrov.operators.models.base`, plus the interpolation of
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import torch
 
 from ..layout import points_to_grid
-from ..p1_grid import p1_to_grid
+from ..p1_grid import grid_interpolation_inputs, p1_to_grid
 from ..transfer import prolong_points
 from . import register_model
 from .base import PointSetOperator
@@ -84,6 +85,11 @@ class MeshFNO(PointSetOperator):
         grid = torch.cat([p1_to_grid(x, grid_index, grid_barycentric), inside], dim=-1)
         out = self.fno(points_to_grid(grid, self.grid))  # (b, s, s, c_out)
         return self.finish(prolong_points(out, pos.to(out.dtype)), mask, boundary)
+
+    def sample_transform(self):
+        """What a data loader adds to each mesh sample for this model: its P1 interpolation onto the
+        ``grid_size``² grid (``grid_index``, ``grid_barycentric``), computed once per item."""
+        return functools.partial(grid_interpolation_inputs, size=self.config.grid_size)
 
     def _check_interpolation(self, index, bary, x, mask, where) -> None:
         b, n, _ = x.shape
