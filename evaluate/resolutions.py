@@ -32,6 +32,9 @@ def parse_resolutions(text: str | Sequence[int | str] | None) -> list[int | str]
             out.append(r)
     if not out:
         raise ValueError("give at least one resolution")
+    if len({isinstance(r, int) for r in out}) > 1:
+        raise ValueError(f"resolutions must be integers separated by commas (grid files) or mesh level names "
+                         f"(mesh files), not a mix: got {text!r}")
     return out
 
 

@@ -1,0 +1,122 @@
+"""Training and evaluating operators on meshes: the trainer, the metric and `petrov evaluate` on a mesh file.
+
+A tiny darcy-mesh file (12 samples, coarse spacing, one refinement: level0 ~170 nodes, level1 and the
+remesh ~630) is generated once; runs train for two epochs (the numbers mean nothing, the paths do).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from petrov.cli import main as cli_main
+from petrov.datasets import fit_point_normalizer, generate_dataset, open_mesh_dataset
+from petrov.operators import build_model
+from petrov.train import NormalizedOperator, evaluate_relative_l2, load_config, train
+from petrov.train.losses import relative_l2_per_sample
+
+TOML = """
+[data]
+path = "{path}"
+level = "level0"
+n_train = 6
+n_val = 3
+n_test = 3
+[model]
+name = "{model}"
+[model.options]
+{options}
+[optim]
+epochs = 2
+batch_size = 3
+[run]
+threads = 1
+progress = false
+"""
+LATENT = "d_model = 8\nn_layers = 1\nn_heads = 2\nlatent_size = 6\nfine_width = 4\ndecoder_hidden = 8"
+
+
+@pytest.fixture(scope="module")
+def mesh_file(tmp_path_factory):
+    torch.set_num_threads(1)
+    path = tmp_path_factory.mktemp("mesh") / "mesh.h5"
+    generate_dataset("darcy-mesh", path, 12, seed=0, progress=False, h=0.08, refinements=1)
+    return path
+
+
+def _config(tmp_path, mesh_file, model="mesh_latent", options=LATENT):
+    cfg = tmp_path / f"{model}.toml"
+    cfg.write_text(TOML.format(path=mesh_file, model=model, options=options))
+    return cfg
+
+
+def test_a_mesh_model_trains_on_one_level_and_is_tested_on_every_level(mesh_file, tmp_path):
+    result = train(load_config(_config(tmp_path, mesh_file)), tmp_path / "run")
+    assert [r["resolution"] for r in result.test] == ["level0", "level1", "remesh"]
+    assert all(r["n"] == 3 and np.isfinite(r["mean"]) for r in result.test)
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())["rows"]
+    assert [r["resolution"] for r in saved] == ["level0", "level1", "remesh"]
+
+
+def test_petrov_evaluate_scores_every_level_and_draws_the_triangulations(mesh_file, tmp_path, capsys):
+    run = tmp_path / "run"
+    train(load_config(_config(tmp_path, mesh_file)), run)
+    assert cli_main(["evaluate", str(run), "--resolutions", "level1,remesh"]) == 0
+    rows = json.loads((run / "eval" / "metrics.json").read_text())["rows"]
+    assert [r["resolution"] for r in rows] == ["level1", "remesh"]
+    assert (run / "eval" / "error_vs_level.png").is_file() and (run / "eval" / "predictions.png").is_file()
+    assert "remesh" in capsys.readouterr().out
+
+
+def test_the_masked_grid_fno_trains_with_its_per_mesh_interpolation(mesh_file, tmp_path):
+    options = "grid_size = 16\nwidth = 4\nmodes = 3\nn_layers = 1\nproj_hidden = 4"
+    result = train(load_config(_config(tmp_path, mesh_file, "mesh_fno", options)), tmp_path / "fno")
+    assert len(result.test) == 3 and all(np.isfinite(r["mean"]) for r in result.test)
+
+
+def test_the_mesh_metric_is_the_quadrature_weighted_relative_l2(mesh_file):
+    data = open_mesh_dataset(mesh_file, "level1", range(3))
+    model = build_model("mesh_latent", d_model=8, n_layers=1, n_heads=2, latent_size=6, fine_width=4,
+                        decoder_hidden=8).eval()
+    op = NormalizedOperator(model)
+    got = evaluate_relative_l2(op, data, batch_size=2)
+    for k in range(3):
+        item = data[k]
+        with torch.no_grad():
+            pred = model(item["x"][None], item["pos"][None], item["weights"][None],
+                         boundary=item["boundary"][None])[0]
+        w = item["weights"].double()
+        err = pred.double()[:, 0] - item["y"].double()[:, 0]
+        plain = torch.sqrt((w * err**2).sum() / (w * item["y"].double()[:, 0] ** 2).sum())
+        torch.testing.assert_close(got[k].double(), plain, rtol=1e-5, atol=0)
+        # the padded form of the same sum: padding of weight 0 changes nothing
+        padded = torch.cat([pred, torch.full((5, 1), 9.0)])[None]
+        target = torch.cat([item["y"], torch.zeros(5, 1)])[None]
+        weights = torch.cat([item["weights"], torch.zeros(5)])[None]
+        torch.testing.assert_close(relative_l2_per_sample(padded, target, weights)[0].double(), plain, rtol=1e-5, atol=0)
+
+
+def test_point_normalizers_weight_the_nodes_by_their_quadrature(mesh_file):
+    data = open_mesh_dataset(mesh_file, "level0", range(4))
+    norm = fit_point_normalizer(data, "x")
+    values = torch.cat([data[k]["x"][:, 0].double() for k in range(4)])
+    w = torch.cat([data[k]["weights"].double() for k in range(4)])
+    mean = (w * values).sum() / w.sum()
+    std = torch.sqrt((w * (values - mean) ** 2).sum() / w.sum())
+    torch.testing.assert_close(norm.mean.double(), mean[None], rtol=1e-6, atol=0)
+    torch.testing.assert_close(norm.std.double(), std[None], rtol=1e-6, atol=0)
+    scale = fit_point_normalizer(data, "y", centered=False)  # targets: zeros stay zeros once decoded
+    assert float(scale.mean) == 0.0 and float(scale.decode(torch.zeros(1, 3, 1)).abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("--set=model.name=latent2d", "takes grids"),
+    ("--set=loss.h1_weight=0.5", "h1_weight"),
+    ("--set=data.train_resolution=85", "holds point sets"),
+])
+def test_mismatched_settings_are_clear_errors(mesh_file, tmp_path, capsys, setting, message):
+    cfg = _config(tmp_path, mesh_file, options="")
+    assert cli_main(["train", str(cfg), "--out", str(tmp_path / "bad"), setting]) == 1
+    assert message in capsys.readouterr().err
