@@ -221,6 +221,12 @@ def worker_spec(argv: Sequence[str] | None) -> dict[str, Any] | None:
 
 # --- several seeds and several jobs ---------------------------------------------------------------
 
+SPREAD_RULE = ("a comparison counts as met only when the difference exceeds the spread over the seeds: "
+               "ours mean + ours std < theirs mean - theirs std ('<=' for an 'at most' target), and against a "
+               "fixed threshold t: mean + std <= t (std: sample standard deviation; 0 with one seed, which "
+               "leaves the plain comparisons)")
+
+
 def seed_stats(values: Sequence[float | None]) -> dict[str, Any] | None:
     """``{"mean", "std", "min", "max", "n", "values"}`` of one figure over the seeds (runs that gave none,
     ``None``, are left out; None if none did).  ``std`` is the sample standard deviation, 0 for one run."""
