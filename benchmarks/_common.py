@@ -219,6 +219,62 @@ def worker_spec(argv: Sequence[str] | None) -> dict[str, Any] | None:
     return None
 
 
+# --- several seeds and several jobs ---------------------------------------------------------------
+
+SPREAD_RULE = ("a comparison counts as met only when the difference exceeds the spread over the seeds: "
+               "ours mean + ours std < theirs mean - theirs std ('<=' for an 'at most' target), and against a "
+               "fixed threshold t: mean + std <= t (std: sample standard deviation; 0 with one seed, which "
+               "leaves the plain comparisons)")
+
+
+def seed_stats(values: Sequence[float | None]) -> dict[str, Any] | None:
+    """``{"mean", "std", "min", "max", "n", "values"}`` of one figure over the seeds (runs that gave none,
+    ``None``, are left out; None if none did).  ``std`` is the sample standard deviation, 0 for one run."""
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return None
+    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+            "min": min(vals), "max": max(vals), "n": len(vals), "values": vals}
+
+
+def exceeds_spread(ours: dict[str, Any], theirs: dict[str, Any], strict: bool = True) -> bool:
+    """The verdict rule of a comparison over seeds (lower is better): ours counts as better only when the
+    difference exceeds the spread, ``ours mean + ours std < theirs mean - theirs std`` (``<=`` when not
+    ``strict``, for an "at most" target).  With one seed each, the plain comparison."""
+    lhs, rhs = ours["mean"] + ours["std"], theirs["mean"] - theirs["std"]
+    return lhs < rhs if strict else lhs <= rhs
+
+
+def format_spread(stats: dict[str, Any] | None, spec: str = ".3e") -> str:
+    """``mean`` for one seed, ``mean ± std`` for several, ``-`` for none."""
+    if stats is None:
+        return "-"
+    return f"{stats['mean']:{spec}}" + (f" ± {stats['std']:.1e}" if stats["n"] > 1 else "")
+
+
+def run_pinned(jobs: Sequence[Any], n_jobs: int, fn: Callable[[Any, int | None], Any]) -> list[Any]:
+    """``[fn(job, cpu) for job in jobs]``, ``n_jobs`` at a time; each call gets a usable core of its own
+    (``cpu``, to pin its worker process to) while it runs, or None with ``n_jobs == 1`` (in order)."""
+    if n_jobs == 1:
+        return [fn(job, None) for job in jobs]
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    free: queue.Queue = queue.Queue()
+    for cpu in sorted(os.sched_getaffinity(0))[:n_jobs]:
+        free.put(cpu)
+
+    def pinned(job):
+        cpu = free.get()
+        try:
+            return fn(job, cpu)
+        finally:
+            free.put(cpu)
+
+    with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+        return list(pool.map(pinned, jobs))
+
+
 # --- output ---------------------------------------------------------------------------------------
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -3,6 +3,7 @@
     python benchmarks/marching.py --quick                      # about a minute: small file, 25 s per contender
     python benchmarks/marching.py --budget-minutes 20          # the full comparison (see benchmarks/README.md)
     python benchmarks/marching.py --budget-minutes 20 --jobs 2 # the same, both contenders at once on 2 cores
+    python benchmarks/marching.py --budget-minutes 20 --jobs 2 --seeds 3   # each contender 3 times
 
 Data: ``burgers-trajectory`` (nu = 0.1, t in [0, 1], 20 steps of 0.05), generated once into ``--data``
 (default ``data/burgers-trajectory-8192.h5``, 700 samples at 8192; quick: 120 samples at 2048).
@@ -22,6 +23,13 @@ samples), the spread max/min over resolutions, and the targets: <= 1e-2 at t = 1
 from the coarsest to the finest grid, marching1d <= arfno1d.  ``--out`` (JSON) keeps every row,
 including the per-time errors; each run directory holds ``eval/metrics.json`` and the plots
 (error_vs_time.png, spacetime.png).
+
+Seeds: ``--seeds N`` trains each contender N times with ``run.seed`` = ``--seed``, ``--seed`` + 1, ... (the
+initialization and the data order), each run a job of its own (``--jobs 2``: two at a time, each pinned
+to its own core).  Every figure is then the mean ± sample standard deviation over the seeds (a second table
+gives min / max), and the targets follow ``_common.SPREAD_RULE``: t = 1 error mean + std <= 1e-2 at every
+resolution; every seed's max/min spread within 1.1x; marching1d mean + std <= arfno1d mean - std at every
+resolution.
 """
 from __future__ import annotations
 
@@ -29,7 +37,6 @@ import argparse
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -44,7 +51,8 @@ from petrov.train.rollout import training_mode
 from petrov.train.trainer import train
 
 from _common import (
-    emit_result, format_table, machine_info, median_seconds, print_machine, run_worker, verdict, worker_spec, write_json,
+    SPREAD_RULE, emit_result, exceeds_spread, format_spread, format_table, machine_info, median_seconds, print_machine,
+    run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
 CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
@@ -64,9 +72,15 @@ def parse_args(argv=None):
     p.add_argument("--out", default=None, help="JSON results (default RUNS/results.json)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--jobs", type=int, default=1, choices=(1, 2),
-                   help="2: train both contenders at once, each in its own process pinned to its own core "
+                   help="2: train two runs at once, each in its own process pinned to its own core "
                         "(one thread each; half the wall-clock on 2 cores)")
-    return p.parse_args(argv)
+    p.add_argument("--seed", type=int, default=0, help="run.seed of every contender's first run")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="train every contender N times (run.seed = --seed, --seed + 1, ...), each run a job of its own")
+    args = p.parse_args(argv)
+    if args.seeds < 1:
+        p.error(f"--seeds must be >= 1, got {args.seeds}")
+    return args
 
 
 def settings(args) -> dict:
@@ -107,8 +121,11 @@ def probe_seconds(cfg, path: Path, repeats: int = 5) -> tuple[float, float]:
     return step, rollout
 
 
-def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[int]) -> dict:
-    overrides = [f"data.path={str(path)!r}", f"data.train_resolution={s['train_resolution']}",
+def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[int], seed: int = 0,
+                  run_name: str | None = None) -> dict:
+    """Train contender ``name`` with ``run.seed = seed`` into ``runs / run_name`` (default ``name``) and
+    evaluate it at every resolution."""
+    overrides = [f"run.seed={seed}", f"data.path={str(path)!r}", f"data.train_resolution={s['train_resolution']}",
                  f"data.n_train={s['n_train']}", f"data.n_val={s['n_val']}", f"data.n_test={s['n_test']}",
                  f"data.eval_resolutions={resolutions}", "run.progress=false", "run.threads=1",
                  f"run.time_budget_minutes={s['budget_minutes']}"]
@@ -119,13 +136,13 @@ def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[
     epochs = max(1, int(PLAN_FRACTION * 60 * s["budget_minutes"] / epoch_seconds))
     cfg = load_config(CONTENDERS[name], overrides + [f"optim.epochs={epochs}",
                                                      f"optim.min_warmup_steps={min(50, epochs * steps_per_epoch // 5)}"])
-    run_dir = runs / name
+    run_dir = runs / (run_name or name)
     t0 = time.monotonic()
     result = train(cfg, run_dir)
     seconds = time.monotonic() - t0
     rows = evaluate_resolutions(run_dir, out_dir=run_dir / "eval", per_time=True)
     make_plots(run_dir, rows, run_dir / "eval", n_samples=2, resolution=s["train_resolution"])
-    return {"name": name, "preset": CONTENDERS[name], "mode": cfg.loss.mode,
+    return {"name": name, "seed": seed, "preset": CONTENDERS[name], "mode": cfg.loss.mode,
             "parameters": count_parameters(build_model(cfg.model.name, **cfg.model.options)),
             "epochs": result.epochs_completed, "planned_epochs": epochs, "stopped": result.stopped,
             "seconds_per_epoch": seconds / max(result.epochs_completed, 1), "probe_step_seconds": step, "probe_rollout_seconds": rollout,
@@ -133,11 +150,29 @@ def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[
 
 
 def worker(spec: dict) -> None:
-    """One contender in its own process, pinned to one core with one thread (``--jobs 2``)."""
+    """One run in its own process, pinned to one core with one thread (``--jobs 2``)."""
     os.sched_setaffinity(0, {spec["cpu"]})
     torch.set_num_threads(1)
     emit_result(run_contender(spec["name"], spec["settings"], Path(spec["path"]), Path(spec["runs"]),
-                              spec["resolutions"]))
+                              spec["resolutions"], spec["seed"], spec["run_name"]))
+
+
+def spread(run: dict) -> float:
+    """A run's t = 1 error max/min over the resolutions."""
+    t1 = [row["mean"] for row in run["rows"]]
+    return max(t1) / min(t1)
+
+
+def summarize(runs: list[dict], resolutions: list[int]) -> dict:
+    """One contender over its seeds: the t = 1 error per resolution and the max/min spread as
+    :func:`_common.seed_stats`, and the spread of every seed."""
+    spreads = [spread(r) for r in runs]
+    return {"name": runs[0]["name"], "parameters": runs[0]["parameters"], "mode": runs[0]["mode"],
+            "seeds": [r["seed"] for r in runs],
+            "epochs": " ".join(f"{r['epochs']}/{r['planned_epochs']}" for r in runs),
+            "seconds_per_epoch": sum(r["seconds_per_epoch"] for r in runs) / len(runs),
+            "t1": [seed_stats([r["rows"][i]["mean"] for r in runs]) for i in range(len(resolutions))],
+            "spread": seed_stats(spreads), "spreads": spreads}
 
 
 def main(argv=None) -> None:
@@ -157,37 +192,61 @@ def main(argv=None) -> None:
         raise SystemExit(f"{runs} already holds runs; remove it or pass another --runs")
     print(f"data {path}: train {s['n_train']} at {s['train_resolution']}, test {s['n_test']}; "
           f"budget {s['budget_minutes']:.2f} min per contender, {args.threads} thread(s)")
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    jobs = [(name, seed) for name in CONTENDERS for seed in seeds]
+
+    def run_name(name: str, seed: int) -> str:
+        return name if args.seeds == 1 else f"{name}-seed{seed}"
+
     if args.jobs == 1:
-        results = [run_contender(name, s, path, runs, resolutions) for name in CONTENDERS]
+        results = [run_contender(name, s, path, runs, resolutions, seed, run_name(name, seed)) for name, seed in jobs]
     else:
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) < 2:
             raise SystemExit(f"--jobs 2 needs 2 usable cores, this process may use {len(cores)}")
-        specs = [{"name": name, "settings": s, "path": str(path), "runs": str(runs), "resolutions": resolutions,
-                  "cpu": cpu} for name, cpu in zip(CONTENDERS, cores)]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(lambda spec: run_worker(__file__, spec, env={"OMP_NUM_THREADS": "1"}, echo=True), specs))
-        failed = [f"{spec['name']}: {r['error']}" for spec, r in zip(specs, results) if "error" in r]
+
+        def launch(job, cpu):
+            name, seed = job
+            spec = {"name": name, "seed": seed, "run_name": run_name(name, seed), "settings": s, "path": str(path),
+                    "runs": str(runs), "resolutions": resolutions, "cpu": cpu}
+            return run_worker(__file__, spec, env={"OMP_NUM_THREADS": "1"}, echo=True)
+
+        results = run_pinned(jobs, 2, launch)
+        failed = [f"{name} seed {seed}: {r['error']}" for (name, seed), r in zip(jobs, results) if "error" in r]
         if failed:
             raise SystemExit("contender failed: " + "; ".join(failed))
 
+    for r in results:  # kept per run in the JSON, as before
+        r["spread"] = spread(r)
+    groups = {name: summarize([r for r in results if r["name"] == name], resolutions) for name in CONTENDERS}
     headers = ["model", "params", "mode", "epochs", "s/epoch"] + [f"t=1 @{r}" for r in resolutions] + ["max/min"]
-    table = []
-    for r in results:
-        t1 = [row["mean"] for row in r["rows"]]
-        r["spread"] = max(t1) / min(t1)
-        table.append([r["name"], r["parameters"], r["mode"], f"{r['epochs']}/{r['planned_epochs']}",
-                      f"{r['seconds_per_epoch']:.1f}"] + [f"{v:.3e}" for v in t1] + [f"{r['spread']:.3f}"])
-    print(f"\nrollout relative L2 at t = 1 (mean over {s['n_test']} test samples), CPU {info['cpu']}, noisy shared machine")
+    table = [[g["name"], g["parameters"], g["mode"], g["epochs"], f"{g['seconds_per_epoch']:.1f}"]
+             + [format_spread(st) for st in g["t1"]] + [format_spread(g["spread"], ".3f")] for g in groups.values()]
+    over = f", mean ± std over seeds {seeds}" if args.seeds > 1 else ""
+    print(f"\nrollout relative L2 at t = 1 (mean over {s['n_test']} test samples{over}), CPU {info['cpu']}, "
+          f"noisy shared machine")
     print(format_table(headers, table))
-    march, ar = results
-    best_march = max(row["mean"] for row in march["rows"])
-    print(f"target t=1 <= {TARGET_T1:g} at every resolution (marching1d): {verdict(best_march <= TARGET_T1)}")
-    print(f"target flat within {TARGET_FLAT}x over resolutions (marching1d): {verdict(march['spread'] <= TARGET_FLAT)}")
-    beats = all(m["mean"] <= a["mean"] for m, a in zip(march["rows"], ar["rows"]))
-    print(f"target marching1d <= arfno1d at every resolution: {verdict(beats)}")
+    if args.seeds > 1:
+        print("min / max over the seeds:")
+        print(format_table(["model"] + [f"t=1 @{r}" for r in resolutions] + ["max/min"],
+                           [[g["name"]] + [f"{st['min']:.3e} / {st['max']:.3e}" for st in g["t1"]]
+                            + [f"{g['spread']['min']:.3f} / {g['spread']['max']:.3f}"] for g in groups.values()]))
+    march, ar = groups["marching1d"], groups["arfno1d"]
+    targets = {
+        f"t=1 <= {TARGET_T1:g} at every resolution (marching1d)":
+            all(st["mean"] + st["std"] <= TARGET_T1 for st in march["t1"]),
+        f"flat within {TARGET_FLAT}x over resolutions (marching1d, every seed)":
+            max(march["spreads"]) <= TARGET_FLAT,
+        "marching1d <= arfno1d at every resolution":
+            all(exceeds_spread(m, a, strict=False) for m, a in zip(march["t1"], ar["t1"])),
+    }
+    print(f"targets ({args.seeds} seed{'s' if args.seeds > 1 else ''} per contender)")
+    print(f"  verdict rule: {SPREAD_RULE}")
+    for text, met in targets.items():
+        print(f"  target {text}: {verdict(met)}")
     out = Path(args.out) if args.out else runs / "results.json"
-    write_json(out, {"machine": info, "settings": s, "results": results})
+    write_json(out, {"machine": info, "settings": {**s, "seeds": seeds}, "results": results,
+                     "summary": {"contenders": groups, "targets": targets, "verdict_rule": SPREAD_RULE}})
     print(f"saved {out}; plots in {runs}/*/eval/")
 
 

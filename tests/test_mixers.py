@@ -183,7 +183,7 @@ def test_none_weights_equal_explicit_uniform_weights(name):
     ("linear", "kernels", "normalized_kernel_attention"),  # via kernels.feature_map_attention
     ("performer", "kernels", "normalized_kernel_attention"),
     ("cosformer", "mixers.cosformer", "normalized_kernel_attention"),
-    ("physics", "mixers.physics", "weighted_outer"),  # the slice tokens' numerator Σ_i w_i s_ij v_i
+    ("physics", "mixers.physics", "slice_sums"),  # the slice tokens: Σ_i w_i s_ij v_i and Σ_i w_i s_ij
 ])
 def test_linear_kernels_sum_and_normalize_in_float32_under_autocast(name, where, helper, monkeypatch):
     module = importlib.import_module(f"petrov.operators.attention.{where}")

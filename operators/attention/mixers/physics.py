@@ -52,7 +52,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import MIXERS
+<<<<<<< HEAD:operators/attention/mixers/physics.py
 from ..kernels import autocast_dtype, check_eps, full_precision, upcast, weighted_mean, weighted_outer
+=======
+from ..kernels import _OuterSum, autocast_dtype, check_eps, full_precision, upcast
+>>>>>>> transolver:operators/mixers/physics.py
 
 TEMPERATURE_RANGE = (0.1, 5.0)  # τ is clamped to this where it is used
 
@@ -62,6 +66,21 @@ def check_temperature(temperature: float) -> float:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not low <= temperature <= high:
         raise ValueError(f"temperature must be a number in [{low}, {high}] (τ is clamped there), got {temperature!r}")
     return float(temperature)
+
+
+def slice_sums(s: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
+               grad_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``[Σ_i w_i s_ij v_i, Σ_i w_i s_ij]``: ``(b, h, n, G), (b, h, n, d) -> (b, h, G, d + 1)`` (uniform
+    ``w = 1/n`` for None), both sums in one product ``sᵀ [w v, w]``: the weights scale the d-wide
+    features, not the G-wide assignment.  ``grad_dtype``: see :class:`~._kernels._OuterSum`."""
+    b, h, n, g = s.shape
+    if weights is None:
+        c = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
+    else:
+        w = weights[:, None, :, None].to(v.dtype)
+        c = torch.cat([v * w, w.expand(b, h, n, 1)], dim=-1)
+    out = _OuterSum.apply(s.reshape(b * h, n, g), c.reshape(b * h, n, -1), grad_dtype).view(b, h, g, -1)
+    return out / n if weights is None else out
 
 
 @MIXERS.register("physics")
@@ -93,19 +112,20 @@ class PhysicsMixer(nn.Module):
 
     def slice_weights(self, k: torch.Tensor) -> torch.Tensor:
         """``s = softmax((W_s k + b_s) / τ)`` over the slices: ``(b, h, n, d) -> (b, h, n, G)``, float32 at least."""
-        logits = self.slice(k)  # point-wise: autocast's dtype under autocast
-        tau = self.temperature.clamp(*TEMPERATURE_RANGE)
+        tau = self.temperature.clamp(*TEMPERATURE_RANGE)[:, None, None]
+        # 1/τ folded into per-head copies of the small (G, d) projection: no pass over (b, h, n, G)
+        weight = (self.slice.weight / tau).transpose(-1, -2)  # (h, d, G)
+        bias = self.slice.bias / tau  # (h, 1, G)
+        logits = torch.matmul(k, weight.to(k.dtype)) + bias.to(k.dtype)  # point-wise: autocast's dtype there
         with full_precision(k):
-            return torch.softmax(upcast(logits) / upcast(tau)[:, None, None], dim=-1)
+            return torch.softmax(upcast(logits), dim=-1)
 
     def tokens(self, s: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
         """``z_j = Σ_i w_i s_ij v_i / (Σ_i w_i s_ij + eps)``: ``(b, h, n, G), (b, h, n, d) -> (b, h, G, d)``,
         float32 at least (the gradient's point-wise products in autocast's dtype, as Galerkin's)."""
-        grad_dtype = autocast_dtype(v)
         with full_precision(v):
-            numerator = weighted_outer(s, upcast(v), weights, grad_dtype)  # (b, h, G, d)
-            mass = weighted_mean(s, weights)  # (b, h, G)
-            return numerator / (mass.unsqueeze(-1) + self.eps)
+            sums = slice_sums(s, upcast(v), weights, autocast_dtype(v))  # (b, h, G, d + 1)
+            return sums[..., :-1] / (sums[..., -1:] + self.eps)
 
     def forward(self, q, k, v, pos=None, weights=None):
         self._check(k, v, weights)
