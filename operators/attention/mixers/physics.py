@@ -52,11 +52,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import MIXERS
-<<<<<<< HEAD:operators/attention/mixers/physics.py
-from ..kernels import autocast_dtype, check_eps, full_precision, upcast, weighted_mean, weighted_outer
-=======
 from ..kernels import _OuterSum, autocast_dtype, check_eps, full_precision, upcast
->>>>>>> transolver:operators/mixers/physics.py
 
 TEMPERATURE_RANGE = (0.1, 5.0)  # τ is clamped to this where it is used
 
@@ -72,7 +68,7 @@ def slice_sums(s: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
                grad_dtype: torch.dtype | None = None) -> torch.Tensor:
     """``[Σ_i w_i s_ij v_i, Σ_i w_i s_ij]``: ``(b, h, n, G), (b, h, n, d) -> (b, h, G, d + 1)`` (uniform
     ``w = 1/n`` for None), both sums in one product ``sᵀ [w v, w]``: the weights scale the d-wide
-    features, not the G-wide assignment.  ``grad_dtype``: see :class:`~._kernels._OuterSum`."""
+    features, not the G-wide assignment.  ``grad_dtype``: see :class:`~..kernels._OuterSum`."""
     b, h, n, g = s.shape
     if weights is None:
         c = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
