@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from petrov.operators.transfer import prolong
+from petrov.operators.transfer import prolong, prolong_points, restrict_points
 
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
@@ -219,27 +219,109 @@ def fit_normalizer(
         )
 
 
-def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = True,
-                         eps: float = 1e-5) -> PointwiseGaussianNormalizer:
-    """Per-channel statistics of a point-set dataset's ``field`` (``"x"`` or ``"y"``) over the nodes of all
-    its samples (the TRAINING split), each node weighted by its quadrature weight: the mean and standard
-    deviation of the field as a function on the domains, so nodes crowded where a mesh is fine do not
-    outweigh the rest. ``dataset`` yields items with ``field (n, c)`` and ``weights (n,)`` (e.g. a
-    ``MeshDataset``); read one sample at a time. The statistics ``(c,)`` apply to any mesh.
+class FieldNormalizer:
+    """Gaussian normalizer of point-set (mesh) data whose mean and std are functions on ``[0, 1]²``:
+    values at the nodes of an ``m x m`` node grid, ``mean, std: (m, m, c)``, evaluated at each point by
+    bilinear interpolation.  The point-wise normalizer of grid data generalized to any mesh (the
+    statistics at a point of the domain, whatever mesh it is a node of).
 
-    ``centered=False``: a scale only (mean 0, the weighted root mean square as std), so that decoding
-    keeps zeros zero: a model's exact Dirichlet zeros stay zero in raw units (a point-wise normaliser
-    has mean and std 0 on a grid's boundary, a global one has not)."""
+    ``encode(x, pos) = (x - mean(pos)) / (std(pos) + eps)``, ``decode(z, pos)`` its inverse, with ``x:
+    (b, n, c)`` at ``pos: (b, n, 2)``.  Fit with :func:`fit_point_normalizer`."""
+
+    field = True
+    pointwise = False
+    grid: tuple[int, ...] = ()
+
+    def __init__(self, mean, std, eps: float = 1e-5):
+        mean, std = torch.as_tensor(mean), torch.as_tensor(std)
+        if mean.shape != std.shape or mean.dim() != 3 or mean.shape[0] < 2 or mean.shape[1] < 2:
+            raise ValueError(f"field statistics must be (m, m, c) node grids of equal shape, got "
+                             f"{tuple(mean.shape)} and {tuple(std.shape)}")
+        if not (torch.isfinite(mean).all() and torch.isfinite(std).all()) or (std < 0).any():
+            raise ValueError("normalizer statistics must be finite with std >= 0")
+        if not eps > 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        self.mean, self.std, self.eps = mean, std, float(eps)
+
+    def _stats_at(self, x: torch.Tensor, pos: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if pos is None or pos.dim() != 3 or pos.shape[:2] != x.shape[:2] or x.shape[-1] != self.mean.shape[-1]:
+            raise ValueError(f"a field normalizer needs the points: x (b, n, {self.mean.shape[-1]}) and pos (b, n, 2), "
+                             f"got x {tuple(x.shape)} and pos {None if pos is None else tuple(pos.shape)}")
+        stats = torch.cat([self.mean, self.std + self.eps], dim=-1).to(x.device, x.dtype)
+        both = prolong_points(stats[None].expand(len(x), *stats.shape), pos.to(x.dtype))
+        c = self.mean.shape[-1]
+        return both[..., :c], both[..., c:]
+
+    def encode(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        mean, scale = self._stats_at(x, pos)
+        return (x - mean) / scale
+
+    def decode(self, z: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        mean, scale = self._stats_at(z, pos)
+        return z * scale + mean
+
+    def reaches(self, resolution: Any) -> bool:
+        return True
+
+    def at_resolution(self, resolution: Any) -> "FieldNormalizer":
+        return self
+
+    def to(self, device=None, dtype=None) -> "FieldNormalizer":
+        return FieldNormalizer(self.mean.to(device, dtype), self.std.to(device, dtype), self.eps)
+
+    def to_state(self) -> dict[str, Any]:
+        return {"kind": "field", "mean": self.mean.detach().cpu(), "std": self.std.detach().cpu(), "eps": self.eps}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "FieldNormalizer":
+        return cls(state["mean"], state["std"], state["eps"])
+
+    def __repr__(self) -> str:
+        return f"FieldNormalizer(grid={tuple(self.mean.shape[:2])}, eps={self.eps})"
+
+
+def normalizer_from_state(state: dict[str, Any] | None) -> Any:
+    """A fitted normaliser from its ``to_state()`` dict (None: no normaliser)."""
+    if state is None:
+        return None
+    if state.get("kind") == "field":
+        return FieldNormalizer.from_state(state)
+    return PointwiseGaussianNormalizer.from_state(state)
+
+
+def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = True, size: int = 33,
+                         eps: float = 1e-5) -> FieldNormalizer:
+    """Statistics of a point-set dataset's ``field`` (``"x"`` or ``"y"``) over all its samples (the
+    TRAINING split) as functions on ``[0, 1]²``: at each node ``ξ_i`` of a ``size x size`` node grid,
+
+        mean_i = Σ_s Σ_j φ_i(x_j) w_j u_j / Σ_s Σ_j φ_i(x_j) w_j,   std_i² = (same with u²) - mean_i²
+
+    (φ_i the grid's hat functions, w the samples' quadrature weights): the mean and standard deviation
+    of the field near ``ξ_i`` over the samples whose domain reaches there, each node weighted by its
+    quadrature weight, so nodes crowded where a mesh is fine do not outweigh the rest.  Grid nodes that
+    no sample reaches take the statistics over everything.  ``dataset`` yields items with ``field
+    (n, c)``, ``pos (n, 2)`` and ``weights (n,)`` (e.g. a ``MeshDataset``), read one at a time.
+
+    ``centered=False``: a scale only (mean 0, the root mean square as std), so zeros stay zeros."""
     if field not in ("x", "y"):
         raise ValueError(f"field must be 'x' (model input) or 'y' (target), got {field!r}")
     if len(dataset) < 2:
         raise ValueError("fitting a normalizer needs at least 2 samples")
-    total, first, second = 0.0, 0.0, 0.0
+    grid = (size, size)
+    mass, first, second = 0.0, 0.0, 0.0
     for item in dataset:
-        values, w = item[field].double(), item["weights"].double()[:, None]
-        total = total + w.sum()
-        first = first + (w * values).sum(0)
-        second = second + (w * values.square()).sum(0)
-    mean = first / total if centered else torch.zeros_like(first)
-    std = (second / total - mean.square()).clamp_min(0.0).sqrt()
-    return PointwiseGaussianNormalizer(mean.float(), std.float(), eps)
+        u, pos, w = item[field].double()[None], item["pos"].double()[None], item["weights"].double()[None]
+        values, m = restrict_points(torch.cat([u, u.square()], dim=-1), pos, w, grid)
+        c = u.shape[-1]
+        mass = mass + m[0]
+        first = first + m[0, ..., None] * values[0, ..., :c]
+        second = second + m[0, ..., None] * values[0, ..., c:]
+    reached = (mass > 0)[..., None]
+    total = mass.sum()
+    overall = (first.sum((0, 1)) / total, second.sum((0, 1)) / total)
+    safe = torch.where(reached, mass[..., None], 1.0)
+    mean1 = torch.where(reached, first / safe, overall[0])
+    mean2 = torch.where(reached, second / safe, overall[1])
+    mean = mean1 if centered else torch.zeros_like(mean1)
+    std = (mean2 - mean.square()).clamp_min(0.0).sqrt()
+    return FieldNormalizer(mean.float(), std.float(), eps)

@@ -98,17 +98,29 @@ def test_the_mesh_metric_is_the_quadrature_weighted_relative_l2(mesh_file):
         torch.testing.assert_close(relative_l2_per_sample(padded, target, weights)[0].double(), plain, rtol=1e-5, atol=0)
 
 
-def test_point_normalizers_weight_the_nodes_by_their_quadrature(mesh_file):
+def test_point_normalizers_are_quadrature_weighted_fields_on_the_unit_square(mesh_file):
     data = open_mesh_dataset(mesh_file, "level0", range(4))
-    norm = fit_point_normalizer(data, "x")
-    values = torch.cat([data[k]["x"][:, 0].double() for k in range(4)])
-    w = torch.cat([data[k]["weights"].double() for k in range(4)])
-    mean = (w * values).sum() / w.sum()
-    std = torch.sqrt((w * (values - mean) ** 2).sum() / w.sum())
-    torch.testing.assert_close(norm.mean.double(), mean[None], rtol=1e-6, atol=0)
-    torch.testing.assert_close(norm.std.double(), std[None], rtol=1e-6, atol=0)
-    scale = fit_point_normalizer(data, "y", centered=False)  # targets: zeros stay zeros once decoded
-    assert float(scale.mean) == 0.0 and float(scale.decode(torch.zeros(1, 3, 1)).abs().max()) == 0.0
+    norm = fit_point_normalizer(data, "x", size=5)
+    # node (2, 2) of the 5 x 5 statistics grid, at (0.5, 0.5): a plain loop over the samples' nodes
+    num = den = sq = 0.0
+    for k in range(4):
+        item = data[k]
+        pos, w, a = item["pos"].double(), item["weights"].double(), item["x"][:, 0].double()
+        hat = (1 - (4 * pos[:, 0] - 2).abs()).clamp_min(0) * (1 - (4 * pos[:, 1] - 2).abs()).clamp_min(0)
+        num, den, sq = num + (hat * w * a).sum(), den + (hat * w).sum(), sq + (hat * w * a**2).sum()
+    mean = num / den
+    torch.testing.assert_close(norm.mean[2, 2, 0].double(), mean, rtol=1e-5, atol=0)
+    torch.testing.assert_close(norm.std[2, 2, 0].double(), torch.sqrt(sq / den - mean**2), rtol=1e-4, atol=0)
+    item = data[0]
+    x, pos = item["x"][None], item["pos"][None]
+    torch.testing.assert_close(norm.decode(norm.encode(x, pos), pos), x)
+    # a trained operator keeps the model's boundary zeros in raw units, whatever the mean is there
+    model = build_model("mesh_latent", d_model=8, n_layers=1, n_heads=2, latent_size=6, fine_width=4,
+                        decoder_hidden=8).eval()
+    op = NormalizedOperator(model, norm, fit_point_normalizer(data, "y", size=5))
+    with torch.no_grad():
+        out = op.predict(x, pos, weights=item["weights"][None], boundary=item["boundary"][None])
+    assert float(out[0, item["boundary"]].abs().max()) == 0.0 and float(out.abs().max()) > 0
 
 
 @pytest.mark.parametrize("setting, message", [
@@ -120,3 +132,12 @@ def test_mismatched_settings_are_clear_errors(mesh_file, tmp_path, capsys, setti
     cfg = _config(tmp_path, mesh_file, options="")
     assert cli_main(["train", str(cfg), "--out", str(tmp_path / "bad"), setting]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_coarser_levels_hold_the_finest_solve_at_their_nodes(mesh_file):
+    # nested levels: level0's nodes are level1's first nodes, and its data are level1's there
+    coarse, fine = open_mesh_dataset(mesh_file, "level0")[5], open_mesh_dataset(mesh_file, "level1")[5]
+    n = len(coarse["pos"])
+    torch.testing.assert_close(fine["pos"][:n], coarse["pos"], rtol=0, atol=0)
+    torch.testing.assert_close(fine["y"][:n], coarse["y"], rtol=0, atol=0)
+    torch.testing.assert_close(fine["x"][:n], coarse["x"], rtol=0, atol=0)

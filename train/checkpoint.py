@@ -35,7 +35,9 @@ from petrov.operators.io import load_checkpoint, model_from_checkpoint
 
 from petrov.datasets import InputNoise
 
-from .operator import NormalizedOperator, normalizer_from_state
+from petrov.datasets.normalizers import normalizer_from_state
+
+from .operator import NormalizedOperator
 
 RUN_FORMAT = 1
 

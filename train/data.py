@@ -151,8 +151,7 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
         if not enabled:
             return None
         if train is not None and is_point_data(train):
-            # targets scaled only: a model's Dirichlet zeros stay zero once decoded
-            return fit_point_normalizer(train, field, centered=field == "x")
+            return fit_point_normalizer(train, field)
         # x: point values at the native grid (restricted later); y of the inverse problem is pooled
         # from the training grid, so its statistics are fitted there
         return fit_normalizer(

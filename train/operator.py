@@ -17,14 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from petrov.datasets import InputNoise, PointwiseGaussianNormalizer
-
-
-def normalizer_from_state(state: dict[str, Any] | None) -> Any:
-    """A fitted normaliser from its ``to_state()`` dict (None: no normaliser)."""
-    if state is None:
-        return None
-    return PointwiseGaussianNormalizer.from_state(state)
+from petrov.datasets import InputNoise
 
 
 class NormalizedOperator(nn.Module):
@@ -49,18 +42,23 @@ class NormalizedOperator(nn.Module):
         base = self.x_normalizer if which == "x" else self.y_normalizer
         if base is None:
             return None
-        key = (which, tuple(grid), str(device))
+        point_sets = getattr(base, "field", False)  # statistics as functions of the position
+        key = (which, () if point_sets else tuple(grid), str(device))
         if key not in self._cache:
-            self._cache[key] = base.at_resolution(grid[0]).to(device)
+            self._cache[key] = (base if point_sets else base.at_resolution(grid[0])).to(device)
         return self._cache[key]
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        """Raw inputs in the units the model takes (``pos``: the points, for point-set data)."""
         norm = self._at("x", x.shape[1:-1], x.device)
-        return x if norm is None else norm.encode(x)
+        return x if norm is None else norm.encode(x, pos) if getattr(norm, "field", False) else norm.encode(x)
 
-    def decode(self, y_hat: torch.Tensor) -> torch.Tensor:
+    def decode(self, y_hat: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        """The model's output in raw units (``pos``: the points, for point-set data)."""
         norm = self._at("y", y_hat.shape[1:-1], y_hat.device)
-        return y_hat if norm is None else norm.decode(y_hat)
+        if norm is None:
+            return y_hat
+        return norm.decode(y_hat, pos) if getattr(norm, "field", False) else norm.decode(y_hat)
 
     def encode_target(self, y: torch.Tensor) -> torch.Tensor:
         """Raw targets in the units the model outputs (the inverse of :meth:`decode`)."""
@@ -89,9 +87,20 @@ class NormalizedOperator(nn.Module):
         ``teacher=encode_target(teacher)`` (see :mod:`petrov.operators.trajectory`).  ``inputs``: the
         model's other keyword inputs as they are (point sets: ``weights``, ``mask``, ``boundary``, ...).
         """
-        x_hat = self.encode(x) if noise is None else noise.apply(self.encode(x), sample_ids)
+        x_hat = self.encode(x, pos)
+        x_hat = x_hat if noise is None else noise.apply(x_hat, sample_ids)
         extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
-        return self.decode((net or self.model)(x_hat, pos, **inputs, **extra).float())
+        out = self.decode((net or self.model)(x_hat, pos, **inputs, **extra).float(), pos)
+        return self._keep_zeros(out, inputs)
+
+    def _keep_zeros(self, out: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Point sets: the model's exact zeros on padding and (``dirichlet``) on boundary nodes stay zero
+        in raw units (a normaliser's mean there need not be 0)."""
+        mask, boundary = inputs.get("mask"), inputs.get("boundary")
+        zero = None if mask is None else ~mask
+        if boundary is not None and getattr(getattr(self.model, "config", None), "dirichlet", False):
+            zero = boundary if zero is None else zero | boundary
+        return out if zero is None else out.masked_fill(zero.unsqueeze(-1), 0.0)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         return self.predict(x, pos)
@@ -100,4 +109,4 @@ class NormalizedOperator(nn.Module):
         return {"x": self.x_normalizer, "y": self.y_normalizer}
 
 
-__all__ = ["NormalizedOperator", "normalizer_from_state"]
+__all__ = ["NormalizedOperator"]

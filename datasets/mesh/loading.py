@@ -16,7 +16,7 @@ An item is a dict of tensors:
 
 plus what the dataset's ``transform`` adds (a callable ``item -> dict`` of fixed-shape tensors, e.g. a
 model's per-mesh inputs such as ``mesh_fno``'s grid interpolation; see
-:func:`petrov.operators.models.sample_transform`).
+:func:`petrov.operators.models.sample_transform`), computed once per sample and kept.
 
 :func:`collate_points` pads a list of items into the point-set batch every mesh model takes:
 ``x (b, n, c_in)``, ``y (b, n, c_out)``, ``pos (b, n, 2)``, ``weights (b, n)``, ``mask (b, n)`` (True on
@@ -49,6 +49,7 @@ class MeshDataset(Dataset):
                  attrs: dict[str, Any], dtype: torch.dtype = torch.float32, transform: Callable | None = None):
         self.path = Path(path)
         self.transform = transform
+        self._extras: dict[int, dict] = {}  # transform outputs, computed once per sample and process
         self.variant = variant
         self.indices = np.asarray(indices, dtype=np.int64)
         self.offsets = offsets  # of every complete sample of the file (small), not only ours
@@ -102,7 +103,9 @@ class MeshDataset(Dataset):
             "position": i % len(self),
         }
         if self.transform is not None:
-            item.update(self.transform(item))
+            if index not in self._extras:
+                self._extras[index] = self.transform(item)
+            item.update(self._extras[index])
         return item
 
     def with_transform(self, transform: Callable | None) -> "MeshDataset":

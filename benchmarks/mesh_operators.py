@@ -1,0 +1,355 @@
+"""Operators on meshes: trained on the coarsest mesh of each sample, tested on finer and independent meshes.
+
+    python benchmarks/mesh_operators.py --jobs 2                 # full: 1200 samples, 20 min per contender
+    python benchmarks/mesh_operators.py --contenders mesh_latent mesh_fno --budget-minutes 10
+    python benchmarks/mesh_operators.py --grid-path              # also: uniform-grid Darcy, grid path vs mesh path
+    python benchmarks/mesh_operators.py --quick                  # smoke run: tiny data and models
+
+Data: ``darcy-mesh`` (``petrov generate darcy-mesh``): Darcy flow, a = 12/3 from the thresholded Neumann
+GRF, f = 1, u = 0 on the whole boundary, on random domains in [0, 1]² (holes, notches, L-shapes,
+deformed squares); every sample on three nested meshes (``level0`` ≈ 330 nodes, ``level1`` ≈ 1,250,
+``level2`` ≈ 5,000) and an independent ``remesh`` of ``level2``'s size.  1200 samples: train on the first
+1000 at ``level0``, select on the next 100, test on the last 100 at every level.  The generation time is
+timed (target: 1,000 samples in 5 minutes on 2 cores).
+
+Contenders (each trained by ``petrov.train.train``: Adam, OneCycle max lr ``--lr``, clipping 1, batch 8,
+relative L² with the meshes' quadrature weights, per-channel normalisers; equal wall-clock budget, the
+epochs planned from a probe of the training step as in ``compare_accuracy.py``):
+
+- ``mesh_latent``: the latent-grid attention operator on point sets (quadrature-weighted restriction to a
+  latent grid over [0, 1]², attention and a latent convolution there, prolongation, pointwise decoder);
+- ``mesh_attention``: attention on all nodes with the quadrature weights (pointwise lift and decoder);
+- ``mesh_fno``: the baseline users try first — the P1 interpolant on a 64² grid (0 outside Ω, plus a mask
+  channel), fno2d there, the prediction interpolated back to the nodes.
+
+``--grid-path``: uniform-grid Darcy (the FNO recipe, 1200 samples solved at 421 and strided to 85) trained
+twice at equal budget with the same architecture — ``latent2d`` with ``decoder = "pointwise"`` on the grid,
+and ``mesh_latent`` on the same samples stored as meshes (the 85² node grid triangulated, lumped-mass
+weights) — so the mesh path (files, batches, weights, normalisers, metric) is measured against the grid
+path.
+
+Targets: trained on ``level0``, the best mesh operator's test error on ``level1``, ``level2`` and ``remesh``
+within 1.10x of its ``level0`` error (the FNO baseline's ratios beside); the best mesh operator at most
+the FNO baseline's error on ``level2``; the mesh path within 1.05x of the grid path; the data in 5 minutes
+per 1,000 samples.  With ``--seeds N`` every contender trains N times and a comparison counts as met only
+when the difference exceeds the spread (``_common.exceeds_spread``).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from _common import (
+    emit_result, exceeds_spread, format_spread, format_table, machine_info, median_seconds, print_machine,
+    run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
+)
+
+LEVELS = ["level0", "level1", "level2", "remesh"]
+FLAT = 1.10
+GRID_PATH = 1.05
+DATA_SECONDS_PER_1000 = 300.0
+PLAN_FRACTION = 0.9
+
+
+def contenders(quick: bool) -> dict[str, dict[str, Any]]:
+    """Model name -> options, scaled to the budget (``--quick``: tiny)."""
+    if quick:
+        return {
+            "mesh_latent": dict(d_model=16, n_layers=1, n_heads=2, latent_size=8, fine_width=8, decoder_hidden=16),
+            "mesh_attention": dict(d_model=16, n_layers=1, n_heads=2, decoder_hidden=16),
+            "mesh_fno": dict(grid_size=16, width=8, modes=4, n_layers=2, proj_hidden=16),
+        }
+    return {
+        "mesh_latent": dict(mixer="galerkin", norm="layer", d_model=64, n_layers=3, n_heads=4, dim_feedforward=128,
+                            latent_size=16, latent_kernel=3, fine_width=32, decoder_hidden=128, decoder_layers=2),
+        "mesh_attention": dict(mixer="galerkin", norm="column", d_model=64, n_layers=4, n_heads=4,
+                               dim_feedforward=128, decoder_hidden=128, decoder_layers=2),
+        "mesh_fno": dict(grid_size=64, width=32, modes=12, n_layers=4, proj_hidden=128),
+    }
+
+
+def train_config(path: str, model: str, options: dict, args: argparse.Namespace, seed: int,
+                 discretization: dict) -> dict[str, Any]:
+    return {
+        "data": {"path": path, "n_train": args.n_train, "n_val": args.n_val, "n_test": args.n_test, **discretization},
+        "model": {"name": model, "options": options},
+        "optim": {"optimizer": "adam", "lr": args.lr, "epochs": 1, "batch_size": args.batch_size, "grad_clip": 1.0,
+                  "min_warmup_steps": args.min_warmup_steps},
+        "loss": {"h1_weight": 0.0},
+        "run": {"seed": seed, "threads": args.threads, "progress": False, "eval_batch_size": 4,
+                "time_budget_minutes": args.budget_minutes},
+    }
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+def mesh_data(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """The darcy-mesh file (generated and timed if missing)."""
+    from petrov.datasets import dataset_info, generate_dataset
+
+    path = Path(args.data_dir) / f"darcy-mesh-{args.samples}.h5"
+    timing: dict[str, Any] = {}
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"generating {args.samples} darcy-mesh samples ({args.data_workers} workers) into {path} ...", flush=True)
+        start = time.perf_counter()
+        generate_dataset("darcy-mesh", path, args.samples, seed=0, workers=args.data_workers, progress=False,
+                         **({"h": 0.08, "refinements": 2} if args.quick else {}))
+        seconds = time.perf_counter() - start
+        timing = {"samples": args.samples, "seconds": seconds, "seconds_per_1000": 1000 * seconds / args.samples,
+                  "workers": args.data_workers}
+        print(f"  generated in {seconds:.0f} s ({timing['seconds_per_1000']:.0f} s per 1,000 samples)", flush=True)
+    info = dataset_info(path)
+    timing["nodes"] = {k: v["nodes"] for k, v in info["levels"].items()}
+    return path, timing
+
+
+def grid_as_mesh(grid_path: Path, mesh_path: Path, resolution: int) -> None:
+    """The samples of a grid Darcy file at ``resolution`` as a mesh file: the node grid triangulated (each
+    cell cut along one diagonal), one ``.npz`` per sample through ``petrov import --mesh``."""
+    from petrov.datasets import import_meshes, open_dataset
+
+    if mesh_path.exists():
+        return
+    data = open_dataset(grid_path, resolution=resolution)
+    n = resolution
+    axis = np.linspace(0.0, 1.0, n)
+    points = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
+    ids = np.arange(n * n).reshape(n, n)
+    a, b, c, d = ids[:-1, :-1].ravel(), ids[1:, :-1].ravel(), ids[1:, 1:].ravel(), ids[:-1, 1:].ravel()
+    triangles = np.concatenate([np.stack([a, b, c], -1), np.stack([a, c, d], -1)])
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = []
+        for k in range(len(data)):
+            f = Path(tmp) / f"{k:05d}.npz"
+            np.savez(f, points=points, triangles=triangles, a=data.x[k].reshape(-1).numpy(),
+                     u=data.y[k].reshape(-1).numpy())
+            sources.append(f)
+        import_meshes(mesh_path, sources, x_field="a", y_field="u")
+
+
+# --- one run (worker) ------------------------------------------------------------------------------
+
+def probe_epoch_seconds(cfg, data, repeats: int = 5) -> float:
+    """Seconds per epoch of a fresh model: the median training step on real batches times the batches,
+    plus the validation forwards."""
+    from petrov.operators import build_model
+    from petrov.operators.models import sample_transform
+    from petrov.train.data import data_loader, to_batch
+    from petrov.train.losses import training_loss_per_sample
+
+    torch.manual_seed(cfg.run.seed)
+    model = build_model(cfg.model.name, **cfg.model.options)
+    data = data.with_transform(sample_transform(model))
+    b = cfg.optim.batch_size
+    batch = to_batch(next(iter(data_loader(data.train, b))), data.train, torch.device("cpu"))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        pred = model(batch.x, **batch.inputs)
+        training_loss_per_sample(pred, batch.y, 0.0, False, weights=batch.weights).mean().backward()
+        optimizer.step()
+
+    t_step = median_seconds(step, repeats, warmup=2)
+    steps = math.ceil(len(data.train) / b) + math.ceil(len(data.val) / b) / 3  # a forward ~ 1/3 step
+    return steps * t_step
+
+
+def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
+    from petrov.operators import build_model
+    from petrov.train import train
+    from petrov.train.config import config_from_dict
+    from petrov.train.data import build_training_data
+
+    if spec.get("cpu") is not None:
+        os.sched_setaffinity(0, {spec["cpu"]})
+    if spec["threads"]:
+        torch.set_num_threads(spec["threads"])
+    raw = spec["config"]
+    cfg = config_from_dict(raw)
+    data = build_training_data(cfg.data)
+    epoch = probe_epoch_seconds(cfg, data)
+    planned = int(max(1, min(spec["max_epochs"], math.floor(PLAN_FRACTION * 60 * cfg.run.time_budget_minutes / epoch))))
+    cfg = config_from_dict({**raw, "optim": {**raw["optim"], "epochs": planned}})
+    model = build_model(cfg.model.name, **cfg.model.options)
+    run_dir = Path(spec["run_dir"])
+    shutil.rmtree(run_dir, ignore_errors=True)  # this script's own scratch run of the contender
+    start = time.perf_counter()
+    out = train(cfg, run_dir, data=data)
+    return {"key": spec["key"], "seed": cfg.run.seed, "parameters": sum(p.numel() for p in model.parameters()),
+            "epochs_planned": planned, "epochs": out.epochs_completed, "stopped": out.stopped,
+            "probe_seconds_per_epoch": epoch, "wall_seconds": time.perf_counter() - start,
+            "test": {str(r["resolution"]): r for r in out.test}}
+
+
+def run_safely(spec: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return run_contender(spec)
+    except Exception as err:  # one contender must not sink the table
+        traceback.print_exc()
+        return {"key": spec["key"], "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
+
+
+def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | None) -> dict[str, Any]:
+    key, path, model, options, seed, discretization = job
+    spec = {"key": key, "config": train_config(str(path), model, options, args, seed, discretization),
+            "threads": args.threads, "max_epochs": args.max_epochs, "cpu": cpu,
+            "run_dir": str(runs_dir / (f"{key}-seed{seed}" if args.seeds > 1 else key))}
+    print(f"  training {key} seed {seed}" + (f" on core {cpu}" if cpu is not None else "") + " ...", flush=True)
+    result = run_safely(spec) if args.in_process else run_worker(__file__, spec)
+    result.setdefault("key", key)
+    result["seed"] = seed
+    if "error" in result:
+        print(f"    {key} seed {seed} failed: {result['error']}", flush=True)
+    else:
+        print(f"    {key} seed {seed}: {result['epochs']} epochs ({result['stopped']}), "
+              + ", ".join(f"{k} {v['mean']:.3e}" for k, v in result["test"].items()), flush=True)
+    return result
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+def summarize(runs: list[dict], keys: list[str], levels: list[str]) -> dict[str, dict[str, Any]]:
+    """Per contender: the mean test error per level over the seeds, and the ratios to the training level."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        ok = [r for r in runs if r["key"] == key and "error" not in r]
+        if not ok:
+            continue
+        level = {lv: seed_stats([r["test"][lv]["mean"] for r in ok if lv in r["test"]]) for lv in levels}
+        ratio = {lv: seed_stats([r["test"][lv]["mean"] / r["test"][levels[0]]["mean"] for r in ok
+                                 if lv in r["test"]]) for lv in levels[1:]}
+        out[key] = {"level": level, "ratio": ratio, "parameters": ok[0]["parameters"],
+                    "epochs": seed_stats([r["epochs"] for r in ok])}
+    return out
+
+
+def report(summary: dict[str, dict], levels: list[str]) -> tuple[str, list[dict[str, Any]]]:
+    head = ["contender", "parameters", "epochs"] + levels + [f"{lv}/{levels[0]}" for lv in levels[1:]]
+    rows = [[k, f"{s['parameters']:,}", format_spread(s["epochs"], ".0f")]
+            + [format_spread(s["level"][lv]) for lv in levels]
+            + [format_spread(s["ratio"][lv], ".3f") for lv in levels[1:]] for k, s in summary.items()]
+    text = format_table(head, rows)
+    targets = []
+    ours = {k: s for k, s in summary.items() if k != "mesh_fno"}
+    finest = "level2" if "level2" in levels else levels[-2]
+    if ours:
+        best = min(ours, key=lambda k: ours[k]["level"][finest]["mean"])
+        worst_ratio = max(ours[best]["ratio"][lv]["mean"] for lv in levels[1:])
+        targets.append({"target": f"{best}: every level within {FLAT}x of {levels[0]}", "value": worst_ratio,
+                        "met": worst_ratio <= FLAT})
+        if "mesh_fno" in summary:
+            met = exceeds_spread(ours[best]["level"][finest], summary["mesh_fno"]["level"][finest], strict=False)
+            targets.append({"target": f"{best} <= mesh_fno on {finest}", "value": ours[best]["level"][finest]["mean"],
+                            "baseline": summary["mesh_fno"]["level"][finest]["mean"], "met": met})
+    return text, targets
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--contenders", nargs="+", default=["mesh_latent", "mesh_attention", "mesh_fno"],
+                        choices=["mesh_latent", "mesh_attention", "mesh_fno"])
+    parser.add_argument("--grid-path", action="store_true", help="also compare the grid path and the mesh path")
+    parser.add_argument("--budget-minutes", type=float, default=None, help="training wall-clock per run (20)")
+    parser.add_argument("--max-epochs", type=int, default=1000)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--min-warmup-steps", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--samples", type=int, default=1200)
+    parser.add_argument("--data-dir", default="data/bench")
+    parser.add_argument("--data-workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, each pinned to its own core, 1 thread")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--in-process", action="store_true")
+    parser.add_argument("--out", default="bench-results/mesh_operators.json")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 24 samples, tiny models, 0.05 min each")
+    args = parser.parse_args(argv)
+    if args.jobs > 1:
+        args.threads, args.in_process = 1, False
+    if args.budget_minutes is None:
+        args.budget_minutes = 0.05 if args.quick else 20.0
+    args.n_train, args.n_val, args.n_test = (1000, 100, 100) if not args.quick else (16, 4, 4)
+    if args.quick:
+        args.samples, args.min_warmup_steps, args.batch_size = 24, 0, 4
+        args.data_dir = str(Path(args.data_dir) / "quick")
+        args.in_process = args.jobs == 1
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    spec = worker_spec(argv)
+    if spec is not None:
+        emit_result(run_safely(spec))
+        return
+    args = parse(argv)
+    info = machine_info(args.threads)
+    print_machine(info)
+    runs_dir = Path(args.out).parent / "mesh-runs"
+    path, timing = mesh_data(args)
+    levels = list(timing["nodes"])
+    options = contenders(args.quick)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    jobs = [(key, path, key, options[key], seed, {"level": levels[0], "eval_levels": levels})
+            for key in args.contenders for seed in seeds]
+    grid = {}
+    if args.grid_path:
+        from petrov.datasets import generate_dataset
+
+        res = 29 if args.quick else 85
+        grid_file = Path(args.data_dir) / f"darcy-{'57' if args.quick else '421'}-{args.samples}.h5"
+        if not grid_file.exists():
+            generate_dataset("darcy", grid_file, args.samples, resolution=57 if args.quick else 421, seed=0,
+                             workers=args.data_workers, progress=False)
+        as_mesh = grid_file.with_name(grid_file.stem + f"-mesh{res}.h5")
+        grid_as_mesh(grid_file, as_mesh, res)
+        latent = {k: v for k, v in options["mesh_latent"].items()}
+        jobs += [("grid-path-latent2d", grid_file, "latent2d", {**latent, "decoder": "pointwise"}, seed,
+                  {"train_resolution": res, "eval_resolutions": [res]}) for seed in seeds]
+        jobs += [("mesh-path-mesh_latent", as_mesh, "mesh_latent", latent, seed, {"level": "mesh"}) for seed in seeds]
+        grid = {"resolution": res, "file": str(grid_file), "as_mesh": str(as_mesh)}
+    nodes = ", ".join(f"{k} {v['mean']:.0f}" for k, v in timing["nodes"].items())
+    print(f"mesh operators: {args.budget_minutes:g} min per run, seeds {seeds}, levels {levels} (mean nodes {nodes})"
+          + ("  [quick: numbers meaningless]" if args.quick else ""), flush=True)
+    runs = run_pinned(jobs, args.jobs, lambda job, cpu: run_one(job, args, runs_dir, cpu))
+    summary = summarize(runs, args.contenders, levels)
+    text, targets = report(summary, levels)
+    print("\nrelative L2 on the test samples (mean over seeds ± std), trained on", levels[0])
+    print(text)
+    if args.grid_path:
+        g = seed_stats([r["test"][str(grid["resolution"])]["mean"] for r in runs
+                        if r["key"].startswith("grid-path") and "error" not in r])
+        m = seed_stats([r["test"]["mesh"]["mean"] for r in runs if r["key"].startswith("mesh-path") and "error" not in r])
+        if g and m:
+            ratio = m["mean"] / g["mean"]
+            print(f"\nuniform grid {grid['resolution']}²: grid path (latent2d, pointwise decoder) {format_spread(g)}, "
+                  f"mesh path (mesh_latent) {format_spread(m)}: ratio {ratio:.3f}")
+            targets.append({"target": f"mesh path within {GRID_PATH}x of the grid path", "value": ratio,
+                            "met": ratio <= GRID_PATH})
+        grid.update(grid=g, mesh=m)
+    if "seconds_per_1000" in timing:
+        targets.append({"target": f"data: 1,000 samples in <= {DATA_SECONDS_PER_1000:.0f} s",
+                        "value": timing["seconds_per_1000"], "met": timing["seconds_per_1000"] <= DATA_SECONDS_PER_1000})
+    print("\ntargets:")
+    for t in targets:
+        print(f"  {t['target']}: {t['value']:.4g} -> {verdict(t['met'])}")
+    write_json(args.out, {"machine": info, "settings": vars(args) | {"data": str(path)}, "data": timing,
+                          "runs": runs, "summary": summary, "grid_path": grid, "targets": targets})
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
