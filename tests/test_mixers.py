@@ -179,7 +179,7 @@ def test_none_weights_equal_explicit_uniform_weights(name):
 
 
 @pytest.mark.parametrize("name, where, helper", [
-    ("galerkin", "mixers.galerkin", "weighted_outer"),
+    ("galerkin", "kernels", "weighted_outer"),  # via kernels.key_value_matrix
     ("linear", "kernels", "normalized_kernel_attention"),  # via kernels.feature_map_attention
     ("performer", "kernels", "normalized_kernel_attention"),
     ("cosformer", "mixers.cosformer", "normalized_kernel_attention"),

@@ -79,6 +79,20 @@ def weighted_outer(a: torch.Tensor, c: torch.Tensor, weights: torch.Tensor | Non
     return out / n if weights is None else out
 
 
+def key_value_matrix(k: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``Σ_j w_j k_j v_jᵀ``: ``(b, h, n, d)`` x2 -> ``(b, h, d, e)``, summed in float32 at least, the
+    gradient's point-wise products in autocast's dtype (the matrix of the kernels linear in q)."""
+    grad_dtype = autocast_dtype(k)
+    with full_precision(k):
+        return weighted_outer(upcast(k), upcast(v), weights, grad_dtype)
+
+
+def apply_matrix(q: torch.Tensor, kv: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``q @ kv`` returned in ``dtype``: the n-sized product, in autocast's dtype under autocast (as
+    the projections), else ``kv``'s."""
+    return (upcast(q) @ kv).to(dtype)
+
+
 def normalized_kernel_attention(
     phi_q: torch.Tensor,
     phi_k: torch.Tensor,

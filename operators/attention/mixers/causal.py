@@ -172,3 +172,17 @@ def identity_feature_width(mixer, width: int, pos_dim: int) -> int:
 def identity_features(mixer, q, k, pos=None):
     """``features`` of the mixers whose feature map is the identity: φ(q), φ(k) = q, k."""
     return q, k
+
+
+class IdentityFeatures:
+    """The causal protocol of the kernels with the identity as feature map and no normalizer (Galerkin,
+    Fourier): ``supports_causal``, ``causal_eps = None``, ``features``, ``feature_width``, and
+    :meth:`set_causal` for their ``causal`` / ``chunk_size`` options."""
+
+    supports_causal = True
+    causal_eps = None  # no normalizer
+    feature_width = identity_feature_width
+    features = identity_features
+
+    def set_causal(self, causal: bool, chunk_size: int) -> None:
+        self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)

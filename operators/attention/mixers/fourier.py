@@ -22,19 +22,15 @@ from __future__ import annotations
 from torch import nn
 
 from . import MIXERS
-from ..kernels import autocast_dtype, full_precision, upcast, weighted_outer
-from .causal import (
-    DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
-)
+from ..kernels import apply_matrix, key_value_matrix
+from .causal import DEFAULT_CHUNK_SIZE, IdentityFeatures, causal_forward
 
 
 @MIXERS.register("fourier")
-class FourierMixer(nn.Module):
+class FourierMixer(IdentityFeatures, nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``."""
 
     normalized = ("q", "k")
-    supports_causal = True
-    causal_eps = None  # no normalizer
 
     def __init__(self, head_dim: int, n_heads: int, associative: bool = False, causal: bool = False,
                  chunk_size: int = DEFAULT_CHUNK_SIZE):
@@ -42,28 +38,18 @@ class FourierMixer(nn.Module):
         if not isinstance(associative, bool):
             raise ValueError(f"associative must be True or False, got {associative!r}")
         self.associative = associative
-        self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
-
-    # the causal form's point-wise feature maps: φ = identity
-    feature_width = identity_feature_width
-    features = identity_features
+        self.set_causal(causal, chunk_size)
 
     def matrix(self, k, v, pos=None, weights=None):
         """With ``associative=True``: ``K̃ᵀ diag(w) V`` ``(b,h,d,d)`` (at least float32), so that
         ``forward(q, k, v) = q @ matrix(k, v)``; ``None`` for the dense kernel."""
-        if not self.associative or self.causal:
-            return None
-        grad_dtype = autocast_dtype(k)  # the gradient's point-wise products as autocast's own
-        with full_precision(k):
-            return weighted_outer(upcast(k), upcast(v), weights, grad_dtype)
+        return key_value_matrix(k, v, weights) if self.associative and not self.causal else None
 
     def forward(self, q, k, v, pos=None, weights=None):
         if self.causal:
             return causal_forward(self, q, k, v, pos, weights)
         if self.associative:
-            kv = self.matrix(k, v, pos, weights)  # float32 at least
-            # the n-sized product: bfloat16 under autocast, else kv's dtype (as Galerkin)
-            return (upcast(q) @ kv).to(v.dtype)
+            return apply_matrix(q, self.matrix(k, v, pos, weights), v.dtype)
         # the weights (or 1/n) scale K before the product: an n x d scaling instead of a second
         # n x n matrix
         if weights is None:

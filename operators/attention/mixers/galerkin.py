@@ -16,19 +16,15 @@ from torch import nn
 
 from . import MIXERS
 from ..fused import galerkin_layer
-from ..kernels import autocast_dtype, full_precision, upcast, weighted_outer
-from .causal import (
-    DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size, identity_feature_width, identity_features,
-)
+from ..kernels import apply_matrix, key_value_matrix
+from .causal import DEFAULT_CHUNK_SIZE, IdentityFeatures, causal_forward
 
 
 @MIXERS.register("galerkin")
-class GalerkinMixer(nn.Module):
+class GalerkinMixer(IdentityFeatures, nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``."""
 
     normalized = ("k", "v")
-    supports_causal = True
-    causal_eps = None  # no normalizer
     # the whole layer in one pass (K, V normalized inside the product, Q folded into the output
     # projection); the attention layer takes it when the mixer is not causal
     fused_path = staticmethod(galerkin_layer)
@@ -36,28 +32,18 @@ class GalerkinMixer(nn.Module):
     def __init__(self, head_dim: int, n_heads: int, causal: bool = False,
                  chunk_size: int = DEFAULT_CHUNK_SIZE):
         super().__init__()
-        self.causal, self.chunk_size = check_causal(causal), check_chunk_size(chunk_size)
-
-    # the causal form's point-wise feature maps: φ = identity
-    feature_width = identity_feature_width
-    features = identity_features
+        self.set_causal(causal, chunk_size)
 
     def matrix(self, k, v, pos=None, weights=None):
         """``K̃ᵀ diag(w) Ṽ``: ``(b,h,n,d)`` x2 -> ``(b,h,d,d)`` (at least float32), so that
         ``forward(q, k, v) = q @ matrix(k, v)``; the attention layer uses it to fold its output
         projection into this d x d matrix.  ``None`` when causal (no single matrix)."""
-        if self.causal:
-            return None
-        grad_dtype = autocast_dtype(k)  # the gradient's point-wise products as autocast's own
-        with full_precision(k):
-            return weighted_outer(upcast(k), upcast(v), weights, grad_dtype)
+        return None if self.causal else key_value_matrix(k, v, weights)
 
     def forward(self, q, k, v, pos=None, weights=None):
         if self.causal:
             return causal_forward(self, q, k, v, pos, weights)
-        kv = self.matrix(k, v, pos, weights)  # (b, h, d, d), float32 at least
-        # the n-sized product: bfloat16 under autocast (like the projections), else kv's dtype
-        return (upcast(q) @ kv).to(v.dtype)
+        return apply_matrix(q, self.matrix(k, v, pos, weights), v.dtype)
 
     def extra_repr(self) -> str:
         return f"causal={self.causal}, chunk_size={self.chunk_size}" if self.causal else ""
