@@ -256,6 +256,42 @@ class SpectralDecoder(nn.Module):
         return self.head(channels_last(x))
 
 
+@dataclass
+class SpectralDecoderFields:
+    """The config fields of a :class:`SpectralDecoder` (models that decode on their input grid); a
+    model config lists it first among its bases, so these fields come last in its table."""
+
+    decoder_width: int = 16
+    decoder_layers: int = 2
+    decoder_hidden: Optional[int] = None  # default 4 * decoder_width
+    modes: int = 8
+    decoder_activation: str = "silu"
+
+
+@dataclass
+class PointwiseDecoderFields:
+    """The config fields of a :class:`PointwiseDecoder` (hidden width, default the model's d_model)."""
+
+    decoder_hidden: Optional[int] = None  # default d_model
+    decoder_layers: int = 1
+    decoder_activation: str = "silu"
+
+
+def spectral_decoder(c: SpectralDecoderFields, in_channels: int, out_channels: int, ndim: int, coord_dim: int,
+                     hidden: int | None = None) -> "SpectralDecoder":
+    """The :class:`SpectralDecoder` a config describes (``hidden``: default ``4 * decoder_width``)."""
+    return SpectralDecoder(in_channels, out_channels, c.decoder_width, c.modes, ndim=ndim, n_layers=c.decoder_layers,
+                           hidden=hidden or c.decoder_hidden or 4 * c.decoder_width, coord_dim=coord_dim,
+                           act=c.decoder_activation)
+
+
+def pointwise_decoder(c, in_channels: int, hidden: int, coord_dim: int = 2) -> "PointwiseDecoder":
+    """The :class:`PointwiseDecoder` a config with ``decoder_layers``, ``decoder_activation``,
+    ``out_channels`` and ``dropout`` describes, ``hidden`` wide."""
+    return PointwiseDecoder(in_channels, c.out_channels, hidden, coord_dim=coord_dim, n_layers=c.decoder_layers,
+                            act=c.decoder_activation, dropout=getattr(c, "dropout", 0.0))
+
+
 class PointwiseDecoder(nn.Module):
     """``(…, c_in)``, ``pos (…, p)`` ``-> (…, c_out)``.
 

@@ -59,7 +59,7 @@ def test_every_registered_model_round_trips_through_save_and_load(name, tmp_path
 
 
 MOVED_NAMES = [
-    ("petrov.cli", "petrov.cli"),
+    ("petrov.train.cli", "petrov.cli"),
     ("petrov.train.evaluate", "petrov.evaluate"),
     ("petrov.train.plots", "petrov.evaluate.plots"),
     ("petrov.train.inverse", "petrov.inverse"),

@@ -31,19 +31,17 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..blocks import EncoderConfig, SpectralDecoder, encoder_stack
+from ..blocks import EncoderConfig, SpectralDecoderFields, encoder_stack, spectral_decoder
 from . import register_model
 from .base import GridOperator
 
 
 @dataclass
-class Galerkin1dConfig(EncoderConfig):
+class Galerkin1dConfig(SpectralDecoderFields, EncoderConfig):
     lift_coordinates: bool = False
     decoder_width: int = 32
-    decoder_layers: int = 2
     decoder_hidden: Optional[int] = None  # default decoder_width
     modes: int = 16
-    decoder_activation: str = "silu"
     periodic: bool = True
     # Recompute the encoder layers' activations during backward instead of keeping them (each
     # branch keeps its input): identical results, less training memory, about half an encoder
@@ -78,10 +76,8 @@ class Galerkin1d(GridOperator):
         c = config
         self.lift = nn.Linear(c.in_channels + (1 if c.lift_coordinates else 0), c.d_model)
         self.layers = encoder_stack(c, pos_dim=1)
-        self.decoder = SpectralDecoder(
-            c.d_model, c.out_channels, c.decoder_width, c.modes, ndim=1,
-            n_layers=c.decoder_layers, hidden=c.decoder_hidden, act=c.decoder_activation,
-        )
+        self.decoder = spectral_decoder(c, c.d_model, c.out_channels, ndim=1, coord_dim=0,
+                                        hidden=c.decoder_hidden or c.decoder_width)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)

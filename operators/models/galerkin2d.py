@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
 
-from ..blocks import EncoderConfig, PointwiseDecoder, SpectralDecoder, activation, encoder_stack
+from ..blocks import (
+    EncoderConfig, PointwiseDecoderFields, SpectralDecoderFields, activation, encoder_stack, pointwise_decoder,
+    spectral_decoder,
+)
 from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
 from ..transfer import prolong
 from . import register_model
@@ -59,20 +61,13 @@ class CoarseGridConfig(EncoderConfig):
 
 
 @dataclass
-class Galerkin2dConfig(CoarseGridConfig):
-    decoder_width: int = 16
-    decoder_layers: int = 2
-    decoder_hidden: Optional[int] = None  # default 4 * decoder_width
-    modes: int = 8
-    decoder_activation: str = "silu"
+class Galerkin2dConfig(SpectralDecoderFields, CoarseGridConfig):
     dirichlet: bool = True
 
 
 @dataclass
-class Galerkin2dInverseConfig(CoarseGridConfig):
-    decoder_hidden: Optional[int] = None  # default d_model
-    decoder_layers: int = 1
-    decoder_activation: str = "silu"
+class Galerkin2dInverseConfig(PointwiseDecoderFields, CoarseGridConfig):
+    """The inverse model: output on the coarse grid through a pointwise decoder."""
 
 
 REFERENCE_CONFIG = {
@@ -187,21 +182,24 @@ class CoarseEncoder2d(nn.Module):
         return points_to_grid(h, self.coarse), pos_c
 
 
-@register_model("galerkin2d", Galerkin2dConfig)
-class Galerkin2d(GridOperator):
-    """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n, n, c_out)`` with zero boundary values."""
+class _CoarseHybrid(GridOperator):
+    """The encoder (down-sampler and attention on the coarse grid) and up-sampler both hybrids share."""
 
     ndim = 2
 
+    def __init__(self, config: CoarseGridConfig):
+        super().__init__(config)
+        self.encoder = CoarseEncoder2d(config)
+        self.up = UpSampler2d(config.d_model, config.d_model, config.upsampler_activation, config.dropout)
+
+
+@register_model("galerkin2d", Galerkin2dConfig)
+class Galerkin2d(_CoarseHybrid):
+    """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n, n, c_out)`` with zero boundary values."""
+
     def __init__(self, config: Galerkin2dConfig):
         super().__init__(config)
-        c = config
-        self.encoder = CoarseEncoder2d(c)
-        self.up = UpSampler2d(c.d_model, c.d_model, c.upsampler_activation, c.dropout)
-        self.decoder = SpectralDecoder(
-            c.d_model, c.out_channels, c.decoder_width, c.modes, ndim=2, n_layers=c.decoder_layers,
-            hidden=c.decoder_hidden or 4 * c.decoder_width, coord_dim=2, act=c.decoder_activation,
-        )
+        self.decoder = spectral_decoder(config, config.d_model, config.out_channels, ndim=2, coord_dim=2)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)
@@ -213,21 +211,12 @@ class Galerkin2d(GridOperator):
 
 
 @register_model("galerkin2d_inverse", Galerkin2dInverseConfig)
-class Galerkin2dInverse(GridOperator):
+class Galerkin2dInverse(_CoarseHybrid):
     """``(b, n, n, c_in)``, ``pos (b, n, n, 2)`` -> ``(b, n_c, n_c, c_out)`` on the coarse grid."""
-
-    ndim = 2
 
     def __init__(self, config: Galerkin2dInverseConfig):
         super().__init__(config)
-        c = config
-        self.encoder = CoarseEncoder2d(c)
-        self.up = UpSampler2d(c.d_model, c.d_model, c.upsampler_activation, c.dropout)
-        hidden = c.decoder_hidden or c.d_model
-        self.decoder = PointwiseDecoder(
-            c.d_model, c.out_channels, hidden, coord_dim=2, n_layers=c.decoder_layers,
-            act=c.decoder_activation, dropout=c.dropout,
-        )
+        self.decoder = pointwise_decoder(config, config.d_model, config.decoder_hidden or config.d_model)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)

@@ -54,37 +54,27 @@ convolution, FFN 157 to bring the count to 2,220,501 parameters (``galerkin2d``:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
-from ..blocks import PointwiseDecoder, SpectralDecoder
+from ..blocks import PointwiseDecoderFields, SpectralDecoderFields, pointwise_decoder, spectral_decoder
 from ..latent import LatentEncoder, LatentGridConfig
 from ..layout import channels_first, channels_last
 from ..transfer import prolong, restrict
 from . import register_model
 from .base import GridOperator, zero_boundary
-from .mesh_latent import node_decoder
 
 
 @dataclass
-class Latent1dConfig(LatentGridConfig):
+class Latent1dConfig(SpectralDecoderFields, LatentGridConfig):
     latent_size: int = 64
     periodic: bool = True
     decoder_width: int = 32
-    decoder_layers: int = 2
-    decoder_hidden: Optional[int] = None  # default 4 * decoder_width
     modes: int = 16
-    decoder_activation: str = "silu"
 
 
 @dataclass
-class Latent2dConfig(LatentGridConfig):
-    decoder_width: int = 16
-    decoder_layers: int = 2
-    decoder_hidden: Optional[int] = None  # default 4 * decoder_width
-    modes: int = 8
-    decoder_activation: str = "silu"
+class Latent2dConfig(SpectralDecoderFields, LatentGridConfig):
     dirichlet: bool = True
     decoder: str = "spectral"  # or "pointwise" (mesh_latent's decoder, see the module docstring)
 
@@ -95,11 +85,8 @@ class Latent2dConfig(LatentGridConfig):
 
 
 @dataclass
-class Latent2dInverseConfig(LatentGridConfig):
+class Latent2dInverseConfig(PointwiseDecoderFields, LatentGridConfig):
     coarse_size: int = 36
-    decoder_hidden: Optional[int] = None  # default d_model
-    decoder_layers: int = 1
-    decoder_activation: str = "silu"
 
 
 REFERENCE_SIZE_CONFIG = {
@@ -129,12 +116,9 @@ class _LatentForward(GridOperator):
         self.encoder = LatentEncoder(c, ndim=self.ndim)
         hidden = c.decoder_hidden or 4 * c.decoder_width
         if getattr(c, "decoder", "spectral") == "pointwise":
-            self.decoder = node_decoder(c, hidden)
+            self.decoder = pointwise_decoder(c, c.fine_width, hidden)  # mesh_latent's decoder
         else:
-            self.decoder = SpectralDecoder(
-                c.fine_width, c.out_channels, c.decoder_width, c.modes, ndim=self.ndim, n_layers=c.decoder_layers,
-                hidden=hidden, coord_dim=self.encoder.coord_dim, act=c.decoder_activation,
-            )
+            self.decoder = spectral_decoder(c, c.fine_width, c.out_channels, self.ndim, self.encoder.coord_dim, hidden)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)
@@ -171,10 +155,7 @@ class Latent2dInverse(GridOperator):
             raise ValueError(f"coarse_size must be >= 2, got {c.coarse_size}")
         self.coarse = (c.coarse_size, c.coarse_size)
         self.encoder = LatentEncoder(c, ndim=2)
-        self.decoder = PointwiseDecoder(
-            c.fine_width, c.out_channels, c.decoder_hidden or c.d_model, coord_dim=2,
-            n_layers=c.decoder_layers, act=c.decoder_activation, dropout=c.dropout,
-        )
+        self.decoder = pointwise_decoder(c, c.fine_width, c.decoder_hidden or c.d_model)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)

@@ -25,7 +25,7 @@ import torch
 
 from petrov.common.config import check_positive
 
-from ..blocks import EncoderConfig, PointwiseDecoder, encoder_stack, mlp
+from ..blocks import EncoderConfig, encoder_stack, mlp, pointwise_decoder
 from . import register_model
 from .base import PointSetOperator
 
@@ -54,8 +54,7 @@ class MeshAttention(PointSetOperator):
         c = config
         self.lift = mlp(c.in_channels + 2, c.lift_hidden or c.d_model, c.d_model, c.lift_activation)
         self.layers = encoder_stack(c, pos_dim=2)
-        self.decoder = PointwiseDecoder(c.d_model, c.out_channels, c.decoder_hidden or c.d_model, coord_dim=2,
-                                        n_layers=c.decoder_layers, act=c.decoder_activation, dropout=c.dropout)
+        self.decoder = pointwise_decoder(c, c.d_model, c.decoder_hidden or c.d_model)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                 mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:

@@ -54,7 +54,7 @@ import torch
 
 from petrov.common.config import check_positive
 
-from ..blocks import PointwiseDecoder
+from ..blocks import pointwise_decoder
 from ..latent import LatentEncoder, LatentGridConfig
 from ..layout import grid_coordinates, grid_to_points
 from ..transfer import prolong_points, restrict_points, trapezoid_weights
@@ -86,13 +86,6 @@ def latent_coverage(mass: torch.Tensor) -> torch.Tensor:
     return (2 * mass / full).clamp(max=1.0)
 
 
-def node_decoder(c: LatentGridConfig, hidden: int) -> PointwiseDecoder:
-    """The decoder at the nodes of ``mesh_latent`` (and of ``latent2d`` with ``decoder="pointwise"``):
-    ``[h, pos]`` -> ``c.out_channels``, ``hidden`` wide, ``c.decoder_layers`` hidden layers."""
-    return PointwiseDecoder(c.fine_width, c.out_channels, hidden, coord_dim=2, n_layers=c.decoder_layers,
-                            act=c.decoder_activation, dropout=c.dropout)
-
-
 @register_model("mesh_latent", MeshLatentConfig)
 class MeshLatent(PointSetOperator):
     """Point sets ``(b, n, c_in)``, ``pos (b, n, 2)``, ``weights (b, n)`` -> ``(b, n, c_out)``."""
@@ -102,7 +95,7 @@ class MeshLatent(PointSetOperator):
         c = config
         self.latent = (c.latent_size, c.latent_size)
         self.encoder = LatentEncoder(c, ndim=2)
-        self.decoder = node_decoder(c, c.decoder_hidden)
+        self.decoder = pointwise_decoder(c, c.fine_width, c.decoder_hidden)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                 mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
