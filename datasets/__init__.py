@@ -13,7 +13,7 @@ from .darcy import solve_darcy
 from .fno_files import open_mat, read_mat
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 from .importing import import_arrays
-from .loading import GridDataset, dataset_info, open_dataset
+from .loading import GridDataset, LazyGridDataset, dataset_info, open_dataset
 from .noise import InputNoise, add_noise
 from .mesh import MeshDataset, collate_points, import_meshes, open_mesh_dataset
 from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, fit_normalizer, fit_point_normalizer
@@ -24,6 +24,7 @@ from .storage import generate_dataset
 __all__ = [
     "GridDataset",
     "InputNoise",
+    "LazyGridDataset",
     "MeshDataset",
     "PointwiseGaussianNormalizer",
     "RECIPES",

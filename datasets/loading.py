@@ -129,6 +129,60 @@ class GridDataset(Dataset):
                 f"y={tuple(self.y.shape)}, periodic={self.periodic})")
 
 
+class LazyGridDataset(Dataset):
+    """The samples of :func:`open_dataset` read from the file when asked for (``lazy=True``): no sample
+    is held in memory, a DataLoader reads one batch at a time, and under torchrun each rank reads only
+    the samples of its shard.  ``__getitem__(k) -> (x, y)`` and the attributes of :class:`GridDataset`
+    (``coords``, ``grid``, ``grid_out``, ``periodic``, ``indices``, ``kind``, ``attrs``, ``noise``, ...)
+    but ``x``/``y``; the file is opened on first use in each process (DataLoader workers each open their
+    own)."""
+
+    def __init__(self, path: Path, read: dict[str, Any], meta: dict[str, Any], dtype: torch.dtype):
+        self.path, self._read, self.dtype = Path(path), read, dtype
+        self._src, self._pid = None, None
+        self.kind, self.periodic, self.native_resolution = meta["kind"], meta["periodic"], meta["native_resolution"]
+        self.indices, self.attrs = np.asarray(meta["indices"]), dict(meta["attrs"])
+        self.coarse_resolution = meta["coarse_resolution"]
+        x, y = self[0]
+        self.grid, self.grid_out = tuple(x.shape[:-1]), tuple(y.shape[:-1])
+        self.resolution = self.grid[0]
+        self.coords = grid_coordinates(self.grid, self.periodic, dtype=dtype)
+        self.coords_out = self.coords if self.grid_out == self.grid else grid_coordinates(self.grid_out, self.periodic,
+                                                                                           dtype=dtype)
+
+    @property
+    def noise(self) -> float:
+        return float(self.attrs.get("noise", 0.0))
+
+    def _source(self) -> StoredData:
+        if self._src is None or self._pid != os.getpid():
+            self._src, self._pid = open_source(self.path), os.getpid()
+        return self._src
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_src"] = state["_pid"] = None
+        return state
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, k: int):
+        x, y = _read_fields(self._source(), [int(self.indices[k])], **self._read)
+        return torch.from_numpy(x[0]).to(self.dtype), torch.from_numpy(y[0]).to(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"LazyGridDataset({str(self.path)!r}, kind={self.kind!r}, n={len(self)}, grid={self.grid})"
+
+
+def _read_fields(src: StoredData, idx: Any, inverse: bool, stride: int, coarse: int | None) -> tuple[Any, Any]:
+    """The model's input and target of samples ``idx``: ``(x, y)`` float32 arrays with a channel axis
+    (the inverse problem: x = the stored u, y = the stored a pooled to ``coarse``)."""
+    if inverse:
+        return src.read_channels("y", idx, stride), read_pooled(src, idx, stride, coarse)[..., None]
+    return src.read_channels("x", idx, stride), src.read_channels("y", idx, stride)
+
+
 def open_dataset(
     path: str | os.PathLike,
     *,
@@ -137,12 +191,14 @@ def open_dataset(
     coarse_resolution: int | None = None,
     kind: str | None = None,
     dtype: torch.dtype = torch.float32,
-) -> GridDataset:
+    lazy: bool = False,
+) -> GridDataset | LazyGridDataset:
     """Load samples ``indices`` (default: all complete ones) of a dataset file at ``resolution`` points per
     axis (default native), strided from the native grid; ValueError listing the allowed resolutions if it
     is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
-    (default: the file's attribute, else 36).
+    (default: the file's attribute, else 36).  ``lazy=True``: nothing is read now; a
+    :class:`LazyGridDataset` reads each sample when asked for.
     """
     with open_source(path) as src:
         kind = resolve_kind(src, kind)
@@ -163,22 +219,17 @@ def open_dataset(
             pool_kernel(resolution, coarse_resolution)  # fail before reading anything
             attrs.setdefault("noise", recipe.params_cls().noise)
             attrs["coarse_resolution"] = coarse_resolution
-            x = src.read_channels("y", idx, stride)
-            y = read_pooled(src, idx, stride, coarse_resolution)[..., None]
-        else:
-            if coarse_resolution is not None:
-                raise ValueError(f"coarse_resolution applies to 'darcy-inverse' only, not {kind!r}")
-            x, y = src.read_channels("x", idx, stride), src.read_channels("y", idx, stride)
-        return GridDataset(
-            torch.from_numpy(x).to(dtype),
-            torch.from_numpy(y).to(dtype),
-            kind=kind,
-            periodic=src.periodic,
-            native_resolution=native,
-            indices=idx,
-            attrs=attrs,
-            coarse_resolution=coarse_resolution if recipe.inverse else None,
-        )
+        elif coarse_resolution is not None:
+            raise ValueError(f"coarse_resolution applies to 'darcy-inverse' only, not {kind!r}")
+        read = {"inverse": recipe.inverse, "stride": stride, "coarse": coarse_resolution}
+        meta = {"kind": kind, "periodic": src.periodic, "native_resolution": native, "indices": idx, "attrs": attrs,
+                "coarse_resolution": coarse_resolution if recipe.inverse else None}
+        if lazy:
+            if not len(idx):
+                raise ValueError(f"no samples selected from {src.path}")
+            return LazyGridDataset(Path(path), read, meta, dtype)
+        x, y = _read_fields(src, idx, **read)
+        return GridDataset(torch.from_numpy(x).to(dtype), torch.from_numpy(y).to(dtype), **meta)
 
 
 def target_grid(recipe: Any, attrs: Mapping[str, Any], requested: int | None = None) -> int:

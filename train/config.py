@@ -68,6 +68,8 @@ class DataConfig:
     eval_resolutions: list[int] = field(default_factory=list)  # test after training; [] = train res
     level: str | None = None  # mesh files: the mesh level to train on (e.g. "level0")
     eval_levels: list[str] = field(default_factory=list)  # mesh files: test after training; [] = every level
+    lazy: bool = False  # grid files: read samples per batch (large files; under torchrun each rank reads its
+    #                     shard only); mesh files are always read per batch
     n_train: int = 1000
     n_val: int = 100
     n_test: int = 100

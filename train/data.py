@@ -140,7 +140,7 @@ def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | str | Non
     res = cfg.train_resolution if resolution is None else resolution
     return open_dataset(
         cfg.path, resolution=res, indices=indices, coarse_resolution=cfg.coarse_resolution,
-        kind=cfg.kind,
+        kind=cfg.kind, lazy=cfg.lazy,
     )
 
 
@@ -205,8 +205,23 @@ def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0) -> Dat
     if is_point_data(dataset):
         return DataLoader(dataset, batch_size=batch, sampler=sampler, num_workers=workers,
                           collate_fn=collate_points)
+    if not hasattr(dataset, "x"):  # read per batch (LazyGridDataset)
+        return DataLoader(_WithPositions(dataset), batch_size=batch, sampler=sampler, num_workers=workers)
     tensors = TensorDataset(dataset.x, dataset.y, torch.arange(len(dataset)))
     return DataLoader(tensors, batch_size=batch, sampler=sampler, num_workers=workers)
+
+
+class _WithPositions(torch.utils.data.Dataset):
+    """Items ``(x, y, k)`` of a dataset of ``(x, y)`` items (the TensorDataset form of in-memory grids)."""
+
+    def __init__(self, dataset: Any):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, k: int):
+        return (*self.dataset[k], k)
 
 
 def to_batch(raw: Any, dataset: Any, device: torch.device) -> Batch:
