@@ -154,13 +154,18 @@ def test_paper_presets_build_the_reference_models(name):
 
 def test_every_preset_builds_its_model_with_every_mixer():
     from petrov.operators import build_model, list_mixers
+    from petrov.operators.mixers import causal_mixers
 
     for name in preset_names():
         cfg = load_config(name)
         if "mixer" not in cfg.model.options:
             continue
         for mixer in list_mixers():
-            build_model(cfg.model.name, **dict(cfg.model.options, mixer=mixer))
+            try:
+                build_model(cfg.model.name, **dict(cfg.model.options, mixer=mixer))
+            except ValueError as err:  # a causal model (marching1d) takes the mixers with a causal form only
+                if mixer in causal_mixers() or "no causal form" not in str(err):
+                    raise
 
 
 def test_unknown_preset_lists_the_presets():
