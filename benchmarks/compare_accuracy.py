@@ -544,11 +544,12 @@ def report(problem: Problem, results: list[dict]) -> dict[str, Any]:
     print(f"  verdict rule: {VERDICT_RULE}")
     for t in summary["targets"]:
         if "ours" in t:
-            detail = (f"{t['ours']:.3e} ± {t['ours_std']:.1e} vs {t['theirs']:.3e} ± {t['theirs_std']:.1e}, "
+            pm = (lambda std: f" ± {std:.1e}") if n_seeds > 1 else (lambda std: "")
+            detail = (f"{t['ours']:.3e}{pm(t['ours_std'])} vs {t['theirs']:.3e}{pm(t['theirs_std'])}, "
                       f"ratio {t['ratio']:.2f}")
         else:
-            detail = (f"max unseen/train {t['ratio']:.2f} (worst seed {t['worst_seed_ratio']:.2f})"
-                      if t["ratio"] is not None else "no unseen resolution")
+            worst = f" (worst seed {t['worst_seed_ratio']:.2f})" if n_seeds > 1 else ""
+            detail = f"max unseen/train {t['ratio']:.2f}{worst}" if t["ratio"] is not None else "no unseen resolution"
         print(f"  {t['text']}: {verdict(t['met'])} ({detail})")
     if not summary["targets"]:
         print("  n/a (no petrov result)")

@@ -160,9 +160,12 @@ def test_every_preset_builds_its_model_with_every_mixer():
         cfg = load_config(name)
         if "mixer" not in cfg.model.options:
             continue
-        causal = build_model(cfg.model.name, **cfg.model.options).config.causal
-        for mixer in causal_mixers() if causal else list_mixers():  # a marching preset's attention is causal
-            build_model(cfg.model.name, **dict(cfg.model.options, mixer=mixer))
+        for mixer in list_mixers():
+            try:
+                build_model(cfg.model.name, **dict(cfg.model.options, mixer=mixer))
+            except ValueError as err:  # a causal model (marching1d) takes the mixers with a causal form only
+                if mixer in causal_mixers() or "no causal form" not in str(err):
+                    raise
 
 
 def test_unknown_preset_lists_the_presets():

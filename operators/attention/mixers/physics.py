@@ -36,9 +36,9 @@ resolution; the reference adds 1e-5 to the plain sum ``Σ_i s_ij``, which grows 
 
 Cost O(n G d) per head (assignment, slicing, de-slicing) + O(G² d) (token attention); memory O(n G).
 Under autocast the slice logits (a point-wise product) run in autocast's dtype; the softmax over the
-slices, the two sums over the points (:func:`~..kernels.weighted_outer`, :func:`~..kernels.weighted_mean`)
-and the token attention run in float32; the de-slicing product (a sum over the G slices, not over the
-points) runs in autocast's dtype, like the n-sized products of the other mixers.
+slices, the two sums over the points (one product, :func:`slice_sums`) and the token attention run in
+float32; the de-slicing product (a sum over the G slices, not over the points) runs in autocast's
+dtype, like the n-sized products of the other mixers.
 
 No causal form (``supports_causal`` is False): a token is an average over all points, and the
 de-slicing hands it to every point, so a point would see later ones through every slice.
