@@ -95,12 +95,14 @@ class GridDataset(Dataset):
         indices: np.ndarray,
         attrs: dict[str, Any] | None = None,
         coarse_resolution: int | None = None,
+        cells: bool = False,
     ):
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"x and y hold different numbers of samples: {x.shape[0]} vs {y.shape[0]}")
         self.x, self.y = x, y
         self.kind = kind
         self.periodic = periodic
+        self.cells = cells
         self.native_resolution = native_resolution
         self.indices = np.asarray(indices)
         self.attrs = dict(attrs or {})
@@ -108,9 +110,10 @@ class GridDataset(Dataset):
         self.grid = tuple(x.shape[1:-1])
         self.grid_out = tuple(y.shape[1:-1])
         self.resolution = self.grid[0]
-        self.coords = grid_coordinates(self.grid, periodic, dtype=x.dtype)
+        self.coords = grid_coordinates(self.grid, periodic, dtype=x.dtype, cells=cells)
         self.coords_out = (
-            self.coords if self.grid_out == self.grid else grid_coordinates(self.grid_out, periodic, dtype=x.dtype)
+            self.coords if self.grid_out == self.grid
+            else grid_coordinates(self.grid_out, periodic, dtype=x.dtype, cells=cells)
         )
 
     @property
@@ -139,7 +142,8 @@ def open_dataset(
     dtype: torch.dtype = torch.float32,
 ) -> GridDataset:
     """Load samples ``indices`` (default: all complete ones) of a dataset file at ``resolution`` points per
-    axis (default native), strided from the native grid; ValueError listing the allowed resolutions if it
+    axis (default native), strided from the native grid (averaged over blocks of cells on a cell-centred
+    grid); ValueError listing the allowed resolutions if it
     is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
     (default: the file's attribute, else 36).
@@ -149,7 +153,10 @@ def open_dataset(
         recipe = get_recipe(kind)
         native = src.native_resolution
         resolution = native if resolution is None else resolution
-        stride = stride_for(native, resolution, src.periodic)
+        stride = stride_for(native, resolution, src.periodic, src.cells)
+        if recipe.inverse and src.cells:
+            raise ValueError(f"{src.path}: the inverse problem pools node grids; a cell-centred file cannot be "
+                             f"read as {kind!r}")
         if src.n_complete < src.n_samples:
             warnings.warn(
                 f"{src.path} is incomplete ({src.n_complete} of {src.n_samples} samples); "
@@ -178,6 +185,7 @@ def open_dataset(
             indices=idx,
             attrs=attrs,
             coarse_resolution=coarse_resolution if recipe.inverse else None,
+            cells=src.cells,
         )
 
 
@@ -209,7 +217,7 @@ def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
             "x_shape": shape + src.channel_shape("x"),
             "y_shape": shape + src.channel_shape("y"),
             "native_resolution": src.native_resolution,
-            "grid": "periodic" if src.periodic else "nodes",
-            "resolutions": allowed_resolutions(src.native_resolution, src.periodic),
+            "grid": "cells" if src.cells else "periodic" if src.periodic else "nodes",
+            "resolutions": allowed_resolutions(src.native_resolution, src.periodic, src.cells),
             "attrs": dict(src.attrs),
         }

@@ -5,7 +5,7 @@ with a trailing channel axis (imported multi-channel data; a trajectory kind's `
 ``c = T + 1`` snapshots), one sample per HDF5 chunk
 (so a read touches only the samples asked for), unwritten samples filled with NaN. Attributes:
 ``format``/``format_version``, ``kind``, ``family``, ``equation``, every parameter (one attribute each,
-plus all of them as JSON in ``params``), ``seed``, ``native_resolution``, ``grid`` ("periodic"/"nodes"),
+plus all of them as JSON in ``params``), ``seed``, ``native_resolution``, ``grid`` ("periodic"/"nodes"; imported files also "cells"),
 ``dim``, ``solver_settings`` (JSON), ``petrov_version``, ``created`` (UTC ISO time), ``n_samples``,
 ``n_complete``, ``x_name``/``y_name``, ``chunk_size``.
 
@@ -37,9 +37,11 @@ import numpy as np
 from petrov.common.config import asdict
 from petrov.common.files import exclusive_lock, replace_synced
 from petrov.common.progress import progress_bar
+from petrov.common.quick import quick_samples
 from petrov.common.version import petrov_version
 from .darcy import darcy_worker_pool
 from .recipes import Recipe, get_recipe
+from .sampling import cell_average
 
 FORMAT = "petrov-dataset"
 FORMAT_VERSION = 1
@@ -159,6 +161,12 @@ def _create_partial(tmp: Path, recipe: Recipe, params, attrs: dict, resolution: 
         h5.attrs.update(attrs)
 
 
+def _complete(path: Path) -> bool:
+    with h5py.File(path, "r") as h5:
+        attrs = file_attrs(h5)
+    return int(attrs.get("n_complete", -1)) >= int(attrs.get("n_samples", 0))
+
+
 def _resumable(tmp: Path, attrs: dict) -> tuple[bool, str, int | None]:
     """Whether ``tmp`` is an interrupted run of the same generation, if not why, and its chunk size."""
     try:
@@ -189,8 +197,11 @@ def generate_dataset(
 
     ``params`` are the kind's parameters (see ``recipes``; unknown names are a ValueError listing the
     valid ones). ``resolution`` defaults to the kind's native grid (Burgers 8192, Darcy 421); lower
-    resolutions can later be loaded by striding. An existing ``path`` is a FileExistsError unless
-    ``overwrite`` (the old file is replaced only once the new one is complete). An existing
+    resolutions can later be loaded by striding. Missing parent folders are created. An existing
+    complete ``path`` with the same kind, parameters, seed, resolution and ``n_samples`` is kept as it
+    is (nothing to do); any other existing ``path`` is a FileExistsError unless ``overwrite`` (the old
+    file is replaced only once the new one is complete). In quick mode (``PETROV_QUICK=1``, see
+    :mod:`petrov.common.quick`) at most ``QUICK_SAMPLES`` samples are generated. An existing
     ``path.partial`` with the same kind, parameters, seed, resolution and ``n_samples`` is resumed
     (even with ``overwrite``); one with different settings is a ValueError unless ``overwrite``.
     ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(path)``.
@@ -198,6 +209,7 @@ def generate_dataset(
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution
+    n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
     recipe.validate(p, resolution)
     for name, value, minimum in (("n_samples", n_samples, 1), ("seed", seed, 0), ("workers", workers, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
@@ -208,8 +220,7 @@ def generate_dataset(
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
 
     path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"output directory {path.parent} does not exist")
+    path.parent.mkdir(parents=True, exist_ok=True)  # the one rule for outputs: parent folders are created
     if not os.access(path.parent, os.W_OK):
         raise PermissionError(f"output directory {path.parent} is not writable; choose another -o")
     check_resources(recipe, resolution, n_samples, chunk_size, path.parent)
@@ -223,10 +234,13 @@ def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, see
                      chunk_size: int | None, workers: int, progress: bool, callback) -> Path:
     kind = recipe.name
     tmp = partial_path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
-
     attrs = _attrs_for(recipe, p, resolution, seed, n_samples, chunk_size or 0)
+    if path.exists() and not overwrite:
+        if _resumable(path, attrs)[0] and _complete(path):
+            log.info(f"{path} already holds these {n_samples} samples; nothing to do")
+            return path
+        raise FileExistsError(f"{path} already exists with other settings or incomplete; pass overwrite=True "
+                              f"(--overwrite) to replace it, or choose another file")
     if tmp.exists():
         ok, why, old_chunk = _resumable(tmp, attrs)
         if not ok and not overwrite:
@@ -299,6 +313,7 @@ class StoredData:
     y: Any
     transposed: bool = False
     source: str = FORMAT
+    cells: bool = False  # a cell-centred grid: coarsened by averaging blocks of cells (see sampling)
     _handle: Any = field(default=None, repr=False)
 
     def read(self, name: str, indices: np.ndarray, stride: int, block_bytes: int = 2**26) -> np.ndarray:
@@ -312,13 +327,15 @@ class StoredData:
         unique, inverse = np.unique(indices, return_inverse=True)
         channels = self.channel_shape(name)
         block = max(1, block_bytes // (4 * self.native_resolution**self.dim * int(np.prod(channels))))
-        grid_sel = (slice(None, None, stride),) * self.dim
+        grid_sel = (slice(None, None, 1 if self.cells else stride),) * self.dim
         parts = []
         for lo in range(0, len(unique), block):
             rows = unique[lo : lo + block]
             # consecutive runs as slices: h5py's list selection is very slow
             runs = np.split(rows, np.flatnonzero(np.diff(rows) != 1) + 1)
             part = np.concatenate([self._rows(ds, int(r[0]), int(r[-1]) + 1, grid_sel) for r in runs])
+            if self.cells:
+                part = cell_average(part, stride, 1, self.dim)
             bad = ~np.isfinite(part).reshape(len(rows), -1).all(axis=1)
             if bad.any():
                 raise ValueError(
@@ -373,6 +390,7 @@ def open_stored(path: str | os.PathLike) -> StoredData:
             kind=attrs["kind"],
             native_resolution=int(attrs["native_resolution"]),
             periodic=attrs["grid"] == "periodic",
+            cells=attrs["grid"] == "cells",
             dim=int(attrs.get("dim", recipe.dim)),  # imported files: the dimension is per file
             n_samples=int(attrs["n_samples"]),
             n_complete=int(attrs["n_complete"]),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example  # noqa: E402
+from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
 
 from petrov.operators import list_mixers  # noqa: E402
 from petrov.evaluate.plots import plot_comparison, read_epoch_log  # noqa: E402
@@ -100,4 +100,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))
