@@ -127,6 +127,9 @@ class RunConfig:
     tensorboard: bool = False
     progress: bool = True  # tqdm bars (rank 0)
     eval_batch_size: int | None = None  # None: the training batch size
+    # continue a finished run: start from the weights of that run's best.pt (same model name and
+    # options), with this config's fresh optimizer and schedule
+    init_from: str | None = None
 
 
 @dataclass

@@ -153,6 +153,17 @@ def amp_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16
 
 
+def _load_initial_weights(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> None:
+    """``run.init_from``: the weights of that run's ``best.pt``; its model must be this config's."""
+    path = Path(cfg.run.init_from) / "best.pt"
+    state = ckpt.load_run_checkpoint(path, map_location=device)
+    if state["model_name"] != cfg.model.name or model.config != type(model.config)(**state["config"]):
+        raise ValueError(f"run.init_from: {path} holds a {state['model_name']} with other options than this "
+                         f"config's {cfg.model.name}; continue a run with its own model.options")
+    model.load_state_dict(state["state_dict"])
+    log.info("starting from the weights of %s (a new schedule)", path)
+
+
 class Trainer:
     """One training run.  Use :func:`train`; the class exists to keep the state in one place."""
 
@@ -170,6 +181,8 @@ class Trainer:
         self.mode = training_mode(cfg.loss.mode)
         _seed_all(cfg.run.seed)
         model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
+        if cfg.run.init_from:
+            _load_initial_weights(model, cfg, ctx.device)
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
         check_mode_fits_model(cfg.loss.mode, model)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
