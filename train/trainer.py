@@ -45,6 +45,7 @@ import torch
 
 from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock, write_csv
 from petrov.common.progress import progress_bar
+from petrov.datasets.recipes import get_recipe
 from petrov.operators import build_model
 
 from . import checkpoint as ckpt
@@ -54,7 +55,8 @@ from .data import (
     TrainingData, batch_pos, build_training_data, check_model_fits_data, data_loader, ensure_data_file, open_split,
     sample_ids,
 )
-from .metrics import evaluate_relative_l2, resolution_row, write_metrics
+from .losses import per_time_relative_l2
+from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from .operator import NormalizedOperator
 from .rollout import check_mode_fits_model, training_mode
 
@@ -345,8 +347,16 @@ class Trainer:
                     return "time budget"
         return "completed"
 
+    @property
+    def trajectory(self) -> bool:
+        """Whether the data store trajectories (snapshots as channels): then the test rows are those of
+        ``petrov evaluate``, the error at the final snapshot plus ``per_time_*`` lists."""
+        kind = getattr(self.data.train, "kind", None)
+        return kind is not None and get_recipe(kind).snapshots is not None
+
     def test(self) -> list[dict[str, Any]]:
-        """Best model on the test split at every evaluation resolution: one metrics row each."""
+        """Best model on the test split at every evaluation resolution: one metrics row each, scored as
+        ``petrov evaluate`` scores it (trajectories: a free rollout, the final snapshot's error)."""
         d = self.cfg.data
         splits = self.data.splits
         if splits is None or len(splits.test) == 0:
@@ -359,9 +369,10 @@ class Trainer:
         for res in d.eval_resolutions or [self.data.train.resolution]:
             per_sample = evaluate_relative_l2(
                 self.operator, open_split(d, splits.test, res), batch_size=self.eval_batch,
-                device=self.ctx.device, ctx=self.ctx, metric=self.mode.metric,
+                device=self.ctx.device, ctx=self.ctx,
+                metric=per_time_relative_l2 if self.trajectory else self.mode.metric,
             )
-            rows.append(resolution_row(res, per_sample))
+            rows.append(per_time_row(res, per_sample) if self.trajectory else resolution_row(res, per_sample))
         return rows
 
 
@@ -407,9 +418,10 @@ def train(
                     run_log.close()
             test = trainer.test() if stopped != "callback" else []
             if ctx.is_main and test:
+                metric = ("relative L2 per sample at the final snapshot t_T (rows), raw units; per snapshot "
+                          "k = 0..T in per_time_*") if trainer.trajectory else "relative L2 per sample, raw units"
                 write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
-                                                   "best_val_rel_l2": trainer.best_metric,
-                                                   "metric": "relative L2 per sample, raw units"})
+                                                   "best_val_rel_l2": trainer.best_metric, "metric": metric})
         return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test)
     finally:
         if owns_group:
