@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -239,6 +240,10 @@ def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool, cells: boo
         if not np.allclose(step, h, rtol=1e-4, atol=0):
             raise ValueError(f"{src.label} are not uniformly spaced (steps from {step.min():.6g} to {step.max():.6g}); "
                              f"petrov stores uniform grids only: interpolate the data to one first")
+        if not cells and abs((c[0] / h) % 1 - 0.5) < 1e-3:
+            warnings.warn(f"{src.label} start half a step ({c[0]:.6g}) from a multiple of the step {h:.6g}: "
+                          f"they look like cell centres; if they are, import with grid='cells' (--grid cells)",
+                          stacklevel=3)
         if cells:
             domain.append([float(c[0] - h / 2), float(c[-1] + h / 2)])
         else:

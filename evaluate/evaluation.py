@@ -152,9 +152,10 @@ def make_plots(
     resolution: int | None = None,
     device: Any = None,
 ) -> list[Path]:
-    """The evaluation figures in ``out_dir``: ``predictions.png`` (a few evaluated samples at
-    ``resolution``, default the finest evaluated one), ``error_vs_resolution.png`` and, for a run
-    directory, ``training_curves.png``.  Returns the written paths."""
+    """The evaluation figures in ``out_dir`` (PNG, and PDF beside each): ``predictions.png`` (at
+    ``resolution``, default the finest evaluated one: the first evaluated sample, the one of median
+    error and the worst when ``rows`` carry ``per_sample`` errors, else the first ``n_samples``),
+    ``error_vs_resolution.png`` and, for a run directory, ``training_curves.png``.  Returns the PNG paths."""
     dev = _device(device)
     setup = as_setup(source, None, dev)
     data_path = data_file(setup, data_path)
@@ -166,7 +167,13 @@ def make_plots(
                                               train_resolution=train_res)]
     res = resolution or max(r["resolution"] for r in rows)
     idx = select_indices(setup, data_path, indices, int(dataset_info(data_path)["n_complete"]))
-    dataset = _open(setup, data_path, idx[:n_samples], res)
+    row = next((r for r in rows if r["resolution"] == res), {})
+    if row.get("per_sample") and len(row["per_sample"]) == len(idx):  # the first, median and worst samples
+        chosen = figures.representative_samples(row["per_sample"])
+    else:
+        chosen = [(j, "") for j in range(min(n_samples, len(idx)))]
+    labels = [name for _, name in chosen]
+    dataset = _open(setup, data_path, idx[[j for j, _ in chosen]], res)
     pred = predict(setup, dataset, range(len(dataset)), dev)
     noise = setup_noise(setup, dataset).level
     title = f"test samples at resolution {res}" + (
@@ -174,9 +181,10 @@ def make_plots(
     if "per_time_mean" in rows[0]:
         written.append(figures.plot_error_vs_time(rows, out / "error_vs_time.png"))
         written.append(figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
-                                            title=f"{title}: rollouts"))
+                                            title=f"{title}: rollouts", labels=labels, n=len(chosen)))
     else:
-        written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title))
+        written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title, labels=labels,
+                                                n=len(chosen)))
     if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
         written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
     return written

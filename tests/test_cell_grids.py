@@ -51,24 +51,9 @@ def test_cell_resolutions_are_the_divisors():
         stride_for(128, 36, periodic=False, cells=True)
 
 
-def pdebench_darcy_file(path, n_samples: int, n: int = 128) -> tuple[np.ndarray, np.ndarray]:
-    """A small file with the layout of PDEBench's 2-D Darcy files: nu (N, n, n), tensor (N, 1, n, n),
-    x-coordinate/y-coordinate the n cell centres of [0, 1]."""
-    centres = (np.arange(n) + 0.5) / n
-    nu = np.where(RNG.standard_normal((n_samples, n, n)) > 0, 1.0, 0.1).astype(np.float32)
-    xx, yy = np.meshgrid(centres, centres, indexing="ij")
-    bump = np.sin(np.pi * xx) * np.sin(np.pi * yy)
-    tensor = (bump[None] * (1 + 0.1 * RNG.standard_normal((n_samples, 1, 1)))).astype(np.float32)[:, None]
-    with h5py.File(path, "w") as h5:
-        h5["nu"], h5["tensor"] = nu, tensor
-        h5["x-coordinate"], h5["y-coordinate"] = centres.astype(np.float32), centres.astype(np.float32)
-        h5["t-coordinate"] = np.zeros(2, np.float32)
-    return nu, tensor[:, 0]
-
-
-def test_a_cell_centred_import_loads_block_averages_at_cell_centres(tmp_path):
+def test_a_cell_centred_import_loads_block_averages_at_cell_centres(tmp_path, pdebench_darcy):
     src = tmp_path / "2D_DarcyFlow_beta1.0_Train.hdf5"
-    nu, u = pdebench_darcy_file(src, 3, n=16)
+    nu, u = pdebench_darcy(src, 3, n=16)
     out = import_arrays(tmp_path / "d.h5", f"{src}:nu", f"{src}:tensor", y_axes="NCXY", grid="cells",
                         coords=[f"{src}:x-coordinate", f"{src}:y-coordinate"])
     info = dataset_info(out)
@@ -85,20 +70,24 @@ def test_a_cell_centred_import_loads_block_averages_at_cell_centres(tmp_path):
     assert norm.reaches(8) and not norm.reaches(5)
 
 
-def test_cell_centres_read_as_a_node_grid_are_refused(tmp_path):
+def test_cell_centres_read_as_a_node_grid_are_refused(tmp_path, pdebench_darcy):
     src = tmp_path / "darcy.h5"
-    pdebench_darcy_file(src, 2, n=16)
-    with pytest.raises(ValueError, match="cell centres lie half a cell inside"):
+    pdebench_darcy(src, 2, n=16)
+    with pytest.warns(UserWarning, match="look like cell centres.*--grid cells"):
+        import_arrays(tmp_path / "w.h5", f"{src}:nu", f"{src}:tensor", y_axes="NCXY", grid="nodes",
+                      coords=[f"{src}:x-coordinate", f"{src}:y-coordinate"])
+    with pytest.warns(UserWarning, match="look like cell centres"), \
+            pytest.raises(ValueError, match="cell centres lie half a cell inside"):
         import_arrays(tmp_path / "d.h5", f"{src}:nu", f"{src}:tensor", y_axes="NCXY", grid="nodes",
                       coords=[f"{src}:x-coordinate", f"{src}:y-coordinate"], domain=(0, 1))
 
 
-def test_pdebench_darcy_at_128_trains_with_the_shipped_preset(tmp_path, monkeypatch, capsys):
+def test_pdebench_darcy_at_128_trains_with_the_shipped_preset(tmp_path, monkeypatch, pdebench_darcy):
     """The preset as shipped but for data.path; PETROV_QUICK shrinks the splits and epochs only."""
     monkeypatch.setenv("PETROV_QUICK", "1")
     monkeypatch.chdir(tmp_path)
     src = tmp_path / "2D_DarcyFlow_beta1.0_Train.hdf5"
-    pdebench_darcy_file(src, 32)
+    pdebench_darcy(src, 32)
     assert cli_main(["import", "--x", f"{src}:nu", "--y", f"{src}:tensor", "--y-axes", "NCXY", "--grid", "cells",
                      "--coords", f"{src}:x-coordinate", f"{src}:y-coordinate", "--no-progress",
                      "-o", "data/mine/pdebench.h5"]) == 0
