@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,12 @@ def test_readme_blocks_are_found_and_marked_knowingly():
     for lang, mark, body in blocks:
         assert mark == "" or mark.startswith(("skip (", "needs ")), f"unknown readme-test mark {mark!r}"
         assert lang in RUNNABLE or lang in ("toml", "text"), f"a {lang!r} block: run it or say what it is"
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def provide(name: str, where: Path, writers: dict) -> None:
@@ -72,14 +79,15 @@ def test_readme_runs_top_to_bottom_in_a_fresh_folder(tmp_path, pdebench_darcy):
             provide(mark.split()[1], tmp_path, writers)
         script = tmp_path / f".readme-block-{number}.{'py' if lang == 'python' else 'sh'}"
         script.write_text(body)
-        start = time.monotonic()
+        start, cpu = time.monotonic(), children_cpu()
         done = subprocess.run([*RUNNABLE[lang], str(script)], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=900, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             pytest.fail(f"README block {number} ({lang}) exited {done.returncode}:\n{body}\n"
                         f"--- stdout (end) ---\n{done.stdout[-3000:]}\n--- stderr (end) ---\n{done.stderr[-3000:]}")
         ran += 1
-        print(f"README block {number} ({lang}): {time.monotonic() - start:.1f} s, {body.splitlines()[0][:70]}")
+        print(f"README block {number} ({lang}): {time.monotonic() - start:.1f} s wall, "
+              f"{children_cpu() - cpu:.1f} CPU s: {body.splitlines()[0][:60]}")
     assert ran >= 10
     # what the README says the commands leave behind
     for path in ("runs/demo-burgers/eval/metrics.csv", "runs/burgers/eval/error_vs_resolution.pdf",
