@@ -169,11 +169,11 @@ def make_plots(
     idx = select_indices(setup, data_path, indices, int(dataset_info(data_path)["n_complete"]))
     row = next((r for r in rows if r["resolution"] == res), {})
     if row.get("per_sample") and len(row["per_sample"]) == len(idx):  # the first, median and worst samples
-        chosen = figures.representative_samples(row["per_sample"])
+        chosen = figures.chosen_samples(row["per_sample"])
     else:
-        chosen = [(j, "") for j in range(min(n_samples, len(idx)))]
-    labels = [name for _, name in chosen]
-    dataset = _open(setup, data_path, idx[[j for j, _ in chosen]], res)
+        chosen = [("", j) for j in range(min(n_samples, len(idx)))]
+    labels = [label for label, _ in chosen]
+    dataset = _open(setup, data_path, idx[[j for _, j in chosen]], res)
     pred = predict(setup, dataset, range(len(dataset)), dev)
     noise = setup_noise(setup, dataset).level
     title = f"test samples at resolution {res}" + (

@@ -5,7 +5,7 @@ physical domain with axis ticks and labels (x, y; x and t for space-time picture
 truth and prediction share one colour scale; a power of ten goes into the axis or colorbar label
 ("|error| (×10⁻³)") instead of an offset text that would collide with a neighbouring title; legends sit
 outside the data; samples are the first one, the one of median error and the worst one
-(:func:`representative_samples`), named as such; "n" is a number of grid points, never of samples.
+(:func:`chosen_samples`), named as such; "n" is a number of grid points, never of samples.
 
 - :func:`plot_predictions`: prediction vs truth on a few samples — 1-D: input, truth and prediction,
   point-wise error; 2-D: input, truth, prediction and |error| fields side by side. The fields are
@@ -81,19 +81,26 @@ def scale_axis(axis, values: Any, label: str) -> None:
     axis.set_label_text(scaled_label(label, k))
 
 
-def representative_samples(errors: Sequence[float] | np.ndarray | torch.Tensor) -> list[tuple[int, str]]:
-    """Positions and names of the samples a figure shows: the first, the one of median error and the
-    worst, ``[(0, "first"), (i_median, "median error"), (i_max, "worst error")]`` (a position shown
-    once, under its first name; the median of an even count is the lower middle sample)."""
+def chosen_samples(errors: Sequence[float] | np.ndarray | torch.Tensor) -> list[tuple[str, int]]:
+    """``[(label, position)]`` of the samples a figure shows: the first, the one of median error
+    (``sorted[n // 2]``) and the worst, in that order, a position once under its first label."""
     e = _np(errors).ravel()
     if e.size == 0:
         raise ValueError("no per-sample errors to choose samples from")
     order = np.argsort(e, kind="stable")
-    chosen: list[tuple[int, str]] = []
-    for pos, name in ((0, "first"), (int(order[(e.size - 1) // 2]), "median error"), (int(order[-1]), "worst error")):
-        if pos not in [p for p, _ in chosen]:
-            chosen.append((pos, name))
+    chosen: list[tuple[str, int]] = []
+    for label, pos in (("first", 0), ("median", int(order[e.size // 2])), ("worst", int(order[-1]))):
+        if pos not in [p for _, p in chosen]:
+            chosen.append((label, pos))
     return chosen
+
+
+def sample_head(sample: int, label: str | None = None) -> str:
+    """How a figure names a sample: "sample 612", or with its :func:`chosen_samples` label
+    "sample 612 (first)", "sample 650 (median error)", "sample 699 (worst error)"."""
+    if not label:
+        return f"sample {int(sample)}"
+    return f"sample {int(sample)} ({label if label == 'first' else label + ' error'})"
 
 
 def grid_extent(coords: Any, domain: Any = None) -> tuple[float, float, float, float]:
@@ -164,8 +171,8 @@ def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, 
                      title: str | None = None, labels: Sequence[str] | None = None) -> Path:
     """Prediction vs truth for the first ``n`` samples of ``dataset`` (GridDataset-like: ``.x``,
     ``.y``, ``.coords``, ``.coords_out``, ``.indices``, optional ``.attrs["domain"]``); ``pred`` has
-    ``y``'s shape for those samples. ``labels`` name the samples (e.g. from
-    :func:`representative_samples`: "first", "median error", "worst error")."""
+    ``y``'s shape for those samples. ``labels`` name the samples (e.g. from :func:`chosen_samples`:
+    "first", "median", "worst"; shown as "sample 612 (median error)")."""
     k = min(n, len(pred), len(dataset))
     if k == 0:
         raise ValueError("no samples to plot")
@@ -173,8 +180,7 @@ def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, 
     if p.shape != y.shape:
         raise ValueError(f"predictions of shape {p.shape} do not match the targets {y.shape}")
     ids = [int(i) for i in np.asarray(getattr(dataset, "indices", np.arange(k)))[:k]]
-    heads = [f"sample {i}" + (f" ({labels[j]})" if labels is not None and j < len(labels) else "")
-             for j, i in enumerate(ids)]
+    heads = [sample_head(i, labels[j] if labels is not None and j < len(labels) else None) for j, i in enumerate(ids)]
     names = field_names(getattr(dataset, "kind", None), getattr(dataset, "attrs", None))
     domain = dataset_domain(dataset)
     if y.ndim == 3:
@@ -224,8 +230,8 @@ def _field(ax, fig, z, title, label, cmap="viridis", vmin=None, vmax=None, exten
     im = ax.imshow(z.T, origin="lower", extent=extent, cmap=cmap, vmin=vmin, vmax=vmax, aspect=aspect,
                    interpolation="nearest")
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel(axis_names[0], fontsize=8, labelpad=1)
-    ax.set_ylabel(axis_names[1], fontsize=8, labelpad=1)
+    ax.set_xlabel(axis_names[0], fontsize=8, labelpad=2)
+    ax.set_ylabel(axis_names[1], fontsize=8, labelpad=2)
     ax.tick_params(labelsize=7)
     ax.locator_params(nbins=4)
     cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
@@ -265,14 +271,14 @@ def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *,
     if a_true is None:
         rows = [(j, "") for j in range(min(n, len(a)))]
     else:
-        rows = representative_samples([_rel_l2(a[j], a_true[j]) for j in range(len(a))])
+        rows = [(pos, label) for label, pos in chosen_samples([_rel_l2(a[j], a_true[j]) for j in range(len(a))])]
     cols = 2 if a_true is None else 4
     fig, axes = plt.subplots(len(rows), cols, figsize=(3.5 * cols, 3.2 * len(rows)), squeeze=False)
     for r, (j, name) in enumerate(rows):
         both = [a[j]] if a_true is None else [a[j], a_true[j]]
         lo, hi = min(z.min() for z in both), max(z.max() for z in both)
         ext_u, ext_a = node_extent(u_obs[j].shape[0]), node_extent(a[j].shape[0])
-        head = f"sample {int(ids[j])}" + (f" ({name})" if name else "")
+        head = sample_head(ids[j], name)
         _field(axes[r, 0], fig, u_obs[j], f"{head}: u observed", "u", cmap="cividis", extent=ext_u)
         if a_true is None:
             _field(axes[r, 1], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi, extent=ext_a)
@@ -388,7 +394,7 @@ def plot_spacetime(truth: Any, pred: Any, path: str | os.PathLike, *, sample_ids
     fig, axes = plt.subplots(k, 3, figsize=(12.0, 3.4 * k), squeeze=False)
     for j in range(k):
         lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())
-        head = f"sample {int(ids[j])}" + (f" ({labels[j]})" if labels is not None and j < len(labels) else "")
+        head = sample_head(ids[j], labels[j] if labels is not None and j < len(labels) else None)
         _field(axes[j, 0], fig, y[j], f"{head}: truth u(x, t)", "u", vmin=lo, vmax=hi, extent=extent,
                axis_names=names)
         _field(axes[j, 1], fig, p[j], "rollout from u(x, 0)", "u", vmin=lo, vmax=hi, extent=extent, axis_names=names)
@@ -468,6 +474,6 @@ def plot_comparison(labels: Sequence[str], values: Sequence[float], path: str | 
 
 __all__ = [
     "field_names", "grid_extent", "percentile_band", "plot_comparison", "plot_error_vs_resolution", "plot_inversion",
-    "plot_predictions", "plot_training_curves", "power_of_ten", "read_epoch_log", "representative_samples",
+    "plot_predictions", "plot_training_curves", "power_of_ten", "read_epoch_log", "chosen_samples", "sample_head",
     "save_figure", "scale_axis",
 ]

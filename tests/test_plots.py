@@ -188,11 +188,11 @@ def drawn(monkeypatch):
     return seen
 
 
-def test_representative_samples_are_the_first_the_median_and_the_worst():
+def test_chosen_samples_are_the_first_the_median_and_the_worst():
     errors = [0.5, 0.1, 0.9, 0.2, 0.3]
-    assert plots.representative_samples(errors) == [(0, "first"), (4, "median error"), (2, "worst error")]
-    assert plots.representative_samples([0.2, 0.1]) == [(0, "first"), (1, "median error")]  # 0 is also the worst
-    assert plots.representative_samples([1.0]) == [(0, "first")]
+    assert plots.chosen_samples(errors) == [("first", 0), ("median", 4), ("worst", 2)]
+    assert plots.chosen_samples([0.1, 0.2]) == [("first", 0), ("median", 1)]  # the median is also the worst
+    assert plots.chosen_samples([1.0]) == [("first", 0)]
 
 
 def test_powers_of_ten_go_into_labels_not_offset_texts(tmp_path, drawn):
