@@ -141,10 +141,11 @@ def test_burgers_final_time_comes_from_the_file():
 
 def test_inversion_names_the_fields(tmp_path, figures):
     rng = np.random.default_rng(0)
-    u, a = rng.random((2, 9, 9)), 3 + 9 * rng.random((2, 5, 5))
-    assert_png(plot_inversion(u, a * 0.9, tmp_path / "inv.png", a_true=a))
+    u, a = rng.random((3, 9, 9)), 3 + 9 * rng.random((3, 5, 5))
+    recovered = a * np.array([0.9, 0.8, 0.95])[:, None, None]  # errors 0.1, 0.2, 0.05: the first is the median
+    assert_png(plot_inversion(u, recovered, tmp_path / "inv.png", a_true=a))
     text = " ".join(figures[-1]["texts"])
-    for name in ("u observed", "a true", "a recovered", "error"):
+    for name in ("u observed", "a true", "a recovered", "error", "sample 0 (first)", "sample 1 (worst error)"):
         assert name in text
     assert figures[-1]["images"] == 8 and all(figures[-1]["colorbars"])
 
