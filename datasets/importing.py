@@ -220,6 +220,14 @@ def parse_domain(domain: Any, dim: int) -> list[list[float]]:
     return values.tolist()
 
 
+def _looks_cell_centred(first: float, last: float, h: float) -> bool:
+    """Whether points ``first..last`` (step ``h``) end half a step inside round bounds (multiples of
+    1/2, e.g. PDEBench's 1/256..255/256 in [0, 1]) while their own ends are not round."""
+    def round_(v: float) -> bool:
+        return abs(2 * v - round(2 * v)) < 1e-6 * max(1.0, abs(v))
+    return not (round_(first) and round_(last)) and round_(first - h / 2) and round_(last + h / 2)
+
+
 def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool, cells: bool = False) -> list[list[float]]:
     """The domain of uniform per-axis coordinates ``coords[d] (n,)``; ValueError if they are not uniform.
     Periodic grids end one step after the last point, cell-centred ones half a step before the first
@@ -240,10 +248,10 @@ def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool, cells: boo
         if not np.allclose(step, h, rtol=1e-4, atol=0):
             raise ValueError(f"{src.label} are not uniformly spaced (steps from {step.min():.6g} to {step.max():.6g}); "
                              f"petrov stores uniform grids only: interpolate the data to one first")
-        if not cells and abs((c[0] / h) % 1 - 0.5) < 1e-3:
-            warnings.warn(f"{src.label} start half a step ({c[0]:.6g}) from a multiple of the step {h:.6g}: "
-                          f"they look like cell centres; if they are, import with grid='cells' (--grid cells)",
-                          stacklevel=3)
+        if not cells and _looks_cell_centred(c[0], c[-1], h):
+            warnings.warn(f"{src.label} run from {c[0]:.6g} to {c[-1]:.6g}, half a step inside [{c[0] - h / 2:g}, "
+                          f"{c[-1] + h / 2:g}]: they look like cell centres; if they are, import with grid='cells' "
+                          f"(--grid cells)", stacklevel=3)
         if cells:
             domain.append([float(c[0] - h / 2), float(c[-1] + h / 2)])
         else:
