@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 SOURCES := pyproject.toml $(shell find petrov common operators datasets train evaluate inverse -name '*.py' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: install test test-all demo clean
+.PHONY: install test test-all demo docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,5 +31,20 @@ test-all: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers
 
+# The documentation site (mkdocs-material + mkdocstrings, pinned in the "docs" extra), offline and
+# strict: every warning fails the build. The API reference reads the package as it installs (the
+# top-level folders as petrov.*), staged in build/docs-src; the gallery's figures come from quick runs
+# of the examples (docs/gallery.py); every public name must have its entry (docs/check_api.py).
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(BIN)/pip install --quiet ".[docs]"
+	touch $@
+
+docs: $(VENV)/.installed-docs
+	rm -rf build/docs-src && mkdir -p build/docs-src && cp -r petrov build/docs-src/
+	for d in common operators datasets train evaluate inverse; do ln -s "$(CURDIR)/$$d" build/docs-src/petrov/$$d; done
+	OMP_NUM_THREADS=2 $(BIN)/python docs/gallery.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python docs/check_api.py site
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site docs/gallery/*/ *.egg-info

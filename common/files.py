@@ -59,13 +59,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; if the block succeeds, it becomes ``path``.
 
     ``with atomic_path("best.pt") as tmp: torch.save(obj, tmp)``.  On an exception the temporary
-    file is removed and ``path`` is untouched.  A missing directory is a ``FileNotFoundError``
-    naming it; an unwritable one a ``PermissionError`` naming it.
+    file is removed and ``path`` is untouched.  Missing parent folders are created (the one rule for
+    every output path); an unwritable directory is a ``PermissionError`` naming it.
     """
     path = Path(path)
     directory = path.parent
-    if not directory.is_dir():
-        raise FileNotFoundError(f"directory {str(directory)!r} does not exist (cannot write {path.name})")
+    directory.mkdir(parents=True, exist_ok=True)
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except PermissionError:

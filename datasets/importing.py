@@ -2,8 +2,10 @@
 
 The result is an ordinary petrov HDF5 file (see ``storage``) of kind ``imported``: ``x`` float32
 ``(n_samples, *grid, c_in)`` and ``y`` float32 ``(n_samples, *grid, c_out)`` on one uniform grid with
-``n`` points per axis (1-D, or 2-D ``n x n``), periodic (``x_i = lo + i (hi - lo)/n``) or a node grid
-with both boundaries (``x_i = lo + i (hi - lo)/(n - 1)``). It then loads at strided resolutions
+``n`` points per axis (1-D, or 2-D ``n x n``), periodic (``x_i = lo + i (hi - lo)/n``), a node grid
+with both boundaries (``x_i = lo + i (hi - lo)/(n - 1)``) or cell-centred (``x_i = lo + (i + 1/2)(hi - lo)/n``,
+the centres of ``n`` cells, as finite-volume solvers and PDEBench's Darcy files store them; such a file
+loads at ``n/k`` cells per axis, averaged over blocks of ``k`` cells, see ``sampling``). It then loads at strided resolutions
 (``open_dataset``), fits normalizers and trains through ``data.path`` exactly like a generated file.
 
 Sources (each of ``x``, ``y`` and the optional per-axis coordinates is one array):
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -46,7 +49,7 @@ from .fno_files import mat_format
 from .recipes import ImportedParams, get_recipe
 from .storage import _attrs_for, default_chunk_size, open_h5
 
-GRID_KINDS = ("periodic", "nodes")
+GRID_KINDS = ("periodic", "nodes", "cells")
 MIN_POINTS = 4  # per grid axis: smaller grids cannot be strided or hold a Fourier mode
 GRID_LETTERS = "XY"
 
@@ -219,8 +222,18 @@ def parse_domain(domain: Any, dim: int) -> list[list[float]]:
     return values.tolist()
 
 
-def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool) -> list[list[float]]:
-    """The domain of uniform per-axis coordinates ``coords[d] (n,)``; ValueError if they are not uniform."""
+def _looks_cell_centred(first: float, last: float, h: float) -> bool:
+    """Whether points ``first..last`` (step ``h``) end half a step inside round bounds (multiples of
+    1/2, e.g. PDEBench's 1/256..255/256 in [0, 1]) while their own ends are not round."""
+    def round_(v: float) -> bool:
+        return abs(2 * v - round(2 * v)) < 1e-6 * max(1.0, abs(v))
+    return not (round_(first) and round_(last)) and round_(first - h / 2) and round_(last + h / 2)
+
+
+def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool, cells: bool = False) -> list[list[float]]:
+    """The domain of uniform per-axis coordinates ``coords[d] (n,)``; ValueError if they are not uniform.
+    Periodic grids end one step after the last point, cell-centred ones half a step before the first
+    and after the last point, node grids at their first and last points."""
     domain = []
     for d, spec in enumerate(coords):
         src = open_array(spec, what=f"coordinates of axis {GRID_LETTERS[d]}")
@@ -237,7 +250,14 @@ def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool) -> list[li
         if not np.allclose(step, h, rtol=1e-4, atol=0):
             raise ValueError(f"{src.label} are not uniformly spaced (steps from {step.min():.6g} to {step.max():.6g}); "
                              f"petrov stores uniform grids only: interpolate the data to one first")
-        domain.append([float(c[0]), float(c[0] + n * h) if periodic else float(c[-1])])
+        if not cells and _looks_cell_centred(c[0], c[-1], h):
+            warnings.warn(f"{src.label} run from {c[0]:.6g} to {c[-1]:.6g}, half a step inside [{c[0] - h / 2:g}, "
+                          f"{c[-1] + h / 2:g}]: they look like cell centres; if they are, import with grid='cells' "
+                          f"(--grid cells)", stacklevel=3)
+        if cells:
+            domain.append([float(c[0] - h / 2), float(c[-1] + h / 2)])
+        else:
+            domain.append([float(c[0]), float(c[0] + n * h) if periodic else float(c[-1])])
     return domain
 
 
@@ -283,7 +303,7 @@ def import_arrays(
 
     ``x``/``y``: arrays or source specs (``"in.npy"``, ``"data.npz:a"``, ``"pde.h5:tensor"``,
     ``"fno.mat:coeff"``, or ``(file, key)``); ``x_axes``/``y_axes`` their axis order (module docstring;
-    ``y_axes`` defaults to ``x_axes`` when the ranks match). ``grid``: ``"periodic"`` or ``"nodes"``.
+    ``y_axes`` defaults to ``x_axes`` when the ranks match). ``grid``: ``"periodic"``, ``"nodes"`` or ``"cells"``.
     ``domain``: ``(lo, hi)`` or one per axis (default ``[0, 1]``); ``coords``: optional per-axis 1-D
     coordinate arrays/specs, checked to be uniform and used for (or checked against) the domain.
     The model sees unit-box coordinates as for generated data; the domain is recorded (attribute
@@ -294,8 +314,7 @@ def import_arrays(
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
     output = Path(output)
-    if not output.parent.is_dir():
-        raise FileNotFoundError(f"output directory {output.parent} does not exist")
+    output.parent.mkdir(parents=True, exist_ok=True)  # the one rule for outputs: parent folders are created
     if output.exists() and not overwrite:
         raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
     with contextlib.ExitStack() as stack:
@@ -316,10 +335,11 @@ def import_arrays(
         if coords is not None:
             if len(coords) != dim:
                 raise ValueError(f"coords: give one 1-D coordinate array per grid axis ({dim}), got {len(coords)}")
-            found = domain_from_coords(coords, res, periodic)
+            found = domain_from_coords(coords, res, periodic, cells=grid == "cells")
             if domain is not None and not np.allclose(found, box, rtol=1e-4, atol=1e-8):
                 raise ValueError(f"the coordinates span {found} but domain is {box}; "
-                                 f"for a {grid} grid (check --grid: periodic grids exclude the right end)")
+                                 f"for a {grid} grid (check --grid: periodic grids exclude the right end, "
+                                 f"cell centres lie half a cell inside the domain)")
             box = found
         chunk = chunk_size or default_chunk_size(res**dim * max(cx, cy))
         attrs = _attrs_for(get_recipe("imported"), ImportedParams(), res, 0, n, chunk)

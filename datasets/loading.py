@@ -95,12 +95,14 @@ class GridDataset(Dataset):
         indices: np.ndarray,
         attrs: dict[str, Any] | None = None,
         coarse_resolution: int | None = None,
+        cells: bool = False,
     ):
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"x and y hold different numbers of samples: {x.shape[0]} vs {y.shape[0]}")
         self.x, self.y = x, y
         self.kind = kind
         self.periodic = periodic
+        self.cells = cells
         self.native_resolution = native_resolution
         self.indices = np.asarray(indices)
         self.attrs = dict(attrs or {})
@@ -108,9 +110,10 @@ class GridDataset(Dataset):
         self.grid = tuple(x.shape[1:-1])
         self.grid_out = tuple(y.shape[1:-1])
         self.resolution = self.grid[0]
-        self.coords = grid_coordinates(self.grid, periodic, dtype=x.dtype)
+        self.coords = grid_coordinates(self.grid, periodic, dtype=x.dtype, cells=cells)
         self.coords_out = (
-            self.coords if self.grid_out == self.grid else grid_coordinates(self.grid_out, periodic, dtype=x.dtype)
+            self.coords if self.grid_out == self.grid
+            else grid_coordinates(self.grid_out, periodic, dtype=x.dtype, cells=cells)
         )
 
     @property
@@ -142,13 +145,13 @@ class LazyGridDataset(Dataset):
         self._src, self._pid = None, None
         self.kind, self.periodic, self.native_resolution = meta["kind"], meta["periodic"], meta["native_resolution"]
         self.indices, self.attrs = np.asarray(meta["indices"]), dict(meta["attrs"])
-        self.coarse_resolution = meta["coarse_resolution"]
+        self.coarse_resolution, self.cells = meta["coarse_resolution"], meta["cells"]
         x, y = self[0]
         self.grid, self.grid_out = tuple(x.shape[:-1]), tuple(y.shape[:-1])
         self.resolution = self.grid[0]
-        self.coords = grid_coordinates(self.grid, self.periodic, dtype=dtype)
-        self.coords_out = self.coords if self.grid_out == self.grid else grid_coordinates(self.grid_out, self.periodic,
-                                                                                           dtype=dtype)
+        self.coords = grid_coordinates(self.grid, self.periodic, dtype=dtype, cells=self.cells)
+        self.coords_out = self.coords if self.grid_out == self.grid else grid_coordinates(
+            self.grid_out, self.periodic, dtype=dtype, cells=self.cells)
 
     @property
     def noise(self) -> float:
@@ -194,7 +197,8 @@ def open_dataset(
     lazy: bool = False,
 ) -> GridDataset | LazyGridDataset:
     """Load samples ``indices`` (default: all complete ones) of a dataset file at ``resolution`` points per
-    axis (default native), strided from the native grid; ValueError listing the allowed resolutions if it
+    axis (default native), strided from the native grid (averaged over blocks of cells on a cell-centred
+    grid); ValueError listing the allowed resolutions if it
     is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
     (default: the file's attribute, else 36).  ``lazy=True``: nothing is read now; a
@@ -205,7 +209,10 @@ def open_dataset(
         recipe = get_recipe(kind)
         native = src.native_resolution
         resolution = native if resolution is None else resolution
-        stride = stride_for(native, resolution, src.periodic)
+        stride = stride_for(native, resolution, src.periodic, src.cells)
+        if recipe.inverse and src.cells:
+            raise ValueError(f"{src.path}: the inverse problem pools node grids; a cell-centred file cannot be "
+                             f"read as {kind!r}")
         if src.n_complete < src.n_samples:
             warnings.warn(
                 f"{src.path} is incomplete ({src.n_complete} of {src.n_samples} samples); "
@@ -223,7 +230,7 @@ def open_dataset(
             raise ValueError(f"coarse_resolution applies to 'darcy-inverse' only, not {kind!r}")
         read = {"inverse": recipe.inverse, "stride": stride, "coarse": coarse_resolution}
         meta = {"kind": kind, "periodic": src.periodic, "native_resolution": native, "indices": idx, "attrs": attrs,
-                "coarse_resolution": coarse_resolution if recipe.inverse else None}
+                "coarse_resolution": coarse_resolution if recipe.inverse else None, "cells": src.cells}
         if lazy:
             if not len(idx):
                 raise ValueError(f"no samples selected from {src.path}")
@@ -265,7 +272,7 @@ def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
             "x_shape": shape + src.channel_shape("x"),
             "y_shape": shape + src.channel_shape("y"),
             "native_resolution": src.native_resolution,
-            "grid": "periodic" if src.periodic else "nodes",
-            "resolutions": allowed_resolutions(src.native_resolution, src.periodic),
+            "grid": "cells" if src.cells else "periodic" if src.periodic else "nodes",
+            "resolutions": allowed_resolutions(src.native_resolution, src.periodic, src.cells),
             "attrs": dict(src.attrs),
         }

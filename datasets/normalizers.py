@@ -24,7 +24,7 @@ from petrov.operators.transfer import prolong, prolong_points, restrict_points
 
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
-from .sampling import allowed_resolutions, stride_for
+from .sampling import allowed_resolutions, cell_average, stride_for
 
 
 
@@ -42,11 +42,12 @@ def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
 class PointwiseGaussianNormalizer:
     """Gaussian normalizer; ``mean``/``std`` ``(*grid, c)`` tensors (point-wise) or 0-d tensors (global).
 
-    ``periodic`` (the grid kind) drives :meth:`at_resolution`; ``strideable=False`` marks statistics
-    that are not point values of a finer grid (the pooled inverse target).
+    ``periodic`` and ``cells`` (the grid kind) drive :meth:`at_resolution`; ``strideable=False`` marks
+    statistics that are not point values of a finer grid (the pooled inverse target).
     """
 
-    def __init__(self, mean, std, eps: float = 1e-5, *, periodic: bool = False, strideable: bool = True):
+    def __init__(self, mean, std, eps: float = 1e-5, *, periodic: bool = False, strideable: bool = True,
+                 cells: bool = False):
         mean, std = torch.as_tensor(mean), torch.as_tensor(std)
         if mean.shape != std.shape:
             raise ValueError(f"mean and std shapes differ: {tuple(mean.shape)} vs {tuple(std.shape)}")
@@ -55,7 +56,7 @@ class PointwiseGaussianNormalizer:
         if not eps > 0:
             raise ValueError(f"eps must be > 0, got {eps}")
         self.mean, self.std, self.eps = mean, std, float(eps)
-        self.periodic, self.strideable = bool(periodic), bool(strideable)
+        self.periodic, self.strideable, self.cells = bool(periodic), bool(strideable), bool(cells)
 
     @property
     def pointwise(self) -> bool:
@@ -93,8 +94,8 @@ class PointwiseGaussianNormalizer:
             return True
         if not self.strideable:
             return False
-        if self.periodic:
-            return resolution in allowed_resolutions(self.grid[0], True)
+        if self.periodic or self.cells:
+            return resolution in allowed_resolutions(self.grid[0], self.periodic, self.cells)
         return resolution >= 2
 
     def at_resolution(self, resolution: int) -> "PointwiseGaussianNormalizer":
@@ -109,6 +110,10 @@ class PointwiseGaussianNormalizer:
                 f"these statistics were fitted on a pooled {self.grid} grid and cannot be strided to "
                 f"{resolution}; fit a normalizer at that coarse resolution instead"
             )
+        if self.cells:  # block averages, as the data are coarsened (the std so is a scale, not a fit)
+            k, n = stride_for(self.grid[0], resolution, False, cells=True), len(self.grid)
+            mean, std = (torch.from_numpy(cell_average(t.numpy(), k, 0, n)) for t in (self.mean, self.std))
+            return PointwiseGaussianNormalizer(mean, std, self.eps, cells=True)
         try:
             stride = stride_for(self.grid[0], resolution, self.periodic)
         except ValueError:
@@ -123,17 +128,17 @@ class PointwiseGaussianNormalizer:
 
     def to(self, device=None, dtype=None) -> "PointwiseGaussianNormalizer":
         return PointwiseGaussianNormalizer(self.mean.to(device, dtype), self.std.to(device, dtype), self.eps,
-                                           periodic=self.periodic, strideable=self.strideable)
+                                           periodic=self.periodic, strideable=self.strideable, cells=self.cells)
 
     def to_state(self) -> dict[str, Any]:
         return {"mean": self.mean.detach().cpu(), "std": self.std.detach().cpu(), "eps": self.eps,
-                "periodic": self.periodic, "strideable": self.strideable}
+                "periodic": self.periodic, "strideable": self.strideable, "cells": self.cells}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PointwiseGaussianNormalizer":
         try:
             return cls(state["mean"], state["std"], state["eps"], periodic=state["periodic"],
-                       strideable=state["strideable"])
+                       strideable=state["strideable"], cells=state.get("cells", False))  # 0.1 states: no cells
         except KeyError as err:
             raise KeyError(f"normalizer state is missing {err.args[0]!r}; was it saved by to_state()?") from None
 
@@ -215,7 +220,7 @@ def fit_normalizer(
         std = np.sqrt(moments.m2 / (moments.n - 1))
         return PointwiseGaussianNormalizer(
             torch.as_tensor(moments.mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32), eps,
-            periodic=src.periodic, strideable=not pooled,
+            periodic=src.periodic, strideable=not pooled, cells=src.cells,
         )
 
 

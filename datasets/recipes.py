@@ -127,6 +127,12 @@ def get_recipe(kind: str) -> Recipe:
     return RECIPES.get(kind)
 
 
+def is_trajectory(kind: str | None) -> bool:
+    """Whether data of ``kind`` store trajectories (``y``: snapshots as the trailing channels); mesh kinds
+    (``petrov.datasets.mesh``) and unknown names do not."""
+    return kind is not None and kind in RECIPES and get_recipe(kind).snapshots is not None
+
+
 def list_kinds() -> list[str]:
     return RECIPES.names()
 

@@ -8,35 +8,60 @@ Two grid kinds (see ``petrov.operators.layout.grid_coordinates``):
   ``r - 1`` must divide ``n - 1`` (421 -> 211, 141, 106, 85, 61, 43, ...).
 
 Either way the strided grid's points are grid points of the finer grid with the same coordinates.
+
+A third kind, cell-centred grids ``x_i = (i + 1/2)/n`` (finite-volume data such as PDEBench's Darcy
+files), is coarsened by averaging: ``n/k`` coarse cells each the union of ``k`` fine cells per axis
+(``r`` must divide ``n``: 128 -> 64, 32, 16, ...), valued by the mean of the fine values
+(:func:`cell_average`). Striding would not do: for an even ``k`` no fine centre lies at a coarse
+centre, so the strided points would sit off the coarse cells' centres and the coordinates would lie.
+The average is exact for cell averages and second-order accurate for point values at the centres.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def allowed_resolutions(native: int, periodic: bool) -> list[int]:
-    """All resolutions (>= 2 points per axis) reachable from ``native`` by an integer stride."""
-    if periodic:
+def allowed_resolutions(native: int, periodic: bool, cells: bool = False) -> list[int]:
+    """All resolutions (>= 2 points per axis) reachable from ``native`` by an integer stride (by
+    averaging blocks of cells on a cell-centred grid, ``cells=True``)."""
+    if periodic or cells:
         return [native // s for s in range(native, 0, -1) if native % s == 0 and native // s >= 2]
     return [(native - 1) // s + 1 for s in range(native - 1, 0, -1) if (native - 1) % s == 0]
 
 
-def stride_for(native: int, resolution: int, periodic: bool) -> int:
-    """The stride taking a ``native`` grid to ``resolution`` points per axis; ValueError if none exists."""
+def stride_for(native: int, resolution: int, periodic: bool, cells: bool = False) -> int:
+    """The stride taking a ``native`` grid to ``resolution`` points per axis (on a cell-centred grid,
+    ``cells=True``, the number of fine cells per coarse cell and axis); ValueError if none exists."""
     if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
         raise ValueError(f"resolution must be an integer, got {resolution!r}")
     resolution = int(resolution)
-    if periodic and resolution >= 2 and native % resolution == 0:
+    if (periodic or cells) and resolution >= 2 and native % resolution == 0:
         return native // resolution
     if not periodic and resolution >= 2 and (native - 1) % (resolution - 1) == 0:
         return (native - 1) // (resolution - 1)
-    rule = f"periodic grid (the resolution must divide {native})" if periodic else (
-        f"node grid (resolution - 1 must divide {native - 1})"
-    )
+    rule = (f"cell-centred grid (the resolution must divide {native}: blocks of cells are averaged)" if cells
+            else f"periodic grid (the resolution must divide {native})" if periodic
+            else f"node grid (resolution - 1 must divide {native - 1})")
     raise ValueError(
         f"resolution {resolution} is not a strided sub-grid of the native {native}-point {rule}; "
-        f"allowed resolutions: {', '.join(map(str, allowed_resolutions(native, periodic)))}"
+        f"allowed resolutions: {', '.join(map(str, allowed_resolutions(native, periodic, cells)))}"
     )
+
+
+def cell_average(a: np.ndarray, k: int, first_axis: int, ndim: int) -> np.ndarray:
+    """Average ``a`` over blocks of ``k`` cells along the ``ndim`` grid axes starting at ``first_axis``:
+    a cell-centred grid of ``n`` cells per axis becomes one of ``n/k`` cells (see the module docstring)."""
+    if k == 1:
+        return a
+    shape, axes = list(a.shape[:first_axis]), []
+    for d in range(ndim):
+        n = a.shape[first_axis + d]
+        if n % k:
+            raise ValueError(f"a cell-centred axis of {n} cells cannot be averaged in blocks of {k}")
+        shape += [n // k, k]
+        axes.append(first_axis + 2 * d + 1)
+    shape += list(a.shape[first_axis + ndim:])
+    return a.reshape(shape).mean(axis=tuple(axes), dtype=np.float64).astype(a.dtype, copy=False)
 
 
 def poolable(fine: int, coarse: int) -> bool:

@@ -5,7 +5,7 @@ with a trailing channel axis (imported multi-channel data; a trajectory kind's `
 ``c = T + 1`` snapshots), one sample per HDF5 chunk
 (so a read touches only the samples asked for), unwritten samples filled with NaN. Attributes:
 ``format``/``format_version``, ``kind``, ``family``, ``equation``, every parameter (one attribute each,
-plus all of them as JSON in ``params``), ``seed``, ``native_resolution``, ``grid`` ("periodic"/"nodes"),
+plus all of them as JSON in ``params``), ``seed``, ``native_resolution``, ``grid`` ("periodic"/"nodes"; imported files also "cells"),
 ``dim``, ``solver_settings`` (JSON), ``petrov_version``, ``created`` (UTC ISO time), ``n_samples``,
 ``n_complete``, ``x_name``/``y_name``, ``chunk_size``.
 
@@ -37,9 +37,11 @@ import numpy as np
 from petrov.common.config import asdict
 from petrov.common.files import exclusive_lock, replace_synced
 from petrov.common.progress import progress_bar
+from petrov.common.quick import quick_samples
 from petrov.common.version import petrov_version
 from .darcy import darcy_worker_pool
 from .recipes import Recipe, get_recipe
+from .sampling import cell_average
 
 FORMAT = "petrov-dataset"
 FORMAT_VERSION = 1
@@ -164,6 +166,13 @@ def _create_partial(tmp: Path, recipe: Recipe, params, attrs: dict, resolution: 
         h5.attrs.update(attrs)
 
 
+def _complete(path: Path) -> bool:
+    with h5py.File(path, "r") as h5:
+        attrs = file_attrs(h5)
+    return int(attrs.get("n_complete", -1)) >= int(attrs.get("n_samples", 0))
+
+
+
 def _resumable(tmp: Path, attrs: dict, identity: tuple[str, ...] = _IDENTITY) -> tuple[bool, str, int | None]:
     """Whether ``tmp`` is an interrupted run of the same generation (the ``identity`` attributes agree),
     if not why, and its chunk size."""
@@ -239,8 +248,11 @@ def generate_dataset(
 
     ``params`` are the kind's parameters (see ``recipes``; unknown names are a ValueError listing the
     valid ones). ``resolution`` defaults to the kind's native grid (Burgers 8192, Darcy 421); lower
-    resolutions can later be loaded by striding. An existing ``path`` is a FileExistsError unless
-    ``overwrite`` (the old file is replaced only once the new one is complete). An existing
+    resolutions can later be loaded by striding. Missing parent folders are created. An existing
+    complete ``path`` with the same kind, parameters, seed, resolution and ``n_samples`` is kept as it
+    is (nothing to do); any other existing ``path`` is a FileExistsError unless ``overwrite`` (the old
+    file is replaced only once the new one is complete). In quick mode (``PETROV_QUICK=1``, see
+    :mod:`petrov.common.quick`) at most ``QUICK_SAMPLES`` samples are generated. An existing
     ``path.partial`` with the same kind, parameters, seed, resolution and ``n_samples`` is resumed
     (even with ``overwrite``); one with different settings is a ValueError unless ``overwrite``.
     ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(path)``.
@@ -262,9 +274,11 @@ def generate_dataset(
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution
+    n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
     recipe.validate(p, resolution)
     check_generation_args(n_samples, seed, workers, chunk_size)
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)  # the one rule for outputs: parent folders are created
     check_output_dir(path)
     check_resources(recipe, resolution, n_samples, chunk_size, path.parent)
     # one writer per path: a second generation (with --overwrite or not) never touches this one's files
@@ -278,6 +292,9 @@ def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, see
     kind = recipe.name
     tmp = partial_path(path)
     attrs = _attrs_for(recipe, p, resolution, seed, n_samples, chunk_size or 0)
+    if path.exists() and not overwrite and _resumable(path, attrs)[0] and _complete(path):
+        log.info(f"{path} already holds these {n_samples} samples; nothing to do")
+        return path
     old_chunk = claim_partial(path, attrs, overwrite)
     if chunk_size is None:
         # same chunks as an interrupted run, so the file's chunk layout is the same too
@@ -342,6 +359,7 @@ class StoredData:
     y: Any
     transposed: bool = False
     source: str = FORMAT
+    cells: bool = False  # a cell-centred grid: coarsened by averaging blocks of cells (see sampling)
     _handle: Any = field(default=None, repr=False)
 
     def read(self, name: str, indices: np.ndarray, stride: int, block_bytes: int = 2**26) -> np.ndarray:
@@ -355,13 +373,15 @@ class StoredData:
         unique, inverse = np.unique(indices, return_inverse=True)
         channels = self.channel_shape(name)
         block = max(1, block_bytes // (4 * self.native_resolution**self.dim * int(np.prod(channels))))
-        grid_sel = (slice(None, None, stride),) * self.dim
+        grid_sel = (slice(None, None, 1 if self.cells else stride),) * self.dim
         parts = []
         for lo in range(0, len(unique), block):
             rows = unique[lo : lo + block]
             # consecutive runs as slices: h5py's list selection is very slow
             runs = np.split(rows, np.flatnonzero(np.diff(rows) != 1) + 1)
             part = np.concatenate([self._rows(ds, int(r[0]), int(r[-1]) + 1, grid_sel) for r in runs])
+            if self.cells:
+                part = cell_average(part, stride, 1, self.dim)
             bad = ~np.isfinite(part).reshape(len(rows), -1).all(axis=1)
             if bad.any():
                 raise ValueError(
@@ -419,6 +439,7 @@ def open_stored(path: str | os.PathLike) -> StoredData:
             kind=attrs["kind"],
             native_resolution=int(attrs["native_resolution"]),
             periodic=attrs["grid"] == "periodic",
+            cells=attrs["grid"] == "cells",
             dim=int(attrs.get("dim", recipe.dim)),  # imported files: the dimension is per file
             n_samples=int(attrs["n_samples"]),
             n_complete=int(attrs["n_complete"]),

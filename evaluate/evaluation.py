@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from petrov.common.files import check_writable
-from petrov.datasets import dataset_info, get_recipe, open_dataset
+from petrov.datasets import dataset_info, open_dataset
 from petrov.train import distributed as dist_
 from petrov.datasets import open_mesh_dataset
-from petrov.datasets.mesh.recipes import MESH_RECIPES
+from petrov.datasets.recipes import is_trajectory
 from petrov.datasets.mesh.storage import is_mesh_file
 from petrov.operators.models import sample_transform
 from petrov.train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
@@ -119,11 +119,6 @@ def evaluate_resolutions(
     return rows
 
 
-def is_trajectory(kind: str | None) -> bool:
-    """Whether data of ``kind`` store trajectories (``y``: snapshots as the trailing channels)."""
-    return kind is not None and kind not in MESH_RECIPES and get_recipe(kind).snapshots is not None
-
-
 def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
     d = setup.data_config
     contiguous = len(idx) and bool(np.all(np.diff(idx) == 1))
@@ -166,9 +161,10 @@ def make_plots(
     resolution: int | None = None,
     device: Any = None,
 ) -> list[Path]:
-    """The evaluation figures in ``out_dir``: ``predictions.png`` (a few evaluated samples at
-    ``resolution``, default the finest evaluated one), ``error_vs_resolution.png`` and, for a run
-    directory, ``training_curves.png``.  Returns the written paths."""
+    """The evaluation figures in ``out_dir`` (PNG, and PDF beside each): ``predictions.png`` (at
+    ``resolution``, default the finest evaluated one: the first evaluated sample, the one of median
+    error and the worst when ``rows`` carry ``per_sample`` errors, else the first ``n_samples``),
+    ``error_vs_resolution.png`` and, for a run directory, ``training_curves.png``.  Returns the PNG paths."""
     dev = _device(device)
     setup = as_setup(source, None, dev)
     data_path = data_file(setup, data_path)
@@ -182,7 +178,13 @@ def make_plots(
                                               train_resolution=train_res)]
     res = resolution or max(r["resolution"] for r in rows)
     idx = select_indices(setup, data_path, indices, int(dataset_info(data_path)["n_complete"]))
-    dataset = _open(setup, data_path, idx[:n_samples], res)
+    row = next((r for r in rows if r["resolution"] == res), {})
+    if row.get("per_sample") and len(row["per_sample"]) == len(idx):  # the first, median and worst samples
+        chosen = figures.chosen_samples(row["per_sample"])
+    else:
+        chosen = [("", j) for j in range(min(n_samples, len(idx)))]
+    labels = [label for label, _ in chosen]
+    dataset = _open(setup, data_path, idx[[j for _, j in chosen]], res)
     pred = predict(setup, dataset, range(len(dataset)), dev)
     noise = setup_noise(setup, dataset).level
     title = f"test samples at resolution {res}" + (
@@ -190,9 +192,10 @@ def make_plots(
     if "per_time_mean" in rows[0]:
         written.append(figures.plot_error_vs_time(rows, out / "error_vs_time.png"))
         written.append(figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
-                                            title=f"{title}: rollouts"))
+                                            title=f"{title}: rollouts", labels=labels, n=len(chosen)))
     else:
-        written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title))
+        written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title, labels=labels,
+                                                n=len(chosen)))
     if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
         written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
     return written

@@ -19,21 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.tri import Triangulation  # noqa: E402
 
-from .plots import save_figure  # noqa: E402
-
-
-def chosen_samples(errors: np.ndarray) -> list[tuple[str, int]]:
-    """``[(label, position)]``: the first sample, the one with the median error and the worst one
-    (fewer when there are fewer samples), in that order, without repeats."""
-    errors = np.asarray(errors)
-    order = np.argsort(errors, kind="stable")
-    picks = [("first", 0), ("median", int(order[len(order) // 2])), ("worst", int(order[-1]))]
-    seen, out = set(), []
-    for label, k in picks:
-        if k not in seen:
-            seen.add(k)
-            out.append((label, k))
-    return out
+from .plots import chosen_samples, sample_head, save_figure  # noqa: E402
 
 
 def _field(ax, tri: Triangulation, values: np.ndarray, title: str, vmin=None, vmax=None, cmap="viridis"):
@@ -66,8 +52,7 @@ def plot_mesh_predictions(samples: Sequence[dict[str, Any]], predictions: Sequen
         tri = Triangulation(pos[:, 0], pos[:, 1], np.asarray(item["triangles"]))
         truth, guess = np.asarray(item["y"])[:, 0], np.asarray(pred)[:, 0]
         lo, hi = float(min(truth.min(), guess.min())), float(max(truth.max(), guess.max()))
-        label = item.get("label", "")
-        head = f"sample {int(item['index'])}" + (f" ({label})" if label else "")
+        head = sample_head(int(item["index"]), item.get("label"))
         _field(axes[row, 0], tri, np.asarray(item["x"])[:, 0], f"{head}: coefficient a", cmap="cividis")
         _field(axes[row, 1], tri, truth, "solution u (truth)", lo, hi)
         _field(axes[row, 2], tri, guess, "prediction (same scale)", lo, hi)
@@ -120,4 +105,4 @@ def plot_error_vs_level(rows: Sequence[dict[str, Any]], nodes: dict[str, float],
     return save_figure(fig, path)
 
 
-__all__ = ["chosen_samples", "plot_error_vs_level", "plot_mesh_predictions"]
+__all__ = ["chosen_samples", "plot_error_vs_level", "plot_mesh_predictions"]  # chosen_samples: from .plots

@@ -1,4 +1,11 @@
-"""Figures for trained operators (matplotlib, Agg backend, PNG written atomically).
+"""Figures for trained operators (matplotlib, Agg backend; each written atomically as PNG and PDF).
+
+Rules every figure follows (so that it can go into a paper as it is): fields are drawn on their
+physical domain with axis ticks and labels (x, y; x and t for space-time pictures, time running up);
+truth and prediction share one colour scale; a power of ten goes into the axis or colorbar label
+("|error| (×10⁻³)") instead of an offset text that would collide with a neighbouring title; legends sit
+outside the data; samples are the first one, the one of median error and the worst one
+(:func:`chosen_samples`), named as such; "n" is a number of grid points, never of samples.
 
 - :func:`plot_predictions`: prediction vs truth on a few samples — 1-D: input, truth and prediction,
   point-wise error; 2-D: input, truth, prediction and |error| fields side by side. The fields are
@@ -14,7 +21,8 @@
 - :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
   read from the run's ``log.jsonl`` (or ``log.csv``) written by the trainer.
 
-Every function takes plain data (tensors/arrays/dicts), writes one PNG and returns its path.
+Every function takes plain data (tensors/arrays/dicts), writes one figure as ``NAME.png`` and
+``NAME.pdf`` and returns the PNG's path.
 """
 from __future__ import annotations
 
@@ -35,16 +43,94 @@ import torch  # noqa: E402
 from petrov.common.files import atomic_path  # noqa: E402
 
 
-def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Save ``fig`` as PNG to a temp file next to ``path``, rename it into place, close the figure."""
+def save_figure(fig, path: str | os.PathLike, dpi: int = 150) -> Path:
+    """Save ``fig`` as ``path`` (PNG) and beside it as PDF (vector, for papers), each to a temp file
+    renamed into place; close the figure. Returns ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+        for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
+            with atomic_path(target) as tmp:
+                fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
     finally:
         plt.close(fig)
     return path
+
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_of_ten(values: Any) -> int:
+    """The exponent k that brings the largest |value| into [1, 10) when it lies outside
+    [0.1, 10⁴) (ticks then read ``value / 10^k``), else 0 (plain ticks)."""
+    top = float(np.nanmax(np.abs(_np(values)))) if np.size(values) else 0.0
+    if not np.isfinite(top) or top == 0.0 or 0.1 <= top < 1e4:
+        return 0
+    return int(np.floor(np.log10(top)))
+
+
+def scaled_label(label: str, k: int) -> str:
+    """``label`` with the factor its ticks were divided by: ``"u (×10⁻³)"``."""
+    return label if k == 0 else f"{label} (×10{str(k).translate(SUPERSCRIPT)})"
+
+
+def scale_axis(axis, values: Any, label: str) -> None:
+    """Label ``axis`` (a matplotlib x/y axis or a colorbar's) with ticks divided by ``10^k`` and the
+    factor in the label, so no offset text ("1e−2") is drawn where a neighbouring title sits."""
+    k = power_of_ten(values)
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 10.0**k:g}"))
+    axis.set_label_text(scaled_label(label, k))
+
+
+def chosen_samples(errors: Sequence[float] | np.ndarray | torch.Tensor) -> list[tuple[str, int]]:
+    """``[(label, position)]`` of the samples a figure shows: the first, the one of median error
+    (``sorted[n // 2]``) and the worst, in that order, a position once under its first label."""
+    e = _np(errors).ravel()
+    if e.size == 0:
+        raise ValueError("no per-sample errors to choose samples from")
+    order = np.argsort(e, kind="stable")
+    chosen: list[tuple[str, int]] = []
+    for label, pos in (("first", 0), ("median", int(order[e.size // 2])), ("worst", int(order[-1]))):
+        if pos not in [p for _, p in chosen]:
+            chosen.append((label, pos))
+    return chosen
+
+
+def sample_head(sample: int, label: str | None = None) -> str:
+    """How a figure names a sample: "sample 612", or with its :func:`chosen_samples` label
+    "sample 612 (first)", "sample 650 (median error)", "sample 699 (worst error)"."""
+    if not label:
+        return f"sample {int(sample)}"
+    return f"sample {int(sample)} ({label if label == 'first' else label + ' error'})"
+
+
+def grid_extent(coords: Any, domain: Any = None) -> tuple[float, float, float, float]:
+    """``(x0, x1, y0, y1)`` for ``imshow`` of a field on the 2-D grid ``coords (nx, ny, 2)`` (unit-box
+    coordinates, as the models see them): the outer edges of the pixels centred on the grid points,
+    mapped to the physical ``domain`` ``[[x_lo, x_hi], [y_lo, y_hi]]`` (default the unit square)."""
+    c = _np(coords)
+    box = np.asarray(domain if domain is not None else [[0.0, 1.0], [0.0, 1.0]], dtype=float).reshape(2, 2)
+    edges = []
+    for axis, (lo, hi) in zip((c[:, 0, 0], c[0, :, 1]), box):
+        h = (axis[-1] - axis[0]) / max(len(axis) - 1, 1)
+        edges += [lo + (hi - lo) * (axis[0] - h / 2), lo + (hi - lo) * (axis[-1] + h / 2)]
+    return tuple(edges)
+
+
+def node_extent(m: int) -> tuple[float, float, float, float]:
+    """:func:`grid_extent` of the ``m x m`` node grid of the unit square."""
+    h = 1.0 / max(m - 1, 1)
+    return (-h / 2, 1 + h / 2, -h / 2, 1 + h / 2)
+
+
+def dataset_domain(dataset: Any) -> Any:
+    """The physical domain recorded with a dataset (imported files: attribute ``domain``), else None."""
+    domain = (getattr(dataset, "attrs", None) or {}).get("domain")
+    if isinstance(domain, str):
+        try:
+            domain = json.loads(domain)
+        except ValueError:
+            return None
+    return domain
 
 
 def _np(t: Any) -> np.ndarray:
@@ -82,9 +168,11 @@ def field_names(kind: str | None, attrs: dict[str, Any] | None = None) -> tuple[
 # --- predictions ----------------------------------------------------------------------------------
 
 def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, *, n: int = 4,
-                     title: str | None = None) -> Path:
+                     title: str | None = None, labels: Sequence[str] | None = None) -> Path:
     """Prediction vs truth for the first ``n`` samples of ``dataset`` (GridDataset-like: ``.x``,
-    ``.y``, ``.coords``, ``.coords_out``, ``.indices``); ``pred`` has ``y``'s shape for those samples."""
+    ``.y``, ``.coords``, ``.coords_out``, ``.indices``, optional ``.attrs["domain"]``); ``pred`` has
+    ``y``'s shape for those samples. ``labels`` name the samples (e.g. from :func:`chosen_samples`:
+    "first", "median", "worst"; shown as "sample 612 (median error)")."""
     k = min(n, len(pred), len(dataset))
     if k == 0:
         raise ValueError("no samples to plot")
@@ -92,64 +180,79 @@ def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, 
     if p.shape != y.shape:
         raise ValueError(f"predictions of shape {p.shape} do not match the targets {y.shape}")
     ids = [int(i) for i in np.asarray(getattr(dataset, "indices", np.arange(k)))[:k]]
+    heads = [sample_head(i, labels[j] if labels is not None and j < len(labels) else None) for j, i in enumerate(ids)]
     names = field_names(getattr(dataset, "kind", None), getattr(dataset, "attrs", None))
+    domain = dataset_domain(dataset)
     if y.ndim == 3:
-        return _predictions_1d(_np(dataset.coords)[..., 0], _np(dataset.coords_out)[..., 0], x, y, p, ids,
-                               names, path, title)
+        box = np.asarray(domain if domain is not None else [0.0, 1.0], dtype=float).ravel()[:2]
+        physical = lambda s: box[0] + (box[1] - box[0]) * s  # noqa: E731
+        return _predictions_1d(physical(_np(dataset.coords)[..., 0]), physical(_np(dataset.coords_out)[..., 0]),
+                               x, y, p, heads, names, path, title)
     if y.ndim == 4:
-        return _predictions_2d(x, y, p, ids, names, path, title)
+        extent = grid_extent(dataset.coords, domain), grid_extent(dataset.coords_out, domain)
+        return _predictions_2d(x, y, p, heads, names, path, title, extent)
     raise ValueError(f"can plot 1-D or 2-D fields, got targets of shape {y.shape}")
 
 
-def _predictions_1d(s_in, s_out, x, y, p, ids, names, path, title) -> Path:
+def _predictions_1d(s_in, s_out, x, y, p, heads, names, path, title) -> Path:
     k = len(y)
-    fig, axes = plt.subplots(3, k, figsize=(3.4 * k, 7.0), sharex=True, squeeze=False,
+    fig, axes = plt.subplots(3, k, figsize=(3.6 * k, 7.0), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [1, 2, 1]})
     for j in range(k):
         top, mid, low = axes[:, j]
         top.plot(s_in, x[j, :, 0], color="0.4", lw=1)
-        top.set_title(f"sample {ids[j]}: relL2 {_rel_l2(p[j], y[j]):.2e}", fontsize=9)
+        top.set_title(f"{heads[j]}\nrelative L2 {_rel_l2(p[j], y[j]):.2e}", fontsize=9)
         mid.plot(s_out, y[j, :, 0], color="k", lw=1.6, label=f"truth {names[1]}")
         mid.plot(s_out, p[j, :, 0], color="tab:red", lw=1.0, ls="--", label="prediction")
         low.plot(s_out, p[j, :, 0] - y[j, :, 0], color="tab:blue", lw=0.9)
         low.axhline(0.0, color="0.7", lw=0.6)
         low.set_xlabel("x")
+        left = j == 0
+        scale_axis(top.yaxis, x[:, :, 0], f"input {names[0]}" if left else "")
+        scale_axis(mid.yaxis, np.concatenate([y[:, :, 0], p[:, :, 0]]), f"output {names[1]}" if left else "")
+        scale_axis(low.yaxis, p[..., 0] - y[..., 0], "prediction − truth" if left else "")  # one factor per row
         for ax in (top, mid, low):
-            ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
             ax.tick_params(labelsize=8)
-    axes[0, 0].set_ylabel(f"input {names[0]}")
-    axes[1, 0].set_ylabel(f"output {names[1]}")
-    axes[2, 0].set_ylabel("prediction − truth")
-    axes[1, 0].legend(fontsize=8, loc="best")
+            ax.set_xlim(s_out.min(), s_out.max())
+    handles, texts = axes[1, 0].get_legend_handles_labels()
+    fig.legend(handles, texts, loc="lower center", ncol=2, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return save_figure(fig, path)
 
 
-def _field(ax, fig, z, title, label, cmap="viridis", vmin=None, vmax=None):
-    """``z (nx, ny)`` as an image (x to the right, y up) with a colorbar labelled ``label``."""
-    im = ax.imshow(z.T, origin="lower", extent=(0, 1, 0, 1), cmap=cmap, vmin=vmin, vmax=vmax)
+def _field(ax, fig, z, title, label, cmap="viridis", vmin=None, vmax=None, extent=(0.0, 1.0, 0.0, 1.0),
+           axis_names=("x", "y")):
+    """``z (nx, ny)`` as an image on its physical ``extent`` (x to the right, y up; ticks and axis
+    names) with a colorbar labelled ``label`` (a power of ten in the label, not as an offset)."""
+    aspect = "equal" if axis_names == ("x", "y") else "auto"
+    im = ax.imshow(z.T, origin="lower", extent=extent, cmap=cmap, vmin=vmin, vmax=vmax, aspect=aspect,
+                   interpolation="nearest")
     ax.set_title(title, fontsize=9)
-    ax.set_xticks([]), ax.set_yticks([])
+    ax.set_xlabel(axis_names[0], fontsize=8, labelpad=2)
+    ax.set_ylabel(axis_names[1], fontsize=8, labelpad=2)
+    ax.tick_params(labelsize=7)
+    ax.locator_params(nbins=4)
     cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
-    cb.set_label(label, fontsize=8)
+    scale_axis(cb.ax.yaxis, [vmin if vmin is not None else np.min(z), vmax if vmax is not None else np.max(z)], label)
+    cb.ax.yaxis.label.set_fontsize(8)
     cb.ax.tick_params(labelsize=7)
-    cb.formatter.set_powerlimits((-2, 3))
-    cb.update_ticks()
 
 
-def _predictions_2d(x, y, p, ids, names, path, title) -> Path:
+def _predictions_2d(x, y, p, heads, names, path, title, extent) -> Path:
     k = len(y)
     x_name, y_name = names
-    fig, axes = plt.subplots(k, 4, figsize=(13.0, 3.0 * k), squeeze=False)
+    ext_in, ext_out = extent
+    fig, axes = plt.subplots(k, 4, figsize=(14.0, 3.2 * k), squeeze=False)
     for j in range(k):
         lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())  # truth and prediction share a scale
-        _field(axes[j, 0], fig, x[j, ..., 0], f"sample {ids[j]}: input {x_name}", x_name, cmap="cividis")
-        _field(axes[j, 1], fig, y[j, ..., 0], f"truth {y_name}", y_name, vmin=lo, vmax=hi)
-        _field(axes[j, 2], fig, p[j, ..., 0], f"prediction of {y_name}", y_name, vmin=lo, vmax=hi)
+        _field(axes[j, 0], fig, x[j, ..., 0], f"{heads[j]}: input {x_name}", x_name, cmap="cividis", extent=ext_in)
+        _field(axes[j, 1], fig, y[j, ..., 0], f"truth {y_name}", y_name, vmin=lo, vmax=hi, extent=ext_out)
+        _field(axes[j, 2], fig, p[j, ..., 0], f"prediction of {y_name}", y_name, vmin=lo, vmax=hi, extent=ext_out)
         _field(axes[j, 3], fig, np.abs(p[j, ..., 0] - y[j, ..., 0]),
-               f"error (relL2 {_rel_l2(p[j], y[j]):.2e})", f"|prediction − {y_name}|", cmap="magma")
+               f"error (relative L2 {_rel_l2(p[j], y[j]):.2e})", f"|prediction − {y_name}|", cmap="magma",
+               extent=ext_out)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -158,26 +261,32 @@ def _predictions_2d(x, y, p, ids, names, path, title) -> Path:
 
 def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *, a_true: np.ndarray | None = None,
                    sample_ids: Sequence[int] | None = None, n: int = 4, title: str | None = None) -> Path:
-    """Inverse Darcy, one row per sample (first ``n``): u observed ``(N, m, m)``, a true and a recovered
-    ``(N, k, k)`` on one colour scale, and the error |a recovered − a true| (a true and the error only
-    when ``a_true`` is given)."""
-    k = min(n, len(a))
-    if k == 0:
+    """Inverse Darcy, one row per sample: u observed ``(N, m, m)``, a true and a recovered ``(N, k, k)``
+    on one colour scale, and the error |a recovered − a true| (a true and the error only when ``a_true``
+    is given; then the rows are the first sample, the one of median error and the worst, else the
+    first ``n``). Fields on node grids of the unit square, drawn on it with axes."""
+    if len(a) == 0:
         raise ValueError("no samples to plot")
-    ids = list(sample_ids if sample_ids is not None else range(k))
+    ids = list(sample_ids if sample_ids is not None else range(len(a)))
+    if a_true is None:
+        rows = [(j, "") for j in range(min(n, len(a)))]
+    else:
+        rows = [(pos, label) for label, pos in chosen_samples([_rel_l2(a[j], a_true[j]) for j in range(len(a))])]
     cols = 2 if a_true is None else 4
-    fig, axes = plt.subplots(k, cols, figsize=(3.3 * cols, 3.0 * k), squeeze=False)
-    for j in range(k):
+    fig, axes = plt.subplots(len(rows), cols, figsize=(3.5 * cols, 3.2 * len(rows)), squeeze=False)
+    for r, (j, name) in enumerate(rows):
         both = [a[j]] if a_true is None else [a[j], a_true[j]]
         lo, hi = min(z.min() for z in both), max(z.max() for z in both)
-        _field(axes[j, 0], fig, u_obs[j], f"sample {int(ids[j])}: u observed", "u", cmap="cividis")
+        ext_u, ext_a = node_extent(u_obs[j].shape[0]), node_extent(a[j].shape[0])
+        head = sample_head(ids[j], name)
+        _field(axes[r, 0], fig, u_obs[j], f"{head}: u observed", "u", cmap="cividis", extent=ext_u)
         if a_true is None:
-            _field(axes[j, 1], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi)
+            _field(axes[r, 1], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi, extent=ext_a)
             continue
-        _field(axes[j, 1], fig, a_true[j], "a true (pooled)", "a", vmin=lo, vmax=hi)
-        _field(axes[j, 2], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi)
-        _field(axes[j, 3], fig, np.abs(a[j] - a_true[j]), f"error (relL2 {_rel_l2(a[j], a_true[j]):.2e})",
-               "|a recovered − a true|", cmap="magma")
+        _field(axes[r, 1], fig, a_true[j], "a true (pooled)", "a", vmin=lo, vmax=hi, extent=ext_a)
+        _field(axes[r, 2], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi, extent=ext_a)
+        _field(axes[r, 3], fig, np.abs(a[j] - a_true[j]), f"error (relative L2 {_rel_l2(a[j], a_true[j]):.2e})",
+               "|a recovered − a true|", cmap="magma", extent=ext_a)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -212,7 +321,7 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
         raise ValueError("no evaluation rows to plot")
     rows = sorted(rows, key=lambda r: r["resolution"])
     res = np.array([r["resolution"] for r in rows], dtype=float)
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    fig, ax = plt.subplots(figsize=(7.6, 4.2))
     if all(r.get("per_sample") for r in rows):
         lo, median, hi = np.array([percentile_band(r["per_sample"], *band) for r in rows]).T
         ax.fill_between(res, lo, hi, color="tab:blue", alpha=0.2, lw=0,
@@ -235,8 +344,8 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
     ax.set_xlabel("resolution (grid points per axis)")
     ax.set_ylabel("relative L2 error per sample")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title or f"test error vs resolution (n = {rows[0]['n']})")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside the data
+    ax.set_title(title or f"test error vs resolution ({rows[0]['n']} test samples)")
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -254,21 +363,23 @@ def plot_error_vs_time(rows: Sequence[dict[str, Any]], path: str | os.PathLike, 
     for r in sorted(rows, key=lambda r: r["resolution"]):
         err = np.asarray(r["per_time_mean"], dtype=float)
         t = np.arange(len(err)) / (len(err) - 1)
-        ax.plot(t[1:], err[1:], "o-", ms=3, lw=1.0, label=f"n = {r['resolution']}")
+        ax.plot(t[1:], err[1:], "o-", ms=3, lw=1.0, label=f"{r['resolution']} grid points")
     ax.set_yscale("log")
     ax.set_xlabel("t / t_final")
     ax.set_ylabel("relative L2 error of the rollout")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title or f"rollout error vs time (mean over {rows[0]['n']} samples)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    ax.set_title(title or f"rollout error vs time (mean over {rows[0]['n']} test samples)")
     fig.tight_layout()
     return save_figure(fig, path)
 
 
 def plot_spacetime(truth: Any, pred: Any, path: str | os.PathLike, *, sample_ids: Sequence[int] | None = None,
-                   n: int = 2, title: str | None = None) -> Path:
-    """Space-time pictures of trajectories ``(N, n_x, T + 1)``: truth, prediction (one colour scale)
-    and |error|, one row per sample (first ``n``); x across, t upwards."""
+                   n: int = 2, title: str | None = None, labels: Sequence[str] | None = None,
+                   t_final: float = 1.0) -> Path:
+    """Space-time pictures of trajectories ``(N, n_x, T + 1)`` on a periodic grid ``x_i = i/n_x`` at
+    ``t_k = k t_final / T``: truth, prediction (one colour scale) and |error|, one row per sample (first
+    ``n``, named by ``labels``); x across, time running up from the given state at t = 0."""
     y, p = _np(truth), _np(pred)
     if y.shape != p.shape or y.ndim != 3:
         raise ValueError(f"plot_spacetime needs truth and prediction of one shape (N, n_x, T + 1), "
@@ -277,16 +388,18 @@ def plot_spacetime(truth: Any, pred: Any, path: str | os.PathLike, *, sample_ids
     if k == 0:
         raise ValueError("no samples to plot")
     ids = list(sample_ids if sample_ids is not None else range(k))
-    fig, axes = plt.subplots(k, 3, figsize=(11.0, 3.0 * k), squeeze=False)
+    hx, dt = 1.0 / y.shape[1], t_final / max(y.shape[2] - 1, 1)
+    extent = (-hx / 2, 1 - hx / 2, -dt / 2, t_final + dt / 2)  # pixels centred on (x_i, t_k)
+    names = ("x", "t (time runs up)")
+    fig, axes = plt.subplots(k, 3, figsize=(12.0, 3.4 * k), squeeze=False)
     for j in range(k):
         lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())
-        _field(axes[j, 0], fig, y[j], f"sample {int(ids[j])}: truth u(x, t)", "u", vmin=lo, vmax=hi)
-        _field(axes[j, 1], fig, p[j], "rollout", "u", vmin=lo, vmax=hi)
-        _field(axes[j, 2], fig, np.abs(p[j] - y[j]), f"|error| (relL2 {_rel_l2(p[j], y[j]):.2e})", "|error|",
-               cmap="magma")
-        for ax in axes[j]:
-            ax.set_xlabel("x", fontsize=8)
-            ax.set_ylabel("t", fontsize=8)
+        head = sample_head(ids[j], labels[j] if labels is not None and j < len(labels) else None)
+        _field(axes[j, 0], fig, y[j], f"{head}: truth u(x, t)", "u", vmin=lo, vmax=hi, extent=extent,
+               axis_names=names)
+        _field(axes[j, 1], fig, p[j], "rollout from u(x, 0)", "u", vmin=lo, vmax=hi, extent=extent, axis_names=names)
+        _field(axes[j, 2], fig, np.abs(p[j] - y[j]), f"|error| (relative L2 {_rel_l2(p[j], y[j]):.2e})", "|error|",
+               cmap="magma", extent=extent, axis_names=names)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -325,7 +438,7 @@ def plot_training_curves(source: str | os.PathLike, path: str | os.PathLike, *,
             label=f"best: epoch {int(best['epoch'])}, {best['val_rel_l2']:.2e}")
     ax.set_ylabel("loss / error")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     ax.set_title(title or "training curves")
     ax_lr.semilogy(epoch, [r["lr"] for r in rows], color="tab:gray")
     ax_lr.set_ylabel("lr (end of epoch)")
@@ -360,6 +473,7 @@ def plot_comparison(labels: Sequence[str], values: Sequence[float], path: str | 
 
 
 __all__ = [
-    "field_names", "percentile_band", "plot_comparison", "plot_error_vs_resolution", "plot_inversion",
-    "plot_predictions", "plot_training_curves", "read_epoch_log", "save_figure",
+    "field_names", "grid_extent", "percentile_band", "plot_comparison", "plot_error_vs_resolution", "plot_inversion",
+    "plot_predictions", "plot_training_curves", "power_of_ten", "read_epoch_log", "chosen_samples", "sample_head",
+    "save_figure", "scale_axis",
 ]

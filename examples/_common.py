@@ -13,13 +13,26 @@ A run directory holding a run with another config is never touched.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
+from petrov.common.quick import quick_mode
 from petrov.train.config import config_differences, load_config, load_config_json
 from petrov.cli.console import console_logging
 from petrov.evaluate import format_table, read_metrics, run_evaluation
 from petrov.train.trainer import train
+
+
+def run_script(main) -> int:
+    """Run an example's ``main()``; Ctrl-C ends it with one line (and status 130), not a traceback:
+    the run resumes where it stopped when the same command is given again."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted; run the same command again to resume where it stopped", file=sys.stderr)
+        return 130
+    return 0
 
 
 def base_parser(description: str, out: str) -> argparse.ArgumentParser:
@@ -27,7 +40,8 @@ def base_parser(description: str, out: str) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help=f"output/run directory (default: {out}, or {out}-quick with --quick)")
     p.add_argument("--data", default=None, help="dataset file (default: OUT/data/...; generated if missing, "
                    "by the trainer, from the config's [data.generate])")
-    p.add_argument("--quick", action="store_true", help="tiny settings: a smoke run in well under a minute")
+    p.add_argument("--quick", action="store_true", default=quick_mode(),
+                   help="tiny settings: a smoke run in well under a minute (the default when PETROV_QUICK=1)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, as `petrov train --set` (repeatable)")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example  # noqa: E402
+from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
 
 RESOLUTIONS = "256,512,1024,2048,4096,8192"
 TARGET = 1e-2  # the relative L2 the demo aims below at every resolution
@@ -49,4 +49,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

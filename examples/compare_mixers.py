@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example  # noqa: E402
+from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
 
 from petrov.operators import list_mixers  # noqa: E402
 from petrov.evaluate.plots import plot_comparison, read_epoch_log  # noqa: E402
@@ -89,7 +89,8 @@ def main(argv=None):
         table.append(summarize_run(out / mixer, mixer, rows, train_res))
     write_table(table, out)
     plot_comparison([r["mixer"] for r in table], [r["rel_l2_eval_res"] for r in table], out / "mixers.png",
-              title=f"Burgers, trained at {train_res}, test at {args.eval_resolution}, {epochs} epochs")
+              title=f"Burgers, trained at {train_res}, test at {args.eval_resolution}, "
+                    f"{epochs} epoch{'s' if epochs != 1 else ''}")
     print(f"\n{'mixer':>10} {'params':>8} {'s/epoch':>8} {'relL2@' + str(train_res):>12} "
           f"{'relL2@' + str(args.eval_resolution):>12}")
     for r in table:
@@ -100,4 +101,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

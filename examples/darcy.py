@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example  # noqa: E402
+from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
 
 # --quick: 48 samples on a 41-point grid, trained at 21, 2 epochs of a tiny model
 QUICK = [
@@ -57,4 +57,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

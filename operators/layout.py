@@ -55,16 +55,20 @@ def grid_coordinates(
     periodic: bool = False,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
+    cells: bool = False,
 ) -> torch.Tensor:
     """Coordinates ``(*grid, d)`` of a uniform grid on ``[0, 1]^d``.
 
     ``periodic=True``: ``x_i = i / n`` (the point 1 is the point 0, as for Burgers on the torus);
-    ``periodic=False``: ``x_i = i / (n - 1)`` (node grid including both boundaries, as for Darcy).
-    Strided sub-grids of either kind keep the same coordinates at shared points.
+    ``periodic=False``: ``x_i = i / (n - 1)`` (node grid including both boundaries, as for Darcy);
+    ``cells=True``: ``x_i = (i + 1/2) / n``, the centres of ``n`` cells (finite-volume data).
+    Strided sub-grids of the first two kinds keep the same coordinates at shared points.
     """
     axes = []
     for n in grid:
-        if periodic:
+        if cells:
+            axes.append((torch.arange(n, dtype=dtype, device=device) + 0.5) / n)
+        elif periodic:
             axes.append(torch.arange(n, dtype=dtype, device=device) / n)
         else:
             axes.append(torch.linspace(0.0, 1.0, n, dtype=dtype, device=device))

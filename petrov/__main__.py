@@ -3,4 +3,5 @@ import sys
 
 from petrov.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (e.g. to document the package) runs nothing
+    sys.exit(main())

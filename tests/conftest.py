@@ -102,3 +102,25 @@ def jittered_mesh(k: int, notch: float = 1.0, seed: int = 0, jitter: float = 0.2
 def meshes():
     """``SimpleNamespace(grid=grid_mesh, jittered=jittered_mesh, Mesh=Mesh)``: small triangulated domains."""
     return SimpleNamespace(grid=grid_mesh, jittered=jittered_mesh, Mesh=Mesh)
+
+
+def write_pdebench_darcy(path, n_samples: int, n: int = 128, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A small file with the layout of PDEBench's 2-D Darcy files: nu (N, n, n), tensor (N, 1, n, n),
+    x-coordinate/y-coordinate the n cell centres of [0, 1]."""
+    rng = np.random.default_rng(seed)
+    centres = (np.arange(n) + 0.5) / n
+    nu = np.where(rng.standard_normal((n_samples, n, n)) > 0, 1.0, 0.1).astype(np.float32)
+    xx, yy = np.meshgrid(centres, centres, indexing="ij")
+    bump = np.sin(np.pi * xx) * np.sin(np.pi * yy)
+    tensor = (bump[None] * (1 + 0.1 * rng.standard_normal((n_samples, 1, 1)))).astype(np.float32)[:, None]
+    with h5py.File(path, "w") as h5:
+        h5["nu"], h5["tensor"] = nu, tensor
+        h5["x-coordinate"], h5["y-coordinate"] = centres.astype(np.float32), centres.astype(np.float32)
+        h5["t-coordinate"] = np.zeros(2, np.float32)
+    return nu, tensor[:, 0]
+
+
+@pytest.fixture
+def pdebench_darcy():
+    """``write(path, n_samples, n=128)``: a small file with the layout of PDEBench's 2-D Darcy files."""
+    return write_pdebench_darcy

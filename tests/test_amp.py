@@ -101,7 +101,7 @@ def test_galerkin_sum_gradient_under_autocast_matches_the_formula():
 def _spy_on_galerkin_sums(monkeypatch) -> list[dict]:
     """Record every Galerkin sum over the points, fused (``outer_blocks``) or not (``weighted_outer``):
     autocast state, dtypes, the coordinates and weights that enter it."""
-    galerkin = importlib.import_module("petrov.operators.attention.mixers.galerkin")
+    galerkin = importlib.import_module("petrov.operators.attention.kernels")  # the Galerkin mixer sums there
     fused = importlib.import_module("petrov.operators.attention.fused")
     seen = []
 

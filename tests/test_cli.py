@@ -100,8 +100,10 @@ def runs(tmp_path_factory):
         "presets": ([str(PETROV), "presets"], env),
         "show": ([str(PETROV), "presets", "show", "burgers-quick"], env),
         "show_unknown": ([str(PETROV), "presets", "show", "burgers-slow"], env),
-        "models": ([str(PETROV), "models"], env),
-        "mixers": ([str(PETROV), "mixers"], env),
+        "models": ([str(PETROV), "models", "--options"], env),
+        "mixers": ([str(PETROV), "mixers", "--options"], env),
+        "model_list": ([str(PETROV), "models"], env),
+        "mixer_list": ([str(PETROV), "mixers"], env),
         "plugin_models": ([str(PETROV), "models", "fake_tiny", "fno1d"], with_plugins),
         "plugin_mixers": ([str(PETROV), "mixers", "fake_mix"], with_plugins),
         "plugin_broken": ([str(PETROV), "models", "broken"], with_plugins),
@@ -141,11 +143,27 @@ def test_closed_pipe_is_quiet(runs):
 
 def test_presets_list_and_show(runs):
     code, out, _ = runs["presets"]
-    assert code == 0 and out.split() == preset_names()
+    assert code == 0 and list(described(out)) == preset_names()
     code, out, _ = runs["show"]
     assert code == 0 and tomllib.loads(out) == read_toml("burgers-quick")
     code, _, err = runs["show_unknown"]
-    assert code == 1 and "no shipped preset 'burgers-slow'; presets: burgers-arfno, burgers-latent, burgers-marching, burgers-paper-2048" in err
+    assert code == 2 and "no shipped preset 'burgers-slow'; presets: burgers-arfno, burgers-latent, burgers-marching, burgers-paper-2048" in err
+
+
+def described(text: str) -> dict[str, str]:
+    """``name -> what it is for`` from a plain listing (``petrov presets``/``models``/``mixers``)."""
+    rows = [line.split(None, 1) for line in text.splitlines() if line and not line.startswith("petrov ")]
+    return {row[0]: row[1] if len(row) > 1 else "" for row in rows}
+
+
+def test_every_listed_name_says_what_it_is_for(runs):
+    for key, names in (("presets", preset_names()), ("model_list", list_models()), ("mixer_list", list_mixers())):
+        code, out, err = runs[key]
+        assert code == 0, err
+        listing = described(out)
+        assert list(listing) == names
+        for name, text in listing.items():
+            assert len(text.split()) >= 4 and "(no description)" not in text, (key, name, text)
 
 
 def blocks(text: str) -> dict[str, dict[str, str]]:

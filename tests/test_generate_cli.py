@@ -26,7 +26,9 @@ def test_existing_output_is_refused_unless_overwrite(tmp_path, capsys):
     args = ("burgers", "--n-samples", 2, "--resolution", 64, "-o", out)
     assert generate(*args) == 0
     capsys.readouterr()
-    assert generate(*args) == 1
+    assert generate(*args) == 0  # the same settings again: nothing to do
+    assert "nothing to do" in capsys.readouterr().out
+    assert generate(*args[:-2], "--seed", 3, "-o", out) == 1
     assert "already exists" in capsys.readouterr().err
     assert generate(*args, "--overwrite") == 0
 

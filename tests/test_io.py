@@ -89,8 +89,8 @@ def test_save_overwrites_atomically(tmp_path):
 def test_missing_file_raises(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         load_model(tmp_path / "nope.pt")
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        save_model(build_model("fno1d"), tmp_path / "no_dir" / "m.pt")
+    save_model(build_model("fno1d"), tmp_path / "new" / "dir" / "m.pt")  # output folders are created
+    assert (tmp_path / "new" / "dir" / "m.pt").is_file()
 
 
 @pytest.mark.parametrize("content", [b"", b"garbage" * 20, "truncate"])

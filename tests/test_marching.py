@@ -201,6 +201,12 @@ def test_rollout_evaluation_per_time_and_plots(tmp_path, trajectory_file):
     saved = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert saved["rows"][0]["per_time_max"] == rows[0]["per_time_max"]
     assert "final snapshot" in saved["metric"]
+    # the training run's test rows hold the same quantity under the same names
+    trained = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert trained["metric"] == saved["metric"]
+    for t, e in zip(trained["rows"], rows):
+        assert t["mean"] == pytest.approx(e["mean"], rel=1e-5)
+        assert t["per_time_mean"] == pytest.approx(e["per_time_mean"], rel=1e-5, abs=1e-7)
     paths = make_plots(tmp_path / "run", rows, tmp_path / "eval")
     names = {p.name for p in paths}
     assert {"error_vs_time.png", "spacetime.png", "error_vs_resolution.png"} <= names

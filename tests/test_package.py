@@ -52,8 +52,8 @@ def runs(tmp_path_factory):
     commands = {
         "collision": [sys.executable, "-c", textwrap.dedent(COLLISION_CHECK)],
         "version": [str(petrov_script()), "--version"],
-        "mixers": [str(petrov_script()), "mixers"],
-        "models": [str(petrov_script()), "models"],
+        "mixers": [str(petrov_script()), "mixers", "--options"],
+        "models": [str(petrov_script()), "models", "--options"],
     }
     procs = {
         k: subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

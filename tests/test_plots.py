@@ -141,10 +141,11 @@ def test_burgers_final_time_comes_from_the_file():
 
 def test_inversion_names_the_fields(tmp_path, figures):
     rng = np.random.default_rng(0)
-    u, a = rng.random((2, 9, 9)), 3 + 9 * rng.random((2, 5, 5))
-    assert_png(plot_inversion(u, a * 0.9, tmp_path / "inv.png", a_true=a))
+    u, a = rng.random((3, 9, 9)), 3 + 9 * rng.random((3, 5, 5))
+    recovered = a * np.array([0.9, 0.8, 0.95])[:, None, None]  # errors 0.1, 0.2, 0.05: the first is the median
+    assert_png(plot_inversion(u, recovered, tmp_path / "inv.png", a_true=a))
     text = " ".join(figures[-1]["texts"])
-    for name in ("u observed", "a true", "a recovered", "error"):
+    for name in ("u observed", "a true", "a recovered", "error", "sample 0 (first)", "sample 1 (worst error)"):
         assert name in text
     assert figures[-1]["images"] == 8 and all(figures[-1]["colorbars"])
 
@@ -166,3 +167,78 @@ def test_comparison(tmp_path):
     assert_png(plot_comparison(["galerkin", "fourier"], [1e-3, 2e-3], tmp_path / "cmp.png", title="mixers"))
     with pytest.raises(ValueError, match="one value per label"):
         plot_comparison(["a"], [1.0, 2.0], tmp_path / "bad.png")
+
+
+# --- rules for figures that go into a paper ------------------------------------------------------
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures the plot functions make, drawn (layout done) just before they are saved."""
+    seen = []
+    save = plots.save_figure
+
+    def keep(fig, path, **kwargs):
+        fig.canvas.draw()
+        seen.append({"fig": fig, "boxes": [ax.get_window_extent() for ax in fig.axes],
+                     "offsets": [a.get_offset_text().get_text() for ax in fig.axes for a in (ax.xaxis, ax.yaxis)],
+                     "legends": [(ax.get_window_extent(), lg.get_window_extent(), ax)
+                                 for ax in fig.axes for lg in [ax.get_legend()] if lg]})
+        return save(fig, path, **kwargs)
+
+    monkeypatch.setattr(plots, "save_figure", keep)
+    return seen
+
+
+def test_chosen_samples_are_the_first_the_median_and_the_worst():
+    errors = [0.5, 0.1, 0.9, 0.2, 0.3]
+    assert plots.chosen_samples(errors) == [("first", 0), ("median", 4), ("worst", 2)]
+    assert plots.chosen_samples([0.1, 0.2]) == [("first", 0), ("median", 1)]  # the median is also the worst
+    assert plots.chosen_samples([1.0]) == [("first", 0)]
+
+
+def test_powers_of_ten_go_into_labels_not_offset_texts(tmp_path, drawn):
+    ds = dataset((9, 9))
+    tiny = GridDataset(ds.x, 1e-3 * ds.y, kind="darcy", periodic=False, native_resolution=9, indices=ds.indices)
+    plot_predictions(tiny, tiny.y * 1.01, tmp_path / "p.png")
+    one = dataset((64,))
+    plot_predictions(GridDataset(one.x, 1e-4 * one.y, kind="burgers", periodic=True, native_resolution=64,
+                                 indices=one.indices), 1e-4 * one.y * 1.1, tmp_path / "q.png")
+    for figure in drawn:
+        assert not any(figure["offsets"]), figure["offsets"]
+    colorbar_labels = [ax.get_ylabel() for ax in drawn[0]["fig"].axes if ax.get_ylabel().startswith("u")]
+    assert any("×10⁻³" in label for label in colorbar_labels)
+
+
+def test_field_plots_have_physical_axes(tmp_path, drawn):
+    ds = dataset((9, 9))
+    plot_predictions(ds, ds.y, tmp_path / "p.png", n=1)
+    fields = [ax for ax in drawn[0]["fig"].axes if ax.images]
+    for ax in fields:
+        assert ax.get_xlabel() == "x" and ax.get_ylabel() == "y"
+        assert len([t for t in ax.get_xticklabels() if t.get_text()]) >= 2
+        lo, hi = ax.get_xlim()
+        assert lo == pytest.approx(-1 / 16) and hi == pytest.approx(1 + 1 / 16)  # pixels centred on the nodes
+    cells = torch.stack(torch.meshgrid(*(((torch.arange(4) + 0.5) / 4,) * 2), indexing="ij"), -1)
+    assert plots.grid_extent(cells, [[0, 2], [0, 1]]) == pytest.approx((0.0, 2.0, 0.0, 1.0))
+
+
+def test_spacetime_runs_time_upwards(tmp_path, drawn):
+    y = np.random.default_rng(0).standard_normal((2, 16, 5))
+    plots.plot_spacetime(y, y, tmp_path / "s.png", t_final=2.0)
+    ax = drawn[0]["fig"].axes[0]
+    assert ax.get_xlabel() == "x" and ax.get_ylabel().startswith("t")
+    bottom, top = ax.get_ylim()
+    assert bottom < 0 < 2.0 < top  # t = 0 at the bottom, the final time at the top
+
+
+def test_legends_never_cover_the_data(tmp_path, drawn):
+    rows = [{"resolution": r, "n": 5, "mean": 1e-2, "median": 1e-2, "max": 5e-2,
+             "per_sample": [1e-2, 2e-2, 5e-2, 1e-2, 1e-2]} for r in (256, 512, 1024, 2048, 4096, 8192)]
+    plot_error_vs_resolution(rows, tmp_path / "e.png", train_resolution=512)
+    (axes_box, legend_box, _), = drawn[0]["legends"]
+    assert legend_box.x0 >= axes_box.x1  # beside the axes, not over them
+
+
+def test_every_figure_is_also_a_pdf(tmp_path):
+    path = plot_comparison(["a", "b"], [1e-2, 2e-2], tmp_path / "c.png")
+    assert path.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"

@@ -145,9 +145,25 @@ def test_bad_generation_arguments(tmp_path, kwargs, error, match):
     assert not out.exists() and not partial_path(out).exists()
 
 
-def test_missing_output_directory(tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        generate_dataset("burgers", tmp_path / "nope" / "b.h5", 2, N_BURGERS, progress=False)
+def test_missing_output_folders_are_created(tmp_path):
+    out = generate_dataset("burgers", tmp_path / "a" / "b" / "b.h5", 2, N_BURGERS, progress=False)
+    assert out.is_file()
+
+
+def test_rerun_with_the_same_settings_keeps_the_file(tmp_path):
+    out = generate_dataset("burgers", tmp_path / "b.h5", 2, N_BURGERS, seed=0, progress=False)
+    before = out.read_bytes()
+    assert generate_dataset("burgers", out, 2, N_BURGERS, seed=0, progress=False) == out
+    assert out.read_bytes() == before
+
+
+def test_quick_mode_caps_the_samples(tmp_path, monkeypatch):
+    from petrov.common.quick import QUICK_SAMPLES
+
+    monkeypatch.setenv("PETROV_QUICK", "1")
+    out = generate_dataset("burgers", tmp_path / "b.h5", QUICK_SAMPLES + 3, N_BURGERS, progress=False)
+    with h5py.File(out) as h5:
+        assert h5["x"].shape[0] == QUICK_SAMPLES
 
 
 def test_darcy_file_round_trips(tmp_path):

@@ -184,3 +184,33 @@ def test_input_noise_is_fixed_per_sample():
     again = evaluate_relative_l2(op, data.val, batch_size=1, noise=0.1, noise_seed=3)  # other batching
     torch.testing.assert_close(noisy, again)
     assert not torch.allclose(noisy, clean)
+
+
+def test_a_finished_run_continues_from_its_best_weights(tmp_path):
+    """``run.init_from`` (``petrov train --continue RUN``): the new run starts at the old one's best
+    weights; with a learning rate of 1e-30 it does not leave them."""
+    first = train(tiny_config(), tmp_path / "a", data=tiny_data())
+    more = train(tiny_config(optim={"lr": 1e-30, "epochs": 1}, run={"init_from": str(tmp_path / "a")}),
+                 tmp_path / "b", data=tiny_data())
+    assert more.epochs_completed == 1 and first.epochs_completed == 3
+    old = torch.load(tmp_path / "a" / "best.pt", weights_only=True)["state_dict"]
+    new = torch.load(tmp_path / "b" / "best.pt", weights_only=True)["state_dict"]
+    for k in old:
+        torch.testing.assert_close(new[k], old[k], rtol=0, atol=1e-20)
+    other = tiny_config(run={"init_from": str(tmp_path / "a")},
+                        model={"name": "fno1d", "options": {"width": 4, "modes": 4, "n_layers": 2, "proj_hidden": 16}})
+    with pytest.raises(ValueError, match="other options"):
+        train(other, tmp_path / "c", data=tiny_data())
+
+
+def test_continue_on_the_command_line_takes_the_runs_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    generate_dataset("burgers", "data/b.h5", 12, 64, progress=False)
+    sets = ['data.path="data/b.h5"', "data.n_train=6", "data.n_val=3", "data.n_test=3", "data.train_resolution=32",
+            "data.eval_resolutions=[32]", "optim.epochs=1", "model.options.d_model=8", "model.options.modes=4",
+            "model.options.decoder_width=8", 'run.device="cpu"', "run.progress=false"]
+    assert cli_main(["train", "burgers-quick", "--out", "runs/a", *[a for s in sets for a in ("--set", s)]]) == 0
+    assert cli_main(["train", "--continue", "runs/a", "--out", "runs/b", "--set", "optim.epochs=2"]) == 0
+    saved = json.loads((tmp_path / "runs/b/config.json").read_text())
+    assert saved["run"]["init_from"] == "runs/a" and saved["optim"]["epochs"] == 2
+    assert cli_main(["train", "burgers-quick", "--continue", "runs/a", "--out", "runs/c"]) == 2

@@ -33,6 +33,7 @@ from typing import Any, Literal, Mapping
 
 from petrov.common.config import asdict, from_dict
 from petrov.common.files import write_json
+from petrov.common.quick import QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
 from petrov.datasets.noise import InputNoise
 
 from .rollout import training_mode
@@ -130,6 +131,9 @@ class RunConfig:
     tensorboard: bool = False
     progress: bool = True  # tqdm bars (rank 0)
     eval_batch_size: int | None = None  # None: the training batch size
+    # continue a finished run: start from the weights of that run's best.pt (same model name and
+    # options), with this config's fresh optimizer and schedule
+    init_from: str | None = None
 
 
 @dataclass
@@ -267,9 +271,26 @@ def config_from_dict(raw: Mapping[str, Any], check_model: bool = True) -> TrainC
 def load_config(
     source: str | os.PathLike, overrides: list[str] | None = None, check_model: bool = True
 ) -> TrainConfig:
-    """Read ``source`` (file or preset name), apply ``--set`` overrides, validate."""
+    """Read ``source`` (file or preset name), apply ``--set`` overrides, validate.
+
+    In quick mode (``PETROV_QUICK=1``, :mod:`petrov.common.quick`) the splits and epochs are then
+    shrunk to toy sizes (:func:`quick_config`)."""
     raw = apply_overrides(read_toml(source), list(overrides or []))
-    return config_from_dict(raw, check_model=check_model)
+    return config_from_dict(quick_config(raw) if quick_mode() else raw, check_model=check_model)
+
+
+def quick_config(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain config dict with at most ``QUICK_SPLITS`` samples per split and ``QUICK_EPOCHS`` epochs,
+    generating at most ``QUICK_SAMPLES`` samples; everything else (grids, model, files) unchanged."""
+    raw = json.loads(json.dumps(raw))  # a deep copy of plain data
+    data = raw.setdefault("data", {})
+    for key, cap in QUICK_SPLITS.items():
+        data[key] = min(int(data.get(key, getattr(DataConfig, key))), cap)
+    if isinstance(data.get("generate"), dict):
+        data["generate"]["n_samples"] = quick_samples(int(data["generate"]["n_samples"]))
+    optim = raw.setdefault("optim", {})
+    optim["epochs"] = min(int(optim.get("epochs", OptimConfig.epochs)), QUICK_EPOCHS)
+    return raw
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

@@ -46,6 +46,7 @@ import torch
 from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock, write_csv
 from petrov.common.progress import progress_bar
 from petrov.datasets.mesh.loading import mesh_levels
+from petrov.datasets.recipes import is_trajectory
 from petrov.operators import build_model
 from petrov.operators.models import sample_transform
 
@@ -56,7 +57,8 @@ from .data import (
     TrainingData, build_training_data, check_model_fits_data, data_loader, ensure_data_file, is_point_data,
     open_split, sample_ids, to_batch,
 )
-from .metrics import evaluate_relative_l2, resolution_row, write_metrics
+from .losses import per_time_relative_l2
+from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from .operator import NormalizedOperator
 from .rollout import check_mode_fits_model, training_mode
 
@@ -155,6 +157,17 @@ def amp_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16
 
 
+def _load_initial_weights(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> None:
+    """``run.init_from``: the weights of that run's ``best.pt``; its model must be this config's."""
+    path = Path(cfg.run.init_from) / "best.pt"
+    state = ckpt.load_run_checkpoint(path, map_location=device)
+    if state["model_name"] != cfg.model.name or model.config != type(model.config)(**state["config"]):
+        raise ValueError(f"run.init_from: {path} holds a {state['model_name']} with other options than this "
+                         f"config's {cfg.model.name}; continue a run with its own model.options")
+    model.load_state_dict(state["state_dict"])
+    log.info("starting from the weights of %s (a new schedule)", path)
+
+
 class Trainer:
     """One training run.  Use :func:`train`; the class exists to keep the state in one place."""
 
@@ -171,6 +184,8 @@ class Trainer:
         self.mode = training_mode(cfg.loss.mode)
         _seed_all(cfg.run.seed)
         model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
+        if cfg.run.init_from:
+            _load_initial_weights(model, cfg, ctx.device)
         self.transform = sample_transform(model)  # a point-set model's per-sample inputs (mesh_fno's grid)
         self.data = data = data.with_transform(self.transform)
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
@@ -334,8 +349,15 @@ class Trainer:
                     return "time budget"
         return "completed"
 
+    @property
+    def trajectory(self) -> bool:
+        """Whether the data store trajectories (snapshots as channels): then the test rows are those of
+        ``petrov evaluate``, the error at the final snapshot plus ``per_time_*`` lists."""
+        return is_trajectory(getattr(self.data.train, "kind", None))
+
     def test(self) -> list[dict[str, Any]]:
-        """Best model on the test split at every evaluation resolution (mesh level): one metrics row each."""
+        """Best model on the test split at every evaluation resolution (mesh level): one metrics row each,
+        scored as ``petrov evaluate`` scores it (trajectories: a free rollout, the final snapshot's error)."""
         d = self.cfg.data
         splits = self.data.splits
         if splits is None or len(splits.test) == 0:
@@ -348,9 +370,10 @@ class Trainer:
         for res in self._test_discretizations():
             per_sample = evaluate_relative_l2(
                 self.operator, open_split(d, splits.test, res, self.transform), batch_size=self.eval_batch,
-                device=self.ctx.device, ctx=self.ctx, metric=self.mode.metric,
+                device=self.ctx.device, ctx=self.ctx,
+                metric=per_time_relative_l2 if self.trajectory else self.mode.metric,
             )
-            rows.append(resolution_row(res, per_sample))
+            rows.append(per_time_row(res, per_sample) if self.trajectory else resolution_row(res, per_sample))
         return rows
 
     def _test_discretizations(self) -> list:
@@ -403,9 +426,10 @@ def train(
                     run_log.close()
             test = trainer.test() if stopped != "callback" else []
             if ctx.is_main and test:
+                metric = ("relative L2 per sample at the final snapshot t_T (rows), raw units; per snapshot "
+                          "k = 0..T in per_time_*") if trainer.trajectory else "relative L2 per sample, raw units"
                 write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
-                                                   "best_val_rel_l2": trainer.best_metric,
-                                                   "metric": "relative L2 per sample, raw units"})
+                                                   "best_val_rel_l2": trainer.best_metric, "metric": metric})
         return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test)
     finally:
         if owns_group:

@@ -1,8 +1,9 @@
 """``petrov mixers``, ``petrov models`` and ``petrov presets``: what is registered or shipped, with options.
 
-    petrov models [NAME ...]       # each model's config fields and defaults (model.options in a config)
-    petrov mixers [NAME ...]       # each mixer's options and defaults (model.options.mixer_options)
-    petrov presets                 # the shipped training presets
+    petrov models                  # each model with a line saying what it is for
+    petrov models NAME ...         # those models' config fields and defaults (model.options in a config)
+    petrov mixers [NAME ...]       # the same for the mixers (model.options.mixer_options)
+    petrov presets                 # the shipped training presets, each with what it is for
     petrov presets show NAME       # a preset's TOML, to copy and edit
 
 Models and mixers of other installed packages (entry points ``petrov.models`` / ``petrov.mixers``)
@@ -19,7 +20,7 @@ from typing import Any
 from petrov.common.config import asdict
 from petrov.operators import list_mixers, list_models
 from petrov.operators.attention.mixers import MIXERS, mixer_options
-from petrov.operators.models import config_class
+from petrov.operators.models import MODELS, config_class
 
 from petrov.train.config import preset_names
 
@@ -55,39 +56,97 @@ def mixer_defaults(name: str) -> dict[str, Any] | None:
     return {k: (None if params[k].default is inspect.Parameter.empty else params[k].default) for k in names}
 
 
+# What each built-in model and mixer is for (one line); others (plugins) show their docstring's first line.
+MODEL_SUMMARIES = {
+    "fno1d": "Fourier neural operator on 1-D grids (Burgers); the baseline",
+    "fno2d": "Fourier neural operator on 2-D grids (Darcy; node or cell-centred grids)",
+    "galerkin1d": "Burgers hybrid of the Galerkin Transformer paper: attention encoder + spectral decoder",
+    "galerkin2d": "Darcy hybrid of the paper (reproduces it; not resolution-invariant)",
+    "galerkin2d_inverse": "inverse Darcy hybrid of the paper: u -> a on a coarse grid",
+    "latent1d": "resolution-invariant 1-D operator: attention on a latent grid fixed in physical space",
+    "latent2d": "resolution-invariant Darcy operator: attention on a latent grid fixed in physical space",
+    "latent2d_inverse": "resolution-invariant inverse Darcy: u at any resolution -> a on a fixed coarse grid",
+    "marching1d": "time marching: causal attention over time steps, u0 -> u(t_1..t_T)",
+    "arfno1d": "autoregressive FNO baseline for time marching: u_k -> u_{k+1}",
+    "mesh_attention": "attention on meshes (point sets with quadrature weights)",
+    "mesh_latent": "resolution-invariant operator on meshes via a latent grid",
+    "mesh_fno": "FNO on meshes via interpolation to and from a grid",
+}
+MIXER_SUMMARIES = {
+    "galerkin": "Galerkin-type attention Q (K^T V): linear cost, a Petrov-Galerkin projection",
+    "fourier": "Fourier-type attention (Q K^T) V: the kernel on the grid, quadratic cost",
+    "softmax": "standard softmax attention (torch SDPA), quadratic cost",
+    "linear": "linear attention with elu + 1 features",
+    "performer": "Performer FAVOR+ random features, linear cost",
+    "cosformer": "cosFormer: ReLU features reweighted by the cosine of coordinate distances",
+}
+
+
+def summary(name: str, table: dict[str, str], obj: Any) -> str:
+    """One line saying what ``name`` is for: from ``table``, else the first line of ``obj``'s docstring."""
+    if name in table:
+        return table[name]
+    doc = inspect.getdoc(obj) or ""
+    return doc.splitlines()[0] if doc else "(no description)"
+
+
+def preset_summary(name: str) -> str:
+    """The first line of a shipped preset's TOML (a comment saying what it is for)."""
+    first = (resources.files("petrov.train.configs") / f"{name}.toml").read_text().splitlines()[0]
+    return first.lstrip("# ").strip()
+
+
+def _table(names: list[str], describe) -> str:
+    """``name  what it is for`` lines, names padded to one width."""
+    width = max(map(len, names), default=0)
+    return "\n".join(f"{n:<{width}}  {describe(n)}" for n in names)
+
+
 def _list_mixers(args: argparse.Namespace) -> int:
+    if not args.names and not args.options:
+        print(_table(list_mixers(), lambda n: summary(n, MIXER_SUMMARIES, MIXERS.get(n))))
+        print("\npetrov mixers NAME shows a mixer's options (model.options.mixer_options in a config)")
+        return 0
     names = args.names or list_mixers()
-    print("\n".join(_block(n, mixer_defaults(n)) for n in names))
+    print("\n".join(_block(f"{n} — {summary(n, MIXER_SUMMARIES, MIXERS.get(n))}", mixer_defaults(n)) for n in names))
     return 0
 
 
 def _list_models(args: argparse.Namespace) -> int:
+    if not args.names and not args.options:
+        print(_table(list_models(), lambda n: summary(n, MODEL_SUMMARIES, MODELS.get(n))))
+        print("\npetrov models NAME shows a model's config fields and defaults (model.options in a config)")
+        return 0
     names = args.names or list_models()
-    print("\n".join(_block(f"{n} ({config_class(n).__name__})", model_options(n)) for n in names))
+    print("\n".join(_block(f"{n} ({config_class(n).__name__}) — {summary(n, MODEL_SUMMARIES, MODELS.get(n))}",
+                           model_options(n)) for n in names))
     return 0
 
 
 def _presets(args: argparse.Namespace) -> int:
     if args.action is None:
-        print("\n".join(preset_names()))
+        print(_table(preset_names(), preset_summary))
+        print("\npetrov presets show NAME prints one's TOML (save, edit, then petrov train FILE.toml)")
         return 0
     if args.name is None:
         raise UsageError("name the preset to show: petrov presets show NAME")
     name = args.name[:-5] if args.name.endswith(".toml") else args.name
     if name not in preset_names():
-        raise FileNotFoundError(f"no shipped preset {args.name!r}; presets: {', '.join(preset_names())}")
+        raise UsageError(f"no shipped preset {args.name!r}; presets: {', '.join(preset_names())}")
     print((resources.files("petrov.train.configs") / f"{name}.toml").read_text(), end="")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("mixers", help="list the attention mixers with their options and defaults")
-    p.add_argument("names", nargs="*", metavar="NAME", help="only these mixers")
+    p = sub.add_parser("mixers", help="list the attention mixers (what each is for; NAME: its options)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="show these mixers' options and defaults")
+    p.add_argument("--options", action="store_true", help="show every mixer's options and defaults")
     p.set_defaults(func=_list_mixers)
-    p = sub.add_parser("models", help="list the models with their config options and defaults")
-    p.add_argument("names", nargs="*", metavar="NAME", help="only these models")
+    p = sub.add_parser("models", help="list the models (what each is for; NAME: its config fields)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="show these models' config fields and defaults")
+    p.add_argument("--options", action="store_true", help="show every model's config fields and defaults")
     p.set_defaults(func=_list_models)
-    p = sub.add_parser("presets", help="list the shipped training presets, or show one's TOML",
+    p = sub.add_parser("presets", help="list the shipped training presets (what each is for), or show one's TOML",
                        description="petrov presets: list them; petrov presets show NAME: print the TOML "
                        "(save it, edit it, then petrov train FILE.toml)")
     p.add_argument("action", nargs="?", choices=["show"], help="show a preset")

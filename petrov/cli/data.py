@@ -113,8 +113,9 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--x", metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
     p.add_argument("--y", metavar="SPEC", help="the output (target) array")
-    p.add_argument("--grid", choices=["periodic", "nodes"],
-                   help="periodic: points i/n (right end excluded); nodes: i/(n-1) with both boundaries")
+    p.add_argument("--grid", choices=["periodic", "nodes", "cells"],
+                   help="periodic: points i/n (right end excluded); nodes: i/(n-1) with both boundaries; "
+                   "cells: cell centres (i+1/2)/n (finite-volume data, e.g. PDEBench's Darcy files)")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. data/mine.h5")
     p.add_argument("--x-axes", metavar="AXES", help="axis order of x: N samples, X/Y grid, C channels "
                    "(e.g. NX, XN, NXY, NCXY, NXYC; default: samples first, no channels); .mat: MATLAB's order")

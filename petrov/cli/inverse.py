@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from petrov.common.quick import QUICK_ITERATIONS, quick_mode
 from petrov.evaluate import parse_indices
+from petrov.inverse import InversionConfig
 from petrov.inverse.api import METHODS, invert
 from petrov.train.config import parse_override
 
@@ -36,6 +38,9 @@ def _run(args: argparse.Namespace) -> int:
     settings = parse_settings(args.set)
     if args.grid is not None:
         settings["grid"] = args.grid
+    if quick_mode():  # toy sizes: a few optimizer iterations (petrov.common.quick)
+        for key in ("max_iter", "steps"):
+            settings[key] = min(int(settings.get(key, getattr(InversionConfig, key))), QUICK_ITERATIONS)
     result = invert(args.source, args.method, resolution=args.resolution, indices=indices, noise=args.noise,
                     noise_seed=args.noise_seed, noise_stats=args.noise_stats, forward_run=args.forward_run,
                     inverse_run=args.inverse_run, start=args.start, settings=settings, out_dir=args.out,

@@ -37,9 +37,24 @@ COMMAND_MODULES = [
 ]
 
 
+WORKFLOW = """\
+the workflow (each step writes files the next one reads):
+  1. data      petrov generate burgers --n-samples 700 --resolution 8192 -o data/burgers-8192.h5
+               (or petrov import your own arrays; petrov info FILE shows what a file holds)
+  2. train     petrov train burgers-quick --out runs/burgers      (a preset: petrov presets, or a .toml)
+  3. evaluate  petrov evaluate runs/burgers --resolutions 256,1024,8192   (test split, any grid)
+  4. invert    petrov invert ...  (inverse Darcy: recover the coefficient from observed solutions)
+
+  petrov models / mixers / presets list what each name is for; petrov COMMAND --help for options.
+  Exit status: 0 success, 2 usage error, 1 other failure, 130 interrupted.
+  PETROV_QUICK=1 runs any command at toy size (a check that a workflow runs, not a result)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="petrov", description="Neural operators for PDEs: data, training, evaluation."
+        prog="petrov", description="Neural operators for PDEs: generate data, train an operator at one "
+        "resolution, evaluate it at others, invert.", epilog=WORKFLOW,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"petrov {petrov_version()}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")

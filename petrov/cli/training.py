@@ -3,6 +3,7 @@
     petrov train CONFIG.toml --out RUN_DIR [--set section.key=value ...] [--device cpu|cuda]
     petrov train burgers-quick --out runs/b --set optim.epochs=5
     petrov train --out RUN_DIR --resume            # continue a killed run (config from RUN_DIR)
+    petrov train --continue RUN_DIR --out RUN_DIR2 --set optim.epochs=20   # more epochs after a finished run
     torchrun --nproc-per-node=2 -m petrov train CONFIG --out RUN_DIR   # data parallel
 
     petrov evaluate RUN_DIR --data FILE.h5 --resolutions 256,512,1024,2048,4096,8192
@@ -33,7 +34,14 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.device:
         overrides.append(f"run.device={json.dumps(args.device)}")
     run_dir = Path(args.out)
-    if args.config is None:
+    if args.continue_from is not None:
+        if args.resume or args.config is not None:
+            raise UsageError("--continue RUN_DIR takes that run's config: give neither CONFIG nor --resume")
+        source = Path(args.continue_from)
+        saved = load_config_json(source / "config.json")
+        overrides.append(f"run.init_from={json.dumps(source.as_posix())}")
+        config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))
+    elif args.config is None:
         if not args.resume:
             raise UsageError("give a CONFIG (a .toml file or a preset name), or --resume an existing run")
         saved = load_config_json(run_dir / "config.json")
@@ -64,7 +72,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory")
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                    help="override a config value (TOML syntax, e.g. optim.lr=5e-4); repeatable")
-    p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run from RUN_DIR/last.pt")
+    p.add_argument("--continue", dest="continue_from", metavar="FINISHED_RUN",
+                   help="train on from a finished run's best weights with its config and a new schedule "
+                   "into --out (e.g. --set optim.epochs=20)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="same as --set run.device=...")
     p.set_defaults(func=_run_train)
 

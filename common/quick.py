@@ -1,0 +1,33 @@
+"""``PETROV_QUICK=1``: every command at toy size, to check that a workflow runs end to end.
+
+With the environment variable ``PETROV_QUICK`` set to ``1`` (or any value but ``0`` and the empty
+string), the commands and functions a workflow goes through shrink what they do, and only that:
+
+- generating a dataset keeps at most :data:`QUICK_SAMPLES` samples (same kind, grid and seed);
+- a training config keeps at most ``QUICK_SPLITS`` samples per split, ``QUICK_EPOCHS`` epoch(s);
+- ``petrov invert`` runs at most :data:`QUICK_ITERATIONS` optimizer iterations per sample;
+- the example scripts run as with ``--quick``.
+
+Grids, models and file names stay as written, so a README or a script runs unchanged in a few
+minutes; the numbers it prints are then meaningless.  The README's test (``tests/test_readme.py``)
+runs every README command this way.
+"""
+from __future__ import annotations
+
+import os
+
+QUICK_ENV = "PETROV_QUICK"
+QUICK_SAMPLES = 32  # samples a quick generation keeps: the three quick splits below
+QUICK_SPLITS = {"n_train": 16, "n_val": 8, "n_test": 8}
+QUICK_EPOCHS = 1
+QUICK_ITERATIONS = 3
+
+
+def quick_mode() -> bool:
+    """Whether ``PETROV_QUICK`` asks for toy sizes."""
+    return os.environ.get(QUICK_ENV, "").strip() not in ("", "0")
+
+
+def quick_samples(n_samples: int) -> int:
+    """``n_samples``, capped at :data:`QUICK_SAMPLES` in quick mode."""
+    return min(n_samples, QUICK_SAMPLES) if quick_mode() else n_samples
