@@ -150,7 +150,8 @@ def test_latent2d_with_the_pointwise_decoder_is_mesh_latent_on_a_grid(mixer, n):
     with torch.no_grad():  # away from the initialization
         for p in grid_model.parameters():
             p.add_(0.1 * torch.randn_like(p))
-    mesh_model = build_model("mesh_latent", **common).double().eval()
+    # latent2d has no boundary-distance input: the mesh counterpart is the one without it
+    mesh_model = build_model("mesh_latent", **common, boundary_features=False).double().eval()
     mesh_model.load_state_dict(grid_model.state_dict())
     x = field(grid_coordinates((n, n), dtype=DT))[None, ..., :1]
     points = grid_as_points(n, x)
@@ -319,3 +320,22 @@ def test_mesh_fno_checks_its_interpolation_inputs(meshes):
         m(*args, **{**kwargs, "grid_index": to_padding})
     with pytest.raises(TypeError, match="grid_index"):
         m(*args, mask=ok["mask"], boundary=ok["boundary"])
+
+
+def test_the_boundary_distance_is_the_distance_to_the_nearest_boundary_node():
+    from petrov.operators.models.base import boundary_distance
+
+    g = torch.Generator().manual_seed(0)
+    pos = torch.rand(2, 30, 2, generator=g, dtype=DT)
+    boundary = torch.zeros(2, 30, dtype=torch.bool)
+    boundary[0, [3, 7]] = True
+    boundary[1, [0, 1, 2, 29]] = True
+    got = boundary_distance(pos, boundary)[..., 0]
+    for s in range(2):
+        nodes = pos[s, boundary[s]]
+        for j in range(30):
+            expected = min(float(torch.linalg.norm(pos[s, j] - b)) for b in nodes)
+            assert abs(float(got[s, j]) - expected) < 1e-12
+    assert float(got[boundary].abs().max()) == 0.0
+    with pytest.raises(ValueError, match="boundary nodes"):
+        boundary_distance(pos, torch.zeros(2, 30, dtype=torch.bool))

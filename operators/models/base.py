@@ -75,9 +75,32 @@ def zero_boundary(out: torch.Tensor) -> torch.Tensor:
     return F.pad(out[(slice(None), *[slice(1, -1)] * ndim)], (0, 0) + (1, 1) * ndim)
 
 
+def boundary_distance(pos: torch.Tensor, boundary: torch.Tensor) -> torch.Tensor:
+    """``(b, n, 1)``: the distance from every point to the nearest boundary node of its sample (0 on the
+    boundary nodes).  The domain's geometry as a point-wise input (where the solution must vanish): on
+    a refined mesh the boundary nodes sample the same boundary more densely, so the distance converges
+    (an overestimate of at most ~h²/(8δ) at distance δ from a boundary sampled with spacing h).
+    ``pos (b, n, 2)``, ``boundary (b, n)`` bool with at least one True per sample."""
+    counts = boundary.sum(dim=1)
+    if bool((counts == 0).any()):
+        raise ValueError("boundary_features needs boundary nodes in every sample (boundary flags all False)")
+    with torch.no_grad():
+        b, n, _ = pos.shape
+        k = int(counts.max())
+        first = torch.argsort((~boundary).to(torch.int8), dim=1, stable=True)[:, :k]  # boundary nodes first
+        nodes = pos.gather(1, first[..., None].expand(b, k, 2))
+        real = torch.arange(k, device=pos.device)[None, :] < counts[:, None]  # (b, k)
+        dist = torch.cdist(pos, nodes, compute_mode="donot_use_mm_for_euclid_dist")  # exact: 0 on the boundary
+        dist = dist.masked_fill(~real[:, None, :], float("inf"))
+        return dist.min(dim=-1).values[..., None]
+
+
 class PointSetOperator(Operator):
     """Base of the point-set (mesh) models: ``.config``, :meth:`point_inputs` at the top of ``forward``
-    and :meth:`finish` at its end.  Point sets have no order: ``causal`` attention is refused."""
+    and :meth:`finish` at its end.  Point sets have no order: ``causal`` attention is refused.
+
+    With ``config.boundary_features`` the inputs gain a channel, the distance to the boundary
+    (:func:`boundary_distance`), so the model sees the domain's shape (holes, notches) at every node."""
 
     point_set = True
 
@@ -94,6 +117,23 @@ class PointSetOperator(Operator):
         check_point_input(x, pos, weights, mask, boundary, channels=self.config.in_channels,
                           where=type(self).__name__, dtype=weight_dtype(self))
         return pos.to(x.dtype)
+
+    @property
+    def feature_channels(self) -> int:
+        """Channels of :meth:`features`: the inputs, plus the boundary distance if configured."""
+        return self.config.in_channels + int(getattr(self.config, "boundary_features", False))
+
+    def features(self, x: torch.Tensor, pos: torch.Tensor, boundary: torch.Tensor | None,
+                 mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x (b, n, c_in)`` [+ the distance to the boundary with ``config.boundary_features``; padding
+        (``~mask``) is no boundary, whatever its flags say]."""
+        if not getattr(self.config, "boundary_features", False):
+            return x
+        if boundary is None:
+            raise ValueError(f"{type(self).__name__}: boundary_features=True needs the boundary flags: pass "
+                             "boundary (b, n) bool, or build the model with boundary_features=False")
+        real = boundary if mask is None else boundary & mask
+        return torch.cat([x, boundary_distance(pos, real).to(x.dtype)], dim=-1)
 
     def finish(self, out: torch.Tensor, mask: torch.Tensor | None, boundary: torch.Tensor | None) -> torch.Tensor:
         """``out (b, n, c)`` with exact zeros on padding (``~mask``) and, with ``config.dirichlet``, on

@@ -39,6 +39,7 @@ class MeshAttentionConfig(EncoderConfig):
     decoder_layers: int = 1
     decoder_activation: str = "silu"
     dirichlet: bool = True
+    boundary_features: bool = True  # the distance to the boundary as an input channel
 
     def __post_init__(self):
         super().__post_init__()
@@ -52,14 +53,14 @@ class MeshAttention(PointSetOperator):
     def __init__(self, config: MeshAttentionConfig):
         super().__init__(config)
         c = config
-        self.lift = mlp(c.in_channels + 2, c.lift_hidden or c.d_model, c.d_model, c.lift_activation)
+        self.lift = mlp(self.feature_channels + 2, c.lift_hidden or c.d_model, c.d_model, c.lift_activation)
         self.layers = encoder_stack(c, pos_dim=2)
         self.decoder = pointwise_decoder(c, c.d_model, c.decoder_hidden or c.d_model)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                 mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.point_inputs(x, pos, weights, mask, boundary)
-        h = self.lift(torch.cat([x, pos], dim=-1))
+        h = self.lift(torch.cat([self.features(x, pos, boundary, mask), pos], dim=-1))
         for layer in self.layers:
             h = layer(h, pos, weights)
         return self.finish(self.decoder(h, pos), mask, boundary)

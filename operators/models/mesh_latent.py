@@ -48,6 +48,7 @@ normalized ones.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -68,6 +69,7 @@ class MeshLatentConfig(LatentGridConfig):
     decoder_layers: int = 2
     decoder_activation: str = "silu"
     dirichlet: bool = True
+    boundary_features: bool = True  # the distance to the boundary as an input channel (False: latent2d's inputs)
 
     def __post_init__(self):
         super().__post_init__()
@@ -94,13 +96,13 @@ class MeshLatent(PointSetOperator):
         super().__init__(config)
         c = config
         self.latent = (c.latent_size, c.latent_size)
-        self.encoder = LatentEncoder(c, ndim=2)
+        self.encoder = LatentEncoder(dataclasses.replace(c, in_channels=self.feature_channels), ndim=2)
         self.decoder = pointwise_decoder(c, c.fine_width, c.decoder_hidden)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                 mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.point_inputs(x, pos, weights, mask, boundary)
-        f = self.encoder.lift_features(x, pos)
+        f = self.encoder.lift_features(self.features(x, pos, boundary, mask), pos)
         z, mass = restrict_points(f, pos, weights, self.latent)
         coverage = latent_coverage(mass)
         pos_z = grid_to_points(grid_coordinates(self.latent, dtype=pos.dtype, device=pos.device)[None])
