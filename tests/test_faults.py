@@ -240,8 +240,10 @@ def project(tmp_path):
 
 
 @LINUX
-@pytest.mark.parametrize("sig, status, word", [(signal.SIGINT, 130, "interrupted"),
-                                               (signal.SIGTERM, 143, "terminated")])
+@pytest.mark.parametrize("sig, status, word", [
+    (signal.SIGINT, 130, "interrupted"),
+    pytest.param(signal.SIGTERM, 143, "terminated", marks=pytest.mark.slow),  # the same path, another signal
+])
 def test_training_with_loader_workers_stops_on_a_signal_with_one_line(project, sig, status, word):
     """Ctrl-C (or SIGTERM) reaches the trainer and its DataLoader workers: one line saying how to resume,
     the right status, no worker traceback, no lock or temporary file left."""
@@ -306,6 +308,7 @@ def test_kill_9_leaves_no_temporary_file_after_the_rerun(project):
 
 
 @LINUX
+@pytest.mark.slow  # three generations; the in-process disk-full cases are in test_write_path.py
 def test_a_disk_filling_up_under_a_generation_cannot_break_it(project):
     """The generation claims its disk space when it creates the file: another process filling the disk
     meanwhile cannot make a write fail half-way, and the result equals an undisturbed run."""
