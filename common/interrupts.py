@@ -3,15 +3,19 @@
 - :func:`stop_on_signals` (the ``petrov`` command runs every command inside it): SIGTERM raises
   :class:`Terminated`, a ``KeyboardInterrupt``, so the clean-up of Ctrl-C runs for both (locks
   removed, partial files kept, one line printed, exit status 130 or 143).  An interrupt Python had
-  to drop (raised inside a destructor, where it can only be printed) is remembered and raised again
-  at the next :func:`raise_if_interrupted` (the training loop and the generation call it) and when
-  the block ends, so a Ctrl-C is never lost.
-- :func:`quiet_worker`: the initializer of worker processes (DataLoader workers, the Darcy solver
-  pool), which :func:`held_signals` covers until it runs (a forked worker inherits a handler that does
-  nothing outside the process that installed it).  A terminal's Ctrl-C and a SIGTERM sent to the process group reach the workers too; they
-  ignore both and leave the stopping to the parent, which shuts them down (no worker tracebacks, and
-  no race between a dead worker and the parent's own interrupt).  They still end with the parent
-  when it is killed outright (their own parent-death watch).
+  to drop (raised inside a destructor, where it can only be printed) is remembered, not printed, and
+  raised again at the next :func:`raise_if_interrupted` (the training loop and the generation call
+  it) and when the block ends, so a Ctrl-C is never lost.
+- :func:`held_signals`: worker processes are started inside it.  A terminal's Ctrl-C and a SIGTERM
+  sent to the process group reach the workers too; started with both signals blocked, a worker never
+  sees them before its initializer runs (torch installs its own SIGTERM handler in a DataLoader worker
+  first, which would make it die noisily and the parent report a dead worker), and the parent takes a
+  signal that arrived meanwhile once the workers are started (not half-way through starting them).
+- the initializers: :func:`quiet_worker` (the Darcy solver pool) ignores both signals, the parent
+  kills the pool itself; :func:`loader_worker` (DataLoader workers) ignores SIGINT and exits quietly
+  on SIGTERM, which is how ``multiprocessing`` and torch end a worker that does not stop by itself.
+  Either way no worker prints a traceback, and both end with the parent when it is killed outright
+  (their parent-death watch).
 """
 from __future__ import annotations
 
@@ -27,8 +31,9 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM received (handled like Ctrl-C's KeyboardInterrupt; exit status 143)."""
 
 
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _pending: list[int] = []
-_owner = {"pid": 0}  # the process that installed the handler (a forked worker inherits it)
+_state = {"pid": 0, "held": 0}  # the process that installed the handler (a forked worker inherits it)
 
 
 def _raise_for(signum: int) -> None:
@@ -36,10 +41,11 @@ def _raise_for(signum: int) -> None:
 
 
 def _handler(signum: int, frame: Any) -> None:
-    if os.getpid() != _owner["pid"]:
-        return  # a forked worker (DataLoader) before its initializer ran: the parent stops it
+    if os.getpid() != _state["pid"]:
+        return  # a forked worker before its initializer ran: the parent stops it
     _pending.append(signum)
-    _raise_for(signum)
+    if not _state["held"]:  # else raised when held_signals ends
+        _raise_for(signum)
 
 
 def raise_if_interrupted() -> None:
@@ -61,9 +67,8 @@ def stop_on_signals() -> Iterator[None]:
         yield
         return
     # a signal the caller ignores (a background job's SIGINT, nohup) stays ignored, as Python does itself
-    previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)
-                if signal.getsignal(s) is not signal.SIG_IGN}
-    _owner["pid"] = os.getpid()
+    previous = {s: signal.signal(s, _handler) for s in _SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    _state["pid"] = os.getpid()
     _pending.clear()
     printer = sys.unraisablehook
 
@@ -84,23 +89,50 @@ def stop_on_signals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
-    """Block SIGINT and SIGTERM in this thread while the block starts worker processes: a process
-    started meanwhile inherits the block and never sees a Ctrl-C meant for the parent (even before
-    its initializer runs); the parent gets a signal that arrived meanwhile when the block ends."""
+    """Start worker processes inside this block: SIGINT and SIGTERM are blocked in this thread (a
+    process started meanwhile inherits the block) and, under :func:`stop_on_signals`, one that arrives
+    is raised when the block ends."""
     if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(_SIGNALS))
+    _state["held"] += 1
     try:
         yield
     finally:
+        _state["held"] -= 1
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    if not _state["held"]:
+        raise_if_interrupted()
+
+
+def _exit_quietly(signum: int, frame: Any) -> None:
+    os._exit(0)
+
+
+def _unblock() -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_SIGNALS))
 
 
 def quiet_worker(*_: Any) -> None:
-    """Worker-process initializer: ignore SIGINT and SIGTERM (the parent stops the workers)."""
-    for s in (signal.SIGINT, signal.SIGTERM):
+    """Initializer of a pool worker the parent kills itself: ignore SIGINT and SIGTERM."""
+    for s in _SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+    _unblock()
 
 
-__all__ = ["Terminated", "exit_status", "held_signals", "quiet_worker", "raise_if_interrupted", "stop_on_signals"]
+def loader_worker(*_: Any) -> None:
+    """Initializer of a DataLoader worker: ignore SIGINT, exit quietly (status 0) on SIGTERM, and do not
+    print the connection errors of its threads (torch passes tensors to the parent through a socket
+    per batch; a parent that stops mid-way resets it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_quietly)
+    printer = threading.excepthook
+    threading.excepthook = lambda args: None if issubclass(args.exc_type, (ConnectionError, EOFError)) \
+        else printer(args)
+    _unblock()
+
+
+__all__ = ["Terminated", "exit_status", "held_signals", "loader_worker", "quiet_worker", "raise_if_interrupted",
+           "stop_on_signals"]

@@ -16,14 +16,14 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from petrov.common.config import asdict
-from petrov.common.interrupts import quiet_worker
+from petrov.common.interrupts import held_signals, loader_worker
 from petrov.datasets import InputNoise, dataset_info, fit_normalizer, generate_dataset, get_recipe, open_dataset
 
 from .config import DataConfig
@@ -168,9 +168,19 @@ def input_noise(cfg: DataConfig | None, dataset: Any) -> InputNoise:
 def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0) -> DataLoader:
     """Batches ``(x, y, position)`` of a GridDataset-like ``dataset`` (``.x``, ``.y``)."""
     tensors = TensorDataset(dataset.x, dataset.y, torch.arange(len(dataset)))
-    # workers leave Ctrl-C and SIGTERM to this process, which shuts them down (no worker tracebacks)
+    # workers leave Ctrl-C to this process, which shuts them down (no worker tracebacks); iterate with
+    # batches(), which starts them with the signals held
     return DataLoader(tensors, batch_size=batch, sampler=sampler, num_workers=workers,
-                      worker_init_fn=quiet_worker if workers else None)
+                      worker_init_fn=loader_worker if workers else None)
+
+
+def batches(loader: DataLoader) -> Iterator:
+    """The batches of ``loader``, its worker processes started inside
+    :func:`~petrov.common.interrupts.held_signals` (no worker sees the process group's Ctrl-C or
+    SIGTERM before its initializer, the parent takes it once they are started)."""
+    with held_signals():
+        iterator = iter(loader)
+    yield from iterator
 
 
 def batch_pos(coords: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:

@@ -54,8 +54,8 @@ from . import checkpoint as ckpt
 from . import distributed as dist_
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
 from .data import (
-    TrainingData, batch_pos, build_training_data, check_model_fits_data, data_loader, ensure_data_file, open_split,
-    sample_ids,
+    TrainingData, batch_pos, batches, build_training_data, check_model_fits_data, data_loader, ensure_data_file,
+    open_split, sample_ids,
 )
 from .losses import check_targets
 from .metrics import evaluate_relative_l2, resolution_row, write_metrics
@@ -295,7 +295,8 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
         total, count = 0.0, 0
-        bar = progress_bar(self.train_loader, desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
+        bar = progress_bar(batches(self.train_loader), total=len(self.train_loader),
+                           desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
         for batch, (x, y, idx) in enumerate(bar, start=1):
             raise_if_interrupted()  # a Ctrl-C that arrived where Python had to drop it
