@@ -39,6 +39,7 @@ import pyamg
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from petrov.common.interrupts import held_signals, quiet_worker
 from petrov.common.registry import Registry
 
 SOLVERS: Registry = Registry("darcy solver")
@@ -187,7 +188,8 @@ def worker_thread_settings() -> dict[str, str | None]:
 
 
 def _die_with_parent(parent: int) -> None:
-    """Worker initializer: end this worker when the process that started it ends, even by kill -9.
+    """Worker initializer: end this worker when the process that started it ends, even by kill -9;
+    leave SIGINT and SIGTERM to the parent.
 
     On Linux the kernel sends SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``); a parent
     that died before this ran is caught by the pid check.  Elsewhere workers end when their task
@@ -200,6 +202,16 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:
         os._exit(1)
+    quiet_worker()  # Ctrl-C / SIGTERM of the process group: the parent stops the pool (stop_workers)
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers now (an interrupt or error in the parent): they ignore SIGINT and
+    SIGTERM and hold no state worth finishing, so they are killed; queued work is dropped."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def darcy_worker_pool(workers: int) -> ProcessPoolExecutor:
@@ -213,7 +225,7 @@ def darcy_worker_pool(workers: int) -> ProcessPoolExecutor:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_die_with_parent, initargs=(os.getpid(),))
-    with _single_threaded_children():  # workers are spawned on demand by submit()
+    with _single_threaded_children(), held_signals():  # workers are spawned on demand by submit()
         warm = [pool.submit(worker_thread_settings) for _ in range(workers)]
     for fut in warm:
         fut.result()

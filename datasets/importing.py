@@ -42,12 +42,15 @@ import h5py
 import numpy as np
 import scipy.io
 
-from petrov.common.files import atomic_path
+from petrov.common.files import atomic_path, require_file, require_space
+from petrov.common.interrupts import raise_if_interrupted
+from petrov.common.outputs import check_outputs
 from petrov.common.progress import progress_bar
 
 from .fno_files import mat_format
+from .identity import ContentHash
 from .recipes import ImportedParams, get_recipe
-from .storage import _attrs_for, default_chunk_size, open_h5
+from .storage import _attrs_for, claimed_now, default_chunk_size, open_h5, writing_h5
 
 GRID_KINDS = ("periodic", "nodes", "cells")
 MIN_POINTS = 4  # per grid axis: smaller grids cannot be strided or hold a Fourier mode
@@ -109,8 +112,9 @@ def open_array(spec: Any, key: str | None = None, what: str = "array") -> ArrayS
             raise ValueError(f"{what} must be an array or a file spec (FILE or FILE:KEY), got {type(spec).__name__}")
         return ArraySource(label=f"{what} (in-memory array)", array=spec)
     path = Path(spec)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"{what}: no such file: {path}")
+    require_file(path, what)
     label = f"{what} ({path}{':' + key if key else ''})"
     suffix = path.suffix.lower()
     if suffix == ".npy":
@@ -124,11 +128,15 @@ def open_array(spec: Any, key: str | None = None, what: str = "array") -> ArrayS
     if suffix == ".npz":
         try:
             archive = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
+        except Exception as err:  # OSError, ValueError, zipfile.BadZipFile, EOFError for damaged files
             raise ValueError(f"{path}: cannot read the .npz file (corrupt or truncated?): {err}") from None
         with archive:
             _need_key(path, key, archive.files, "arrays")
-            return ArraySource(label, archive[key], file=str(path), key=key)
+            try:
+                return ArraySource(label, archive[key], file=str(path), key=key)
+            except Exception as err:  # zipfile, zlib and numpy each raise their own type for damage
+                raise ValueError(f"{path}: cannot read array {key!r} of the .npz file (corrupt or truncated?): "
+                                 f"{type(err).__name__}: {err}") from None
     if suffix == ".mat" and mat_format(path) == "v5":
         try:
             data = scipy.io.loadmat(path)
@@ -315,8 +323,7 @@ def import_arrays(
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)  # the one rule for outputs: parent folders are created
-    if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
+    check_outputs(output.parent, "import", [output.name], overwrite=overwrite, scope="file", flag="-o")
     with contextlib.ExitStack() as stack:
         xs = open_array(x, what="x")
         stack.callback(xs.close)
@@ -350,29 +357,52 @@ def import_arrays(
             sources=json.dumps({name: {"file": s.file, "key": s.key, "axes": s.axes}
                                 for name, s in (("x", xs), ("y", ys))}),
         )
+        check_outputs(output.parent, "import", [output.name], overwrite=overwrite, scope="file", flag="-o")
         return _write_atomically(output, xs, ys, attrs, progress)
+
+
+def _copy_samples(xs: ArraySource, ys: ArraySource, fields: dict, chunk: int, digest: ContentHash,
+                  progress: bool) -> None:
+    """Samples of the sources into the datasets ``fields``, a chunk at a time, each checked finite."""
+    n = len(fields["x"])
+    with progress_bar(total=n, unit="sample", enabled=progress, desc="import") as bar:
+        for lo in range(0, n, chunk):
+            raise_if_interrupted()
+            hi = min(lo + chunk, n)
+            blocks = {}
+            for name, src in (("x", xs), ("y", ys)):
+                blocks[name] = block = _read_block(src, lo, hi)
+                bad = _first_bad(block)
+                if bad is not None:
+                    raise ValueError(f"{src.label} has NaN/Inf (or values beyond float32) in sample "
+                                     f"{lo + bad} (the first bad one); fix or drop such samples first")
+                fields[name][lo:hi] = block
+            digest.update(blocks["x"], blocks["y"])
+            bar.update(hi - lo)
 
 
 def _write_atomically(output: Path, xs: ArraySource, ys: ArraySource, attrs: dict, progress: bool) -> Path:
     n, res, dim, chunk = attrs["n_samples"], attrs["native_resolution"], attrs["dim"], attrs["chunk_size"]
-    with atomic_path(output) as tmp:  # each writer its own temp file: the final file is always whole
-        with h5py.File(tmp, "w") as h5:
-            for name, c in (("x", attrs["x_channels"]), ("y", attrs["y_channels"])):
-                shape = (n, *(res,) * dim, c)
-                h5.create_dataset(name, shape=shape, dtype="float32", chunks=(1, *shape[1:]))
-            h5.attrs.update(attrs)
-            with progress_bar(total=n, unit="sample", enabled=progress, desc="import") as bar:
-                for lo in range(0, n, chunk):
-                    hi = min(lo + chunk, n)
-                    for name, src in (("x", xs), ("y", ys)):
-                        block = _read_block(src, lo, hi)
-                        bad = _first_bad(block)
-                        if bad is not None:
-                            raise ValueError(f"{src.label} has NaN/Inf (or values beyond float32) in sample "
-                                             f"{lo + bad} (the first bad one); fix or drop such samples first")
-                        h5[name][lo:hi] = block
-                    bar.update(hi - lo)
-            h5.attrs["n_complete"] = n
+    shapes = {name: (n, *(res,) * dim, attrs[f"{name}_channels"]) for name in ("x", "y")}
+    needed = 4 * sum(int(np.prod(shape)) for shape in shapes.values()) + 2**16
+    digest = ContentHash()
+    # each writer its own temp file: the final file is always whole
+    require_space(output, needed)  # HDF5 is left in a state that can crash the interpreter by a full disk
+    # HDF5's own file lock would clash with the temporary file's (nobody else opens it anyway)
+    with atomic_path(output, needed) as tmp, writing_h5(tmp, "w", needed, shown=output, locking=False) as h5:
+        # all the space claimed now (no growth later); the attributes rewritten at the end made now too
+        fields = {name: h5.create_dataset(name, shape=shape, dtype="float32", chunks=(1, *shape[1:]),
+                                          dcpl=claimed_now())
+                  for name, shape in shapes.items()}
+        h5.attrs.update(attrs)
+        h5.attrs["n_complete"] = np.int64(0)
+        h5.attrs["content_hash"] = np.bytes_(ContentHash.BLANK)
+        try:
+            _copy_samples(xs, ys, fields, chunk, digest, progress)
+        finally:
+            fields.clear()  # freed before the file closes, even when an error keeps the frames
+        h5.attrs.modify("n_complete", np.int64(n))
+        h5.attrs.modify("content_hash", np.bytes_(digest.value))
     return output
 
 

@@ -46,11 +46,16 @@ def open_source(path: str | os.PathLike) -> StoredData:
 def as_indices(indices: Any, n: int) -> np.ndarray:
     """Sample indices from ``None`` (all), a slice, a range, an int or an integer sequence/array/tensor.
 
-    Negative entries count from the end as in Python; out-of-range entries are an IndexError.
+    Negative entries count from the end as in Python; out-of-range entries, and a slice reaching past
+    the end (Python would shorten it silently), are an IndexError.
     """
     if indices is None:
         return np.arange(n)
     if isinstance(indices, slice):
+        for bound in (indices.start, indices.stop):
+            if bound is not None and not -n <= bound <= n:
+                raise IndexError(f"indices {_slice_text(indices)} reach past the {n} samples (0..{n - 1}); "
+                                 f"choose a slice within them")
         return np.arange(n)[indices]
     if isinstance(indices, (int, np.integer)) and not isinstance(indices, bool):
         indices = [indices]
@@ -64,6 +69,11 @@ def as_indices(indices: Any, n: int) -> np.ndarray:
     if bad.any():
         raise IndexError(f"sample index {int(idx[bad][0])} out of range for a dataset of {n} samples")
     return np.where(idx < 0, idx + n, idx)
+
+
+def _slice_text(s: slice) -> str:
+    text = f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+    return text + (f":{s.step}" if s.step is not None else "")
 
 
 def resolve_kind(src: StoredData, kind: str | None) -> str:
@@ -219,7 +229,10 @@ def open_dataset(
                 f"loading the complete ones (rerun the generation to finish it)",
                 stacklevel=2,
             )
-        idx = as_indices(indices, src.n_complete)
+        try:
+            idx = as_indices(indices, src.n_complete)
+        except IndexError as err:
+            raise IndexError(f"{src.path}: {err}") from None
         attrs = dict(src.attrs)
         if recipe.inverse:
             coarse_resolution = target_grid(recipe, attrs, coarse_resolution)

@@ -15,18 +15,21 @@ Imported files (``petrov import``, kind ``imported``) have the same layout excep
 
 Generation writes ``FILE.h5.partial`` in the same directory, chunk by chunk in index order, setting
 ``n_complete`` and flushing after each chunk, and renames it to ``FILE.h5`` (``os.replace``) when all
-samples are written. Rerunning an interrupted generation with the same parameters resumes from
-``n_complete``; because sample ``i`` depends only on ``(seed, i)`` the result equals an uninterrupted run.
+samples are written and the file is closed without error. Rerunning an interrupted generation with the
+same parameters resumes from ``n_complete``; because sample ``i`` depends only on ``(seed, i)`` the result
+equals an uninterrupted run. A failed write (a full disk: :class:`~petrov.common.files.NoSpace`) stops the
+generation with the partial file kept for the rerun. Complete files carry ``content_hash`` (see
+``identity``): a run records it to test on the data it trained on.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import json
 import logging
 import math
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -35,12 +38,18 @@ import h5py
 import numpy as np
 
 from petrov.common.config import asdict
-from petrov.common.files import exclusive_lock, replace_synced
+from petrov.common.files import (
+    NoSpace, exclusive_lock, format_size, free_space, lock_holder, replace_synced, reporting_no_space,
+    require_file, require_space, unraisable_errors,
+)
+from petrov.common.interrupts import raise_if_interrupted
+from petrov.common.outputs import check_outputs
 from petrov.common.progress import progress_bar
 from petrov.common.quick import quick_samples
 from petrov.common.version import petrov_version
-from .darcy import darcy_worker_pool
-from .recipes import Recipe, get_recipe
+from .darcy import darcy_worker_pool, stop_workers
+from .identity import ContentHash
+from .recipes import RECIPES, Recipe, get_recipe
 from .sampling import cell_average
 
 FORMAT = "petrov-dataset"
@@ -76,8 +85,10 @@ def _available_memory() -> int | None:
 
 
 def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size: int | None,
-                    directory: Path) -> None:
-    """Refuse a generation that cannot fit: memory for one chunk, disk for the file (ValueError)."""
+                    directory: Path, params=None, already_written: int = 0) -> None:
+    """Refuse a generation that cannot fit: memory for one chunk (ValueError), disk for the rest of the
+    file (:class:`NoSpace`; ``already_written``: bytes of the partial file being resumed)."""
+    params = recipe.params_cls() if params is None else params
     points = math.prod(recipe.grid(resolution))
     chunk = chunk_size or default_chunk_size(points)
     # a chunk's x and y in float64, plus one solve's working set (sparse matrix and its factor or
@@ -87,18 +98,26 @@ def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size:
     if have is not None and need > have:
         raise ValueError(
             f"{recipe.name} at resolution {resolution} ({points:,} grid points per sample) needs about "
-            f"{need / 2**30:,.1f} GiB of memory, {have / 2**30:.1f} GiB are available; choose a lower "
+            f"{format_size(need)} of memory, {format_size(have)} are available; choose a lower "
             f"--resolution (native {recipe.native_resolution}) or a smaller --chunk-size"
         )
-    check_disk(8 * points * n_samples, directory, "generate fewer samples or a lower resolution")  # x, y float32
+    check_disk(file_bytes(recipe, params, resolution, n_samples) - already_written, directory,
+               "free some space, or generate fewer samples or a lower resolution")
 
 
 def check_disk(need: int, directory: Path, advice: str) -> None:
-    """ValueError if ``directory`` has fewer than ``need`` bytes free (``advice``: what to do then)."""
-    free = shutil.disk_usage(directory).free
-    if need > free:
-        raise ValueError(f"the dataset needs about {need / 2**30:,.1f} GiB on disk, {directory} has "
-                         f"{free / 2**30:.1f} GiB free; {advice}")
+    """:class:`NoSpace` if ``directory`` has fewer than ``need`` bytes free (``advice``: what to do then)."""
+    free = free_space(directory)
+    if free is not None and need > free:
+        raise NoSpace(f"disk full: the dataset needs about {format_size(need)} more on disk, {directory} has "
+                      f"{format_size(free)} free; {advice}")
+
+
+def file_bytes(recipe: Recipe, params, resolution: int, n_samples: int) -> int:
+    """About how large the file of ``n_samples`` samples is: float32 x and y, one HDF5 chunk per sample
+    and field (about 100 bytes of index each), a few kB of header."""
+    values = sum(math.prod(recipe.sample_shape(name, params, resolution)) for name in ("x", "y"))
+    return n_samples * (4 * values + 2 * 128) + 2**16
 
 
 def _plain(value: Any) -> Any:
@@ -118,14 +137,51 @@ def file_attrs(h5: h5py.File) -> dict[str, Any]:
 
 
 def open_h5(path: str | os.PathLike, mode: str = "r") -> h5py.File:
-    """Open an HDF5 file with clear errors for a missing or unreadable (corrupt, truncated) file."""
+    """Open an HDF5 file with clear errors for a missing, a directory, one being written by another
+    process, or an unreadable (corrupt, truncated, not HDF5) file."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such dataset file: {path}")
+    require_file(path, "dataset file")
     try:
         return h5py.File(path, mode, rdcc_nbytes=16 * 2**20)
     except OSError as err:
+        if "unable to lock file" in str(err):  # HDF5 locks a file while a writer has it open
+            final = path.with_name(path.name[: -len(".partial")]) if path.name.endswith(".partial") else path
+            pid = lock_holder(final)
+            who = f" (pid {pid})" if pid and pid > 0 else ""
+            raise ValueError(f"{path} is being written by another process{who}, e.g. a generation still "
+                             f"running; wait for it to finish (`petrov info` shows it then)") from None
+        if not h5py.is_hdf5(path):
+            raise ValueError(f"{path} is not a readable HDF5 file: it is no HDF5 file at all (petrov datasets "
+                             f"are written by `petrov generate` or `petrov import`)") from None
         raise ValueError(f"{path} is not a readable HDF5 file (corrupt or truncated?): {err}") from None
+
+
+@contextlib.contextmanager
+def writing_h5(path: str | os.PathLike, mode: str = "w", needed: int | None = None, shown: Any = None,
+               **options: Any):
+    """An HDF5 file open for writing whose every write error is raised, closed when the block ends.
+
+    h5py reports a failed write (a full disk) only when it frees the object that buffered it, as a
+    printed "Exception ignored"; here such errors are raised when the block ends (:func:`unraisable_errors`)
+    and a full disk is a :class:`NoSpace` naming ``path``. Keep the datasets written in a loop in
+    variables and call ``flush()`` where a write must be on disk (it raises too). ``shown``: the path
+    to name in errors (the final name of a temporary file; pass ``locking=False`` for one from
+    :func:`~petrov.common.files.atomic_path`, whose lock HDF5's own would clash with). Without a chunk
+    cache (``rdcc_nbytes=0``, the default here) a failed write raises where it happens; with one, HDF5
+    can be left in a state that crashes the interpreter at exit."""
+    options.setdefault("rdcc_nbytes", 0)
+    with reporting_no_space(shown or path, needed), unraisable_errors():
+        h5 = h5py.File(path, mode, **options)
+        try:
+            yield h5
+            h5.flush()
+        except BaseException:
+            with contextlib.suppress(Exception):  # HDF5 fails again closing it: the first error tells why
+                h5.close()
+            raise
+        h5.close()
 
 
 def _attrs_for(recipe: Recipe, params, resolution: int, seed: int, n_samples: int, chunk_size: int) -> dict:
@@ -157,33 +213,64 @@ def _attrs_for(recipe: Recipe, params, resolution: int, seed: int, n_samples: in
     return attrs
 
 
-def _create_partial(tmp: Path, recipe: Recipe, params, attrs: dict, resolution: int, n_samples: int) -> None:
-    with h5py.File(tmp, "w") as h5:
-        for name in ("x", "y"):
-            sample = recipe.sample_shape(name, params, resolution)
-            h5.create_dataset(name, shape=(n_samples, *sample), dtype="float32", chunks=(1, *sample),
-                              fillvalue=np.nan)
+def h5_image(arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> bytes:
+    """The bytes of a small HDF5 file holding ``arrays`` and ``attrs``, made in memory (write them with
+    :func:`~petrov.common.files.atomic_write`: a full disk is then an ordinary, reported write error)."""
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as h5:
+        for key, value in arrays.items():
+            h5.create_dataset(key, data=value)
         h5.attrs.update(attrs)
+    return buffer.getvalue()
 
 
-def _complete(path: Path) -> bool:
-    with h5py.File(path, "r") as h5:
-        attrs = file_attrs(h5)
-    return int(attrs.get("n_complete", -1)) >= int(attrs.get("n_samples", 0))
+def claimed_now() -> h5py.h5p.PropDCID:
+    """Dataset creation properties that allocate (and fill) all of a dataset's chunks when it is
+    created: the disk space is claimed up front, so a disk filling up later cannot fail a write."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    return dcpl
 
+
+def _create_partial(tmp: Path, recipe: Recipe, params, attrs: dict, resolution: int, n_samples: int) -> None:
+    needed = file_bytes(recipe, params, resolution, n_samples)
+    require_space(tmp, needed)  # HDF5 is left in a state that can crash the interpreter by a full disk
+    try:
+        with writing_h5(tmp, "w", needed) as h5:
+            for name in ("x", "y"):
+                sample = recipe.sample_shape(name, params, resolution)
+                h5.create_dataset(name, shape=(n_samples, *sample), dtype="float32", chunks=(1, *sample),
+                                  fillvalue=np.nan, dcpl=claimed_now())
+            h5.attrs.update(attrs)
+            # fixed sizes, all made now: later they are rewritten in place, never needing new space
+            h5.attrs["n_complete"] = np.int64(0)
+            h5.attrs["hash_chain"] = np.bytes_(ContentHash().state)
+            h5.attrs["content_hash"] = np.bytes_(ContentHash.BLANK)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # nothing written yet: no partial file to keep
+        raise
 
 
 def _resumable(tmp: Path, attrs: dict, identity: tuple[str, ...] = _IDENTITY) -> tuple[bool, str, int | None]:
     """Whether ``tmp`` is an interrupted run of the same generation (the ``identity`` attributes agree),
     if not why, and its chunk size."""
     try:
-        with h5py.File(tmp, "r") as h5:
+        with open_h5(tmp) as h5:
             old = file_attrs(h5)
-    except OSError as err:
-        return False, f"it cannot be read: {err}; is another generation still writing it?", None
+    except ValueError as err:
+        return False, f"it cannot be read: {err}", None
     diff = [f"{k}: {old.get(k)!r} there vs {attrs[k]!r} now" for k in identity if old.get(k) != attrs[k]]
     chunk = old.get("chunk_size")
     return (not diff), "; ".join(diff), (int(chunk) if chunk else None)
+
+
+def already_generated(path: Path, attrs: dict, identity: tuple[str, ...] = _IDENTITY) -> bool:
+    """Whether ``path`` is a complete file of the same generation (rerunning it is a no-op)."""
+    if not path.is_file() or not _resumable(path, attrs, identity)[0]:
+        return False
+    with open_h5(path) as h5:
+        done = file_attrs(h5)
+    return int(done.get("n_complete", -1)) >= int(done.get("n_samples", 0))
 
 
 def claim_partial(path: Path, attrs: dict, overwrite: bool, identity: tuple[str, ...] = _IDENTITY) -> int | None:
@@ -191,8 +278,8 @@ def claim_partial(path: Path, attrs: dict, overwrite: bool, identity: tuple[str,
 
     An existing ``path`` is a FileExistsError unless ``overwrite``. A partial file of the same generation
     (same ``identity`` attributes) is kept to be resumed, and its chunk size returned; one of another
-    generation is a ValueError, or is deleted with ``overwrite``. Returns None when nothing is resumed
-    or the partial file recorded no chunk size.
+    generation (or one that cannot be read) is a ValueError, or is deleted with ``overwrite``. Returns
+    None when nothing is resumed or the partial file recorded no chunk size.
     """
     tmp = partial_path(path)
     if path.exists() and not overwrite:
@@ -201,10 +288,10 @@ def claim_partial(path: Path, attrs: dict, overwrite: bool, identity: tuple[str,
         return None
     ok, why, old_chunk = _resumable(tmp, attrs, identity)
     if not ok and not overwrite:
-        raise ValueError(
-            f"{tmp} holds an interrupted generation with different settings ({why}); delete it, "
-            f"or pass overwrite=True (--overwrite) to discard it, or rerun with the same settings to resume"
-        )
+        unreadable = why.startswith("it cannot be read")
+        what = "cannot be resumed" if unreadable else "holds an interrupted generation with different settings"
+        raise ValueError(f"{tmp} {what} ({why}); delete it, or pass overwrite=True (--overwrite) to discard it"
+                         + ("" if unreadable else ", or rerun with the same settings to resume"))
     if not ok:
         tmp.unlink()
         return None
@@ -223,9 +310,9 @@ def check_generation_args(n_samples: int, seed: int, workers: int, chunk_size: i
 
 
 def check_output_dir(path: Path) -> None:
-    """FileNotFoundError / PermissionError unless the directory of ``path`` exists and is writable."""
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"output directory {path.parent} does not exist")
+    """Create the directory of ``path`` (the one rule for outputs: parent folders are created); a
+    PermissionError unless it is writable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(path.parent, os.W_OK):
         raise PermissionError(f"output directory {path.parent} is not writable; choose another -o")
 
@@ -260,7 +347,6 @@ def generate_dataset(
     ``petrov.datasets.mesh.storage.generate_mesh_dataset``.
     """
     from .mesh.recipes import MESH_RECIPES  # here: the mesh package imports this module
-    from .recipes import RECIPES
 
     if kind not in RECIPES and kind not in MESH_RECIPES:
         raise KeyError(f"{RECIPES.unknown_message(kind)}; mesh kinds: {', '.join(MESH_RECIPES.names())}")
@@ -277,47 +363,73 @@ def generate_dataset(
     n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
     recipe.validate(p, resolution)
     check_generation_args(n_samples, seed, workers, chunk_size)
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)  # the one rule for outputs: parent folders are created
     check_output_dir(path)
-    check_resources(recipe, resolution, n_samples, chunk_size, path.parent)
+    attrs = _attrs_for(recipe, p, resolution, seed, n_samples, chunk_size or 0)
+    if not overwrite and already_generated(path, attrs):
+        log.info(f"{path} already holds these {n_samples} samples; nothing to do")
+        return path
+    check_outputs(path.parent, "generate", [path.name], overwrite=overwrite, scope="file", flag="-o")
+    tmp = partial_path(path)
+    check_resources(recipe, resolution, n_samples, chunk_size, path.parent, p,
+                    already_written=tmp.stat().st_size if tmp.is_file() else 0)
     # one writer per path: a second generation (with --overwrite or not) never touches this one's files
     with exclusive_lock(path, what="generated"):
-        return _generate_locked(recipe, p, path, n_samples, resolution, seed, overwrite, chunk_size,
+        check_outputs(path.parent, "generate", [path.name], overwrite=overwrite, scope="file", flag="-o")
+        return _generate_locked(recipe, p, path, attrs, n_samples, resolution, seed, overwrite, chunk_size,
                                 workers, progress, callback)
 
 
-def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, seed: int, overwrite: bool,
-                     chunk_size: int | None, workers: int, progress: bool, callback) -> Path:
-    kind = recipe.name
+def _generate_locked(recipe, p, path: Path, attrs: dict, n_samples: int, resolution: int, seed: int,
+                     overwrite: bool, chunk_size: int | None, workers: int, progress: bool, callback) -> Path:
     tmp = partial_path(path)
-    attrs = _attrs_for(recipe, p, resolution, seed, n_samples, chunk_size or 0)
-    if path.exists() and not overwrite and _resumable(path, attrs)[0] and _complete(path):
-        log.info(f"{path} already holds these {n_samples} samples; nothing to do")
-        return path
     old_chunk = claim_partial(path, attrs, overwrite)
     if chunk_size is None:
-        # same chunks as an interrupted run, so the file's chunk layout is the same too
+        # same chunks as the interrupted run, so the file's chunk layout is the same too
         chunk_size = old_chunk
     if chunk_size is None:
         chunk_size = default_chunk_size(int(np.prod(recipe.grid(resolution))))
     attrs["chunk_size"] = int(chunk_size)
     if not tmp.exists():
         _create_partial(tmp, recipe, p, attrs, resolution, n_samples)
+    try:
+        _fill_partial(recipe, p, tmp, n_samples, resolution, seed, chunk_size, workers, progress, callback)
+    except NoSpace as err:
+        raise NoSpace(f"{err}; the samples written so far are kept in {tmp}: the same command resumes "
+                      f"from there") from None
+    with reporting_no_space(path):
+        replace_synced(tmp, path)
+    return path
 
+
+def _fill_partial(recipe, p, tmp: Path, n_samples: int, resolution: int, seed: int, chunk_size: int,
+                  workers: int, progress: bool, callback) -> None:
+    """Produce and write the samples from the partial file's ``n_complete`` on; each chunk's data are
+    flushed (errors raised) before the counter and the content hash that claim them."""
+    kind = recipe.name
+    per_sample = file_bytes(recipe, p, resolution, 1)
     with contextlib.ExitStack() as stack:
-        h5 = stack.enter_context(h5py.File(tmp, "r+"))
+        h5 = stack.enter_context(writing_h5(tmp, "r+"))
         # one pool for the whole run: starting spawn workers costs seconds, not to be paid per chunk
         pool = stack.enter_context(darcy_worker_pool(workers)) if workers and recipe.uses_workers else 0
+        if pool:
+            stack.push(lambda failed, *_: stop_workers(pool) if failed else None)  # on an error: stop at once
         start = int(h5.attrs["n_complete"])
+        chain = h5.attrs.get("hash_chain")
+        digest = ContentHash(_plain(chain)) if chain is not None or start == 0 else None  # None: 0.1 partial
         log.debug("%s: samples %d..%d of %d in chunks of %d%s", tmp, start, n_samples - 1, n_samples, chunk_size,
                   f" (resumed, {start} already written)" if start else "")
+        fields = {"x": h5["x"], "y": h5["y"]}  # held: their write errors surface at flush(), not when freed
+        stack.callback(fields.clear)  # freed before the file closes, even when an error keeps this frame
         bar = progress_bar(total=n_samples, initial=start, unit="sample", enabled=progress,
                            desc=f"{kind} n={resolution}")
         with bar:
             for lo in range(start, n_samples, chunk_size):
+                raise_if_interrupted()
                 hi = min(lo + chunk_size, n_samples)
                 x, y = recipe.produce(p, resolution, seed, np.arange(lo, hi), pool)
+                arrays = {}
                 for name, arr in (("x", x), ("y", y)):
                     arr = np.asarray(arr)
                     expected = (hi - lo, *recipe.sample_shape(name, p, resolution))
@@ -325,15 +437,24 @@ def _generate_locked(recipe, p, path: Path, n_samples: int, resolution: int, see
                         raise RuntimeError(f"{kind} recipe returned {name} of shape {arr.shape}, expected {expected}")
                     if not np.isfinite(arr).all():
                         raise RuntimeError(f"{kind}: non-finite values in {name} for samples {lo}..{hi - 1}")
-                    h5[name][lo:hi] = arr.astype(np.float32)
-                h5.flush()  # the data reach the file before the counter that claims them
-                h5.attrs["n_complete"] = hi
-                h5.flush()
+                    arrays[name] = arr.astype(np.float32)
+                with reporting_no_space(tmp, (n_samples - lo) * per_sample):
+                    for name, arr in arrays.items():
+                        fields[name][lo:hi] = arr
+                    h5.flush()  # the data reach the file before the counter that claims them
+                    if digest is not None:
+                        digest.update(arrays["x"], arrays["y"])
+                        h5.attrs.modify("hash_chain", np.bytes_(digest.state))
+                    h5.attrs.modify("n_complete", np.int64(hi))
+                    h5.flush()
                 bar.update(hi - lo)
                 if callback is not None:
                     callback(hi, n_samples)
-    replace_synced(tmp, path)
-    return path
+        with reporting_no_space(tmp):
+            if digest is not None:
+                h5.attrs.modify("content_hash", np.bytes_(digest.value))
+            if "hash_chain" in h5.attrs:
+                del h5.attrs["hash_chain"]  # the chain's state; the file is complete
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -419,35 +540,55 @@ class StoredData:
         self.close()
 
 
+def _attribute_error(path: Path, name: str, value: Any, why: str) -> ValueError:
+    return ValueError(f"{path}: attribute {name} = {value!r} {why}; the file's attributes were edited or the "
+                      f"file is damaged: restore the attribute or regenerate the file")
+
+
+def stored_layout(path: Path, attrs: dict[str, Any], x_shape: tuple, y_shape: tuple) -> dict[str, Any]:
+    """kind, grid, dimension and sample counts from a file's attributes, checked against the stored
+    arrays (ValueError naming the attribute that does not fit)."""
+    for name in ("kind", "native_resolution", "grid", "n_samples", "n_complete"):
+        if name not in attrs:
+            raise ValueError(f"{path}: attribute {name!r} is missing; the file is damaged or was not written "
+                             f"by petrov: regenerate it")
+    if attrs["kind"] not in RECIPES:
+        raise _attribute_error(path, "kind", attrs["kind"], f"is not a dataset kind ({', '.join(RECIPES.names())})")
+    recipe = get_recipe(attrs["kind"])
+    if attrs["grid"] not in ("periodic", "nodes", "cells"):
+        raise _attribute_error(path, "grid", attrs["grid"], "is not 'periodic', 'nodes' or 'cells'")
+    numbers = {}
+    for name in ("native_resolution", "n_samples", "n_complete", "dim"):
+        value = attrs.get(name, recipe.dim)  # imported files: the dimension is per file
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _attribute_error(path, name, value, "is not a whole number >= 0")
+        numbers[name] = value
+    dim, res, n = numbers["dim"], numbers["native_resolution"], numbers["n_samples"]
+    for field_name, shape in (("x", tuple(x_shape)), ("y", tuple(y_shape))):
+        if shape[:1] != (n,):
+            raise _attribute_error(path, "n_samples", n, f"does not match the stored {field_name} of shape {shape}")
+        if dim not in (1, 2) or shape[1 : 1 + dim] != (res,) * dim:
+            name, value = ("dim", dim) if dim not in (1, 2) or len(shape) < 1 + dim else ("native_resolution", res)
+            raise _attribute_error(path, name, value, f"does not match the stored {field_name} of shape {shape}")
+    if numbers["n_complete"] > n:
+        raise _attribute_error(path, "n_complete", numbers["n_complete"], f"is more than n_samples = {n}")
+    return {"kind": attrs["kind"], "native_resolution": res, "periodic": attrs["grid"] == "periodic",
+            "cells": attrs["grid"] == "cells", "dim": dim, "n_samples": n, "n_complete": numbers["n_complete"]}
+
+
 def open_stored(path: str | os.PathLike) -> StoredData:
     """Open a petrov HDF5 dataset file (complete or ``.partial``) for reading."""
     path = Path(path)
     h5 = open_h5(path)
     try:
         attrs = file_attrs(h5)
-        if attrs.get("format") == MESH_FORMAT:
-            raise ValueError(f"{path} holds samples on meshes ({attrs.get('kind')}); open it with "
-                             f"petrov.datasets.mesh.open_mesh_dataset")
         if attrs.get("format") != FORMAT:
             raise ValueError(f"{path} is an HDF5 file but not a petrov dataset (no format={FORMAT!r} attribute)")
         missing = [k for k in ("x", "y") if k not in h5]
         if missing:
             raise KeyError(f"{path} is missing dataset(s) {missing}; the file is corrupt, regenerate it")
-        recipe = get_recipe(attrs["kind"])
-        return StoredData(
-            path=path,
-            kind=attrs["kind"],
-            native_resolution=int(attrs["native_resolution"]),
-            periodic=attrs["grid"] == "periodic",
-            cells=attrs["grid"] == "cells",
-            dim=int(attrs.get("dim", recipe.dim)),  # imported files: the dimension is per file
-            n_samples=int(attrs["n_samples"]),
-            n_complete=int(attrs["n_complete"]),
-            attrs=attrs,
-            x=h5["x"],
-            y=h5["y"],
-            _handle=h5,
-        )
+        layout = stored_layout(path, attrs, h5["x"].shape, h5["y"].shape)
+        return StoredData(path=path, attrs=attrs, x=h5["x"], y=h5["y"], _handle=h5, **layout)
     except BaseException:
         h5.close()
         raise

@@ -18,15 +18,14 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from petrov.common.files import check_writable
-from petrov.datasets import dataset_info, open_dataset
-from petrov.train import distributed as dist_
-from petrov.datasets import open_mesh_dataset
-from petrov.datasets.recipes import is_trajectory
+from petrov.common.outputs import check_outputs, claim_outputs
+from petrov.datasets import dataset_info, open_dataset, open_mesh_dataset
 from petrov.datasets.mesh.storage import is_mesh_file
+from petrov.datasets.recipes import is_trajectory
 from petrov.operators.models import sample_transform
+from petrov.train import distributed as dist_
 from petrov.train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
-from petrov.train.losses import per_time_relative_l2, relative_l2_per_sample
+from petrov.train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
 from petrov.train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 
 from . import mesh_plots
@@ -35,9 +34,16 @@ from .reports import format_table
 from .resolutions import (
     allowed_resolutions, check_kind, check_resolutions, coarse_resolution, default_resolutions, parse_resolutions,
 )
-from .runs import EvalSetup, as_setup, data_file, default_batch, load_run, select_indices, setup_noise, warn_if_seen
+from .runs import (
+    EvalSetup, as_setup, data_file, default_batch, load_run, select_indices, setup_noise, warn_if_other_data,
+    warn_if_seen,
+)
 
 log = logging.getLogger(__name__)
+
+# what `petrov evaluate` may write into its output folder (the output-folder rule: petrov.common.outputs)
+_FIGURES = ("error_vs_resolution", "error_vs_level", "predictions", "training_curves", "error_vs_time", "spacetime")
+EVAL_FILES = ("metrics.csv", "metrics.json") + tuple(f"{f}.{ext}" for f in _FIGURES for ext in ("png", "pdf"))
 
 
 def _device(device: Any) -> torch.device:
@@ -66,6 +72,7 @@ def evaluate_resolutions(
     out_dir: str | os.PathLike | None = None,
     per_sample: bool = False,
     per_time: bool | None = None,
+    overwrite: bool = False,
 ) -> list[dict[str, Any]]:
     """Relative L² of one trained operator at each resolution, on the same samples.
 
@@ -78,7 +85,9 @@ def evaluate_resolutions(
     quadratic mixers (fourier, softmax) hold ``batch·n²`` numbers per layer at resolution n.
     Returns one row per resolution ``{"resolution", "n", "mean", "std", "median", "max"}`` (plus
     ``"per_sample"``, a list, if ``per_sample``); with ``out_dir`` also writes
-    ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`).
+    ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`), under the output-folder rule of
+    :mod:`petrov.common.outputs` (``overwrite``: write into a folder holding other files).  A data file
+    whose content differs from what the run recorded for its training file is evaluated with a warning.
 
     ``per_time`` (default: when the data kind stores trajectories, snapshots as channels): the
     operator's prediction (a free rollout for marching models) is scored per snapshot; the row's
@@ -89,8 +98,11 @@ def evaluate_resolutions(
     setup = as_setup(source, config, dev)
     setup.operator.to(dev).eval()
     data_path = data_file(setup, data_path)
+    if out_dir is not None:  # before the work, not after it
+        check_outputs(out_dir, "evaluate", EVAL_FILES, overwrite=overwrite)
     info = dataset_info(data_path)
     check_kind(setup, info, data_path)
+    warn_if_other_data(setup, data_path)
     resolutions = default_resolutions(setup, info) if resolutions is None else parse_resolutions(resolutions)
     check_resolutions(resolutions, allowed_resolutions(setup, info), data_path)
     idx = select_indices(setup, data_path, indices, int(info["n_complete"]))
@@ -103,6 +115,7 @@ def evaluate_resolutions(
     for res in resolutions:
         dataset = _open(setup, data_path, idx, res)
         check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}")
+        check_targets(dataset.y, sample_ids(dataset), f"{data_path} at resolution {res}", snapshots=per_time)
         noise = setup_noise(setup, dataset)
         log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
                   batch_size, noise.level)
@@ -115,6 +128,7 @@ def evaluate_resolutions(
         if per_time:
             meta["metric"] = ("relative L2 per sample at the final snapshot t_T (rows), raw units; "
                               "per snapshot k = 0..T in per_time_*")
+        claim_outputs(out_dir, "evaluate", EVAL_FILES, overwrite=overwrite)  # the earlier evaluation's go
         write_metrics(rows, out_dir, meta=meta)
     return rows
 
@@ -238,8 +252,13 @@ def run_evaluation(
     plots: bool = True,
     out_dir: str | os.PathLike | None = None,
     echo: bool = True,
+    overwrite: bool = False,
 ) -> list[dict[str, Any]]:
     """What ``petrov evaluate`` does: evaluate, write ``RUN_DIR/eval`` (or ``out_dir``), plot.
+
+    The output folder follows :mod:`petrov.common.outputs`: it must not hold another command's
+    outputs (the run's own ``metrics.json``), nor, unless ``overwrite``, a user's files; an earlier
+    evaluation's files there are replaced as a whole (no old plot beside new metrics).
 
     Logs (INFO, logger ``petrov.evaluate.evaluation``) the table of :func:`format_table` if ``echo``, and
     the files written. The rows (returned and in ``metrics.json``) carry the per-sample errors as
@@ -247,9 +266,8 @@ def run_evaluation(
     dev = _device(device)
     setup = load_run(run_dir, map_location=dev)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "eval"
-    check_writable(out, "evaluation output directory")  # before the work, not after it
     rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
-                                device=dev, out_dir=out, per_sample=True)
+                                device=dev, out_dir=out, per_sample=True, overwrite=overwrite)
     if echo:
         log.info("%s", format_table(rows, setup.config.data.train_resolution))
     log.info("saved %s and %s", out / "metrics.csv", out / "metrics.json")

@@ -19,7 +19,9 @@ import torch
 
 from petrov.datasets import dataset_info
 from petrov.datasets.loading import as_indices
-from petrov.train.checkpoint import load_operator
+from petrov.common.files import require_dir, require_file
+from petrov.datasets.identity import data_identity, identity_change
+from petrov.train.checkpoint import load_run_checkpoint, operator_from_state
 from petrov.train.config import load_config_json
 from petrov.train.data import input_noise, split_indices
 from petrov.train.operator import NormalizedOperator
@@ -36,6 +38,7 @@ class EvalSetup:
     config: Any = None
     run_dir: Path | None = None
     kind: str | None = None
+    data_identity: dict | None = None  # the content of the file the run trained on, if recorded
 
     @property
     def data_config(self):
@@ -44,12 +47,21 @@ class EvalSetup:
 
 def load_run(run_dir: str | os.PathLike, map_location: Any = "cpu") -> EvalSetup:
     """The best model and config of a run directory (clear errors if either is missing)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
+    run_dir = require_dir(run_dir, "run directory")
     config = load_config_json(run_dir / "config.json", check_model=False)
-    operator = load_operator(run_dir / "best.pt", map_location=map_location)
-    return EvalSetup(operator, config, run_dir, _trained_kind(config))
+    state = load_run_checkpoint(run_dir / "best.pt", map_location=map_location)
+    operator = operator_from_state(state, run_dir / "best.pt", map_location)
+    return EvalSetup(operator, config, run_dir, _trained_kind(config), state.get("data_identity"))
+
+
+def warn_if_other_data(setup: EvalSetup, data_path: Path) -> None:
+    """Warn when ``data_path`` does not hold the content the run recorded for its training file."""
+    if not setup.data_identity:
+        return
+    why = identity_change(setup.data_identity, data_identity(data_path))
+    if why:
+        warnings.warn(f"{data_path} is not the data this run was trained on ({why}); its 'test' samples are "
+                      f"not the run's held-out test split", stacklevel=3)
 
 
 def _trained_kind(config) -> str | None:
@@ -112,13 +124,10 @@ def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: 
         except ValueError as err:
             raise ValueError(f"{data_path}: cannot place the run's test split in this file ({err}); "
                              f"give the samples with --indices a:b") from None
-    if isinstance(indices, slice):
-        if indices.stop is not None and indices.stop > n_complete:
-            raise ValueError(f"--indices {indices.start}:{indices.stop} goes past the {n_complete} "
-                             f"samples of {data_path}")
-        idx = np.arange(n_complete)[indices]
-    else:
+    try:
         idx = as_indices(indices, n_complete)
+    except IndexError as err:
+        raise IndexError(f"{data_path}: {err}") from None
     if len(idx) == 0:
         raise ValueError(f"no samples selected from {data_path} (indices {indices!r})")
     return idx
@@ -144,10 +153,7 @@ def data_file(setup: EvalSetup, data_path) -> Path:
                 f"the run's data file {str(data_path)!r} (from its config.json, relative to the directory "
                 f"it was trained in) does not exist here; pass it with --data FILE"
             )
-    data_path = Path(data_path)
-    if not data_path.exists():
-        raise FileNotFoundError(f"data file {str(data_path)!r} does not exist")
-    return data_path
+    return require_file(data_path, "data file")
 
 
 def default_batch(setup: EvalSetup) -> int:
@@ -165,4 +171,4 @@ def setup_noise(setup: EvalSetup, dataset: Any):
 
 
 __all__ = ["EvalSetup", "as_setup", "data_file", "default_batch", "load_run", "parse_indices", "select_indices",
-           "setup_noise", "warn_if_seen"]
+           "setup_noise", "warn_if_other_data", "warn_if_seen"]

@@ -20,18 +20,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import h5py
 import numpy as np
 import torch
 
 from petrov.common.config import asdict
-from petrov.common.files import atomic_path, check_writable, write_csv, write_json
+from petrov.common.files import atomic_write, write_csv, write_json
+from petrov.common.outputs import check_outputs, claim_outputs
 from petrov.common.registry import Registry
 from petrov.datasets import average_pool, fit_normalizer
 from petrov.datasets.sampling import pool_kernel
+from petrov.datasets.storage import h5_image
 
 from petrov.train.checkpoint import load_operator
 from petrov.evaluate.plots import plot_inversion
+from petrov.evaluate.runs import load_run
 from .config import InversionConfig, inversion_config
 from .learned import invert_learned, output_grid, predict
 from .metrics import inversion_metrics
@@ -42,6 +44,8 @@ from .surrogate import invert_surrogate
 METHODS: Registry[Callable] = Registry("inversion method")
 DEFAULT_GRID = 36  # the reference's coarse target grid (141 -> 36)
 METRIC_FIELDS = ["sample", "rel_l2_a", "phase_accuracy", "misfit_clean", "misfit_noisy", "cpu_seconds"]
+# what `petrov invert` writes into its output folder (the output-folder rule: petrov.common.outputs)
+OUTPUT_FILES = ("coefficients.h5", "metrics.json", "metrics.csv", "inversion.png")
 
 
 @dataclass
@@ -111,13 +115,25 @@ def parse_noise(noise: Any) -> float | None:
     return float(noise)
 
 
+# the data a run given as --forward-run / --inverse-run must have been trained on
+RUN_KINDS = {"forward operator": ("darcy", "a Darcy forward operator a -> u"),
+             "inverse operator": ("darcy-inverse", "an inverse Darcy operator u -> a")}
+
+
 def _operator(source: Any, what: str):
     if source is None or isinstance(source, torch.nn.Module):
         return source
     path = Path(source)
     if not path.exists():
         raise FileNotFoundError(f"{what} run {str(path)!r} does not exist")
-    return load_operator(path)
+    if not (path.is_dir() and (path / "config.json").is_file()):
+        return load_operator(path)
+    setup = load_run(path)
+    kind, needed = RUN_KINDS.get(what, (None, ""))
+    if kind is not None and setup.kind is not None and setup.kind != kind:
+        raise ValueError(f"{what} run {str(path)!r} was trained on {setup.kind!r} data; this needs {needed}, "
+                         f"a run trained on {kind!r} data")
+    return setup.operator
 
 
 def _noise_normalizer(noise_stats: Any, ops: Operators, source: Any):
@@ -178,6 +194,7 @@ def invert(
     out_dir: str | os.PathLike | None = None,
     plots: bool = True,
     n_plots: int = 4,
+    overwrite: bool = False,
 ) -> InversionResult:
     """Recover the coefficients of the observations in ``source`` with ``method``.
 
@@ -188,7 +205,9 @@ def invert(
     run's, else the source file's), or ``"observed"`` for observations that are noisy already.
     ``forward_run``/``inverse_run``: run directories (or loaded operators) for ``surrogate``/``learned``.
     ``start``: ``"midpoint"`` or ``"learned"`` (pde/surrogate start from the learned inverse's output).
-    ``settings``: :class:`InversionConfig` or a mapping of its fields. ``out_dir``: where to write.
+    ``settings``: :class:`InversionConfig` or a mapping of its fields. ``out_dir``: where to write,
+    under the output-folder rule of :mod:`petrov.common.outputs` (``overwrite``: into a folder holding
+    other files; another command's outputs are never written over).
     """
     cfg = inversion_config(settings)
     METHODS.get(method)  # KeyError naming the methods
@@ -211,7 +230,7 @@ def invert(
     _check_operators(ops, obs.resolution, cfg)
     out = None if out_dir is None else Path(out_dir)
     if out is not None:
-        check_writable(out, "output directory")
+        check_outputs(out, "invert", OUTPUT_FILES, overwrite=overwrite)
 
     a_true = None if obs.a_true is None else average_pool(obs.a_true, cfg.grid)
     start_a = None
@@ -228,6 +247,7 @@ def invert(
                                 f=cfg.f, averaging=cfg.averaging)
     result = InversionResult(method, a, obs, cfg, a_true, metrics, info)
     if out is not None:
+        claim_outputs(out, "invert", OUTPUT_FILES, overwrite=overwrite)
         result.files = write_result(result, out, plots=plots, n_plots=n_plots)
     return result
 
@@ -235,13 +255,9 @@ def invert(
 # --- output ---------------------------------------------------------------------------------------
 
 def _write_h5(path: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> Path:
-    """HDF5 file written atomically (temp file in the same directory, fsync, rename)."""
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as h5:
-            for key, value in arrays.items():
-                h5.create_dataset(key, data=value)
-            h5.attrs.update(attrs)
-    return path
+    """HDF5 file made in memory, then written atomically (temp file, fsync, rename): HDF5 itself never
+    meets a full disk."""
+    return atomic_write(path, h5_image(arrays, attrs))
 
 
 def metric_rows(result: InversionResult) -> list[dict[str, Any]]:

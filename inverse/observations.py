@@ -58,6 +58,11 @@ class Observations:
                 bad = int(np.nonzero(~np.isfinite(z).reshape(len(z), -1).all(axis=1))[0][0])
                 raise ValueError(f"{name} of sample {int(self.sample_ids[bad])} contains NaN or inf values "
                                  f"({self.source})")
+        zero = ~np.any(u.reshape(len(u), -1) != 0, axis=1)
+        if zero.any():  # the misfit is relative to ||u_obs||
+            raise ValueError(f"the observation of sample {int(self.sample_ids[int(np.argmax(zero))])} is zero "
+                             f"everywhere ({self.source}); a Darcy solution with f != 0 never is, and the relative "
+                             f"misfit is undefined for it: drop it")
         if self.a_true is not None and (self.a_true <= 0).any():
             raise ValueError(f"the true coefficient a must be positive ({self.source})")
         if len(self.sample_ids) != len(u):
@@ -90,8 +95,8 @@ def from_arrays(path: str | os.PathLike) -> Observations:
         raise FileNotFoundError(f"observation file {str(path)!r} does not exist")
     try:
         loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"cannot read {path} as a numpy .npy/.npz file: {err}") from None
+    except Exception as err:  # OSError, ValueError, zipfile.BadZipFile, EOFError for damaged files
+        raise ValueError(f"cannot read {path} as a numpy .npy/.npz file (corrupt or truncated?): {err}") from None
     if path.suffix.lower() == ".npy":
         fields = {"u": loaded}
     else:
@@ -100,7 +105,11 @@ def from_arrays(path: str | os.PathLike) -> Observations:
             if "u" not in loaded.files or unknown:
                 raise ValueError(f"{path} must hold an array 'u' and optionally 'a' and 'u_clean'; "
                                  f"found {loaded.files}")
-            fields = {k: loaded[k] for k in loaded.files}
+            try:
+                fields = {k: loaded[k] for k in loaded.files}
+            except Exception as err:  # zipfile, zlib and numpy each raise their own type for damage
+                raise ValueError(f"cannot read {path}: a member is damaged (corrupt or truncated?): "
+                                 f"{type(err).__name__}: {err}") from None
     u = _float_array(fields["u"], f"'u' in {path}")
     get = lambda key: _float_array(fields[key], f"{key!r} in {path}") if key in fields else None  # noqa: E731
     return Observations(u=u, sample_ids=np.arange(len(u)), a_true=get("a"), u_clean=get("u_clean"),

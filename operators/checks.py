@@ -31,6 +31,14 @@ def _checks_finite(x: torch.Tensor) -> bool:
     return mode == "always" or (mode == "cpu" and x.device.type == "cpu")
 
 
+def check_finite(t: torch.Tensor, where: str) -> None:
+    """ValueError if ``t`` holds NaN or inf (when :func:`set_finite_check` says to look)."""
+    if _checks_finite(t) and not bool(torch.isfinite(t).all()):
+        n_bad = int((~torch.isfinite(t)).sum())
+        raise ValueError(f"{where} contains NaN or inf ({n_bad} of {t.numel()} values); one bad value would "
+                         f"make every output NaN: check the input and its normalization")
+
+
 def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str,
                      dtype: torch.dtype | None = None) -> None:
     """Check ``x`` is a finite channels-last grid tensor ``(b, *grid, channels)`` with ``ndim`` grid axes,

@@ -11,7 +11,8 @@ and lists/tuples/dicts of those.  Loading uses ``torch.load(weights_only=True)``
 refuses anything else, and rebuilds the model from ``model_name`` and ``config`` alone.
 
 - ``save_model(model, path, extra=None)``: writes to a temporary file in the same directory
-  and renames it, so ``path`` is never half-written.
+  and renames it, so ``path`` is never half-written; numpy values and paths in ``extra`` are
+  stored as tensors, numbers and strings (:func:`plain_data`), anything else not plain is refused.
 - ``load_model(path, map_location="cpu")`` -> model (in eval mode);
   ``load_model(path, return_extra=True)`` -> ``(model, extra)``.
 - ``load_checkpoint(path, map_location="cpu")`` -> the validated checkpoint dict.
@@ -23,10 +24,11 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from petrov.common.files import atomic_path
+from petrov.common.files import atomic_write, serialized
 from petrov.common.version import petrov_version
 
 from .models import MODELS, build_model, model_config, model_name
@@ -35,9 +37,39 @@ FORMAT = "petrov-model"
 _REQUIRED = ("model_name", "config", "state_dict")
 
 
+def plain_data(value: Any, where: str = "extra") -> Any:
+    """``value`` as the plain data a checkpoint may hold (what ``torch.load(weights_only=True)`` reads
+    back): numpy scalars become numbers, numpy arrays tensors, paths strings; anything else that is
+    not a tensor, number, string, bool, None, list, tuple or dict (string or integer keys) is a
+    ValueError naming where it is."""
+    if isinstance(value, np.generic):  # before the plain types: np.float64 is a float subclass
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str, bytes, torch.dtype, torch.Size)):
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise ValueError(f"{where} is a numpy array of Python objects; store numbers only")
+        return torch.from_numpy(np.ascontiguousarray(value).copy())
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (list, tuple)):
+        items = [plain_data(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        bad = [k for k in value if isinstance(k, bool) or not isinstance(k, (str, int))]
+        if bad:
+            raise ValueError(f"{where} has a key {bad[0]!r} of type {type(bad[0]).__name__}; use strings")
+        return {k: plain_data(v, f"{where}[{k!r}]") for k, v in value.items()}
+    raise ValueError(f"{where} is a {type(value).__name__}, which a checkpoint cannot hold (petrov loads plain "
+                     f"data only: tensors, numbers, strings, bools, None, lists, tuples, dicts); convert it first")
+
+
 def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
     """Write ``model`` (any registered model class, however it was built) and ``extra`` to ``path``
-    atomically; returns the path."""
+    atomically; returns the path.  ``extra`` is converted by :func:`plain_data` (numpy values, paths),
+    so what is saved always loads."""
     name, config = model_name(model), model_config(model)
     if extra is not None and not isinstance(extra, dict):
         raise ValueError(f"extra must be a dict of plain data, got {type(extra).__name__}")
@@ -45,21 +77,44 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
     checkpoint = {
         "format": FORMAT,
         "model_name": name,
-        "config": config,
+        "config": plain_data(config, "the model's config"),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "petrov_version": petrov_version(),
-        "extra": extra or {},
+        "extra": plain_data(extra or {}),
     }
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
+    # serialised in memory first: a full disk then fails as an OSError of the file write, which
+    # atomic_write reports as such (torch.save's own error would not say so)
+    atomic_write(path, serialized(lambda buffer: torch.save(checkpoint, buffer)))
     return path
+
+
+def _check_device(map_location: Any) -> None:
+    """ValueError for a ``map_location`` naming a device this machine does not have."""
+    if not isinstance(map_location, (str, torch.device)):
+        return
+    try:
+        device = torch.device(map_location)
+    except RuntimeError as err:
+        raise ValueError(f"map_location={map_location!r} is not a device: {err}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"map_location={str(map_location)!r} but no CUDA device is available here; "
+                         f"load with map_location='cpu'")
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Read and validate a checkpoint written by :func:`save_model` (plain data only)."""
     path = Path(path)
+    if path.is_dir():
+        found = sorted(p.name for p in path.glob("*.pt"))
+        hint = f" (it holds {', '.join(found)})" if found else ""
+        raise IsADirectoryError(f"checkpoint {str(path)!r} is a directory{hint}; give the .pt file")
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
+    _check_device(map_location)
+    with open(path, "rb") as fh:
+        magic = fh.read(8)
+    if magic.startswith(b"\x89HDF"):
+        raise ValueError(f"{str(path)!r} is an HDF5 file (a dataset?), not a petrov model checkpoint")
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:

@@ -13,7 +13,8 @@ from petrov.train.data import TrainingData
 from petrov.train.operator import NormalizedOperator
 from petrov.train.losses import relative_l2_per_sample
 from petrov.train import evaluate_relative_l2, load_operator
-from petrov.train.trainer import TrainingDiverged, train
+from petrov.common.outputs import claim_outputs
+from petrov.train.trainer import RUN_FILES, TrainingDiverged, train
 
 
 def shift_problem(n_samples, n, seed=0, first_index=0):
@@ -129,8 +130,8 @@ def test_existing_run_dir_is_not_overwritten(tmp_path):
 def test_run_killed_before_its_first_checkpoint_starts_again(tmp_path):
     cfg = tiny_config(optim={"epochs": 1})
     run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.json").write_text("{}")  # what a run killed during epoch 1 leaves behind
+    claim_outputs(run, "train", RUN_FILES, what="run directory")  # what a run killed during epoch 1 leaves behind
+    (run / "config.json").write_text("{}")
     (run / "log.jsonl").write_text('{"epoch": 1}\n')
     result = train(cfg, run, data=tiny_data())
     assert result.epochs_completed == 1

@@ -9,6 +9,7 @@ They hold only tensors, numbers, strings, lists and dicts::
                "normalizers": {"x": state | None, "y": state | None},   # to_state() dicts
                "noise": {"level", "seed"},    # the operator's InputNoise (absent in older runs)
                "train_config": dict, "epoch": int (completed), "best_metric": float, "best_epoch": int,
+               "data_identity": dict | None,  # the training file's content (petrov.datasets.identity)
                # last.pt only (resume):
                "optimizer", "scheduler", "scaler": dict | None,
                "rng": [per rank {"torch", "cuda", "numpy", "python"}]}}
@@ -80,7 +81,12 @@ def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> Normali
     path = Path(path)
     if path.is_dir():
         path = path / "best.pt"
-    state = load_run_checkpoint(path, map_location=map_location)
+    return operator_from_state(load_run_checkpoint(path, map_location=map_location), path, map_location)
+
+
+def operator_from_state(state: dict[str, Any], path: str | os.PathLike,
+                        map_location: Any = "cpu") -> NormalizedOperator:
+    """The operator of a loaded run checkpoint (:func:`load_run_checkpoint`), in eval mode."""
     model = model_from_checkpoint(state, path)
     norms = state["normalizers"]
     op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import typing
@@ -161,6 +162,10 @@ def preset_names() -> list[str]:
 def read_toml(source: str | os.PathLike) -> dict[str, Any]:
     """Parse a TOML config file, or a shipped preset given by name (``burgers-quick``)."""
     path = Path(source)
+    if path.is_dir():
+        run = (path / "config.json").is_file()
+        hint = f" (to continue that run: petrov train --out {path} --resume)" if run else ""
+        raise IsADirectoryError(f"config {str(source)!r} is a directory, not a TOML file{hint}")
     if path.is_file():
         text = path.read_text()
     else:
@@ -214,7 +219,27 @@ def validate_model_options(model: ModelConfig) -> None:
     from_dict(config_class(model.name), model.options, context=f"model.options ({model.name!r})")
 
 
+def _check_finite(cfg: TrainConfig) -> None:
+    """Every number of the config is finite (NaN passes ``lr <= 0`` and would reach torch)."""
+    for section in ("data", "optim", "loss", "run"):
+        for key, value in vars(getattr(cfg, section)).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{section}.{key} must be a finite number, got {value}")
+
+
+def _check_run(r: RunConfig) -> None:
+    for key, value, minimum in (("threads", r.threads, 1), ("eval_batch_size", r.eval_batch_size, 1),
+                                ("num_workers", r.num_workers, 0)):
+        if value is not None and value < minimum:
+            what = "None (torch's default) or " if key == "threads" else "None or " if key != "num_workers" else ""
+            raise ValueError(f"run.{key} must be {what}an integer >= {minimum}, got {value}")
+    if r.time_budget_minutes is not None and not r.time_budget_minutes > 0:
+        raise ValueError(f"run.time_budget_minutes must be > 0 (or left out), got {r.time_budget_minutes}")
+
+
 def _check_values(cfg: TrainConfig) -> None:
+    _check_finite(cfg)
+    _check_run(cfg.run)
     d, o = cfg.data, cfg.optim
     for name in ("n_train", "n_val"):
         if getattr(d, name) < 1:
@@ -335,9 +360,22 @@ def save_config_json(cfg: TrainConfig, path: str | os.PathLike) -> None:
 def load_config_json(path: str | os.PathLike, check_model: bool = True) -> TrainConfig:
     """Read a run's ``config.json`` back."""
     path = Path(path)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(f"{str(path.parent)!r} is a file, not a run directory; give the directory "
+                                 f"`petrov train --out` wrote")
     if not path.is_file():
         raise FileNotFoundError(f"no config.json in {str(path.parent)!r}: not a petrov run directory")
-    return config_from_dict(json.loads(path.read_text()), check_model=check_model)
+    try:
+        raw = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON (damaged or edited by hand?): {err}; restore it from the run's "
+                         f"checkpoint: petrov.train.checkpoint.load_run_checkpoint(...)['train_config']") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} does not hold a config (a JSON object); the file is damaged")
+    try:
+        return config_from_dict(raw, check_model=check_model)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
 
 
 def replace(cfg: TrainConfig, **sections: Any) -> TrainConfig:

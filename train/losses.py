@@ -165,3 +165,29 @@ def trajectory_loss_per_sample(
     per_snapshot = training_loss_per_sample(_snapshots_as_samples(pred[..., 1:]),
                                             _snapshots_as_samples(target[..., 1:]), h1_weight, periodic)
     return per_snapshot.view(b, -1).mean(dim=1)
+
+
+def check_targets(y: torch.Tensor, sample_ids, where: str, *, periodic: bool = True, h1_weight: float = 0.0,
+                  snapshots: bool = False) -> None:
+    """ValueError naming the first sample whose target leaves the relative error undefined: zero
+    everywhere (``||y|| = 0``: relative L2), or, with ``h1_weight > 0``, constant (``|y|_H1 = 0``: the
+    relative H1 term).  ``y: (b, *grid, c)``; ``snapshots``: the channels are time snapshots scored one
+    by one, from snapshot 1 on (snapshot 0 is the given initial state), as the trajectory losses do."""
+    ys = _snapshots_as_samples(y[..., 1:]) if snapshots else y
+    if ys.shape[0] == 0:
+        return
+    per = ys.shape[0] // y.shape[0]
+    checks = [("zero everywhere", upcast(ys).flatten(1).norm(dim=1),
+               "the relative L2 error ||p - y|| / ||y|| is undefined for it: drop such samples from the data")]
+    if h1_weight:
+        checks.append(("constant", h1_seminorm(ys, periodic),
+                       f"its H1 seminorm is 0, so the relative H1 term of the loss (loss.h1_weight = {h1_weight:g}) "
+                       f"is undefined: set loss.h1_weight = 0, or drop such samples"))
+    ids = [int(i) for i in sample_ids]
+    for what, norm, why in checks:
+        bad = (norm <= EPS).view(-1, per).any(dim=1)
+        if bool(bad.any()):
+            first = ids[int(bad.nonzero()[0])]
+            snap = " in a snapshot" if snapshots else ""
+            raise ValueError(f"{where}: the target of sample {first} is {what}{snap} ({int(bad.sum())} of "
+                             f"{len(ids)} samples are); {why}")

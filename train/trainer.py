@@ -43,10 +43,13 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 
-from petrov.common.files import atomic_write, check_writable, ensure_dir, exclusive_lock, write_csv
+from petrov.common.files import atomic_write, ensure_dir, exclusive_lock, write_csv
+from petrov.common.interrupts import raise_if_interrupted
+from petrov.common.outputs import MANIFEST, check_outputs, claim_outputs
 from petrov.common.progress import progress_bar
 from petrov.datasets.mesh.loading import mesh_levels
 from petrov.datasets.recipes import is_trajectory
+from petrov.datasets.identity import data_identity, identity_change
 from petrov.operators import build_model
 from petrov.operators.models import sample_transform
 
@@ -54,15 +57,22 @@ from . import checkpoint as ckpt
 from . import distributed as dist_
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
 from .data import (
-    TrainingData, build_training_data, check_model_fits_data, data_loader, ensure_data_file, is_point_data,
+    TrainingData, batches, build_training_data, check_model_fits_data, data_loader, ensure_data_file, is_point_data,
     open_split, sample_ids, to_batch,
 )
-from .losses import per_time_relative_l2
+from .losses import check_targets, per_time_relative_l2
 from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from .operator import NormalizedOperator
 from .rollout import check_mode_fits_model, training_mode
 
 log = logging.getLogger(__name__)
+
+# what `petrov train` writes into a run directory (the output-folder rule: petrov.common.outputs)
+RUN_FILES = ("config.json", "log.csv", "log.jsonl", "last.pt", "best.pt", "metrics.json", "metrics.csv", "tensorboard")
+
+
+class DataChanged(ValueError):
+    """The run's data file is not the one it started on (regenerated, replaced, edited)."""
 
 
 class TrainingDiverged(RuntimeError):
@@ -175,9 +185,12 @@ class Trainer:
                  data: TrainingData | None, callbacks: Iterable[Callable]):
         self.cfg, self.run_dir, self.ctx = cfg, Path(run_dir), ctx
         self.callbacks = list(callbacks)
+        self.data_identity = None  # the content the run trains on: its test must be on the same file
         if data is None:
             dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx)
+            self.data_identity = data_identity(cfg.data.path)
             data = build_training_data(cfg.data)
+            self.check_data_unchanged("while it was being read")
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         self.periodic = bool(getattr(data.train, "periodic", False))
@@ -190,6 +203,8 @@ class Trainer:
         self.data = data = data.with_transform(self.transform)
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
         check_mode_fits_model(cfg.loss.mode, model)
+        for split, dataset in (("training", data.train), ("validation", data.val)):
+            self._check_targets(dataset, split, cfg.loss.h1_weight if split == "training" else 0.0)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
         self.ddp = dist_.wrap_model(model, ctx)
@@ -220,7 +235,7 @@ class Trainer:
         if not self.ctx.is_main:
             return
         state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch,
-                     best_metric=self.best_metric, best_epoch=self.best_epoch)
+                     best_metric=self.best_metric, best_epoch=self.best_epoch, data_identity=self.data_identity)
         norms, noise = self.operator.normalizer_states(), self.operator.noise
         if best:
             ckpt.save_run_checkpoint(self.run_dir / "best.pt", self.model, norms, noise, **state)
@@ -234,6 +249,12 @@ class Trainer:
     def restore(self) -> None:
         state = ckpt.load_run_checkpoint(self.run_dir / "last.pt", map_location=self.ctx.device)
         check_resumable(config_from_dict(state["train_config"], check_model=False), self.cfg, self.run_dir)
+        recorded = state.get("data_identity")  # None: a run of petrov 0.1
+        if self.data_identity is not None and recorded:
+            self.check_data_unchanged("since the run started", recorded,
+                                      "it cannot continue on other data: put the original file back, or start a "
+                                      "new run (--overwrite, or another --out)")
+            self.data_identity = recorded
         self.model.load_state_dict(state["state_dict"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -246,6 +267,17 @@ class Trainer:
         if self.ctx.is_main:
             log.debug("resuming %s after epoch %d (best %.4e at epoch %d)", self.run_dir / "last.pt",
                       self.epoch, self.best_metric, self.best_epoch)
+
+    def check_data_unchanged(self, when: str, recorded: dict | None = None, advice: str | None = None) -> None:
+        """:class:`DataChanged` if the data file no longer holds the content the run recorded."""
+        recorded = self.data_identity if recorded is None else recorded
+        if recorded is None:
+            return
+        path = self.cfg.data.path
+        why = identity_change(recorded, data_identity(path))
+        if why:
+            raise DataChanged(f"the data file {path} changed {when} ({why}); "
+                              + (advice or "the run must be tested on the data it trained on"))
 
     # --- epochs ------------------------------------------------------------------------------
     def _autocast(self):
@@ -277,9 +309,11 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
         total, count = 0.0, 0
-        bar = progress_bar(self.train_loader, desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
+        bar = progress_bar(batches(self.train_loader), total=len(self.train_loader),
+                           desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
         for batch, raw in enumerate(bar, start=1):
+            raise_if_interrupted()  # a Ctrl-C that arrived where Python had to drop it
             b = to_batch(raw, self.data.train, ctx.device)
             pred = self.mode.predict(self.operator, b.x, b.y, noise=self.operator.noise,
                                      sample_ids=self.train_ids[b.positions], net=self._net, **b.inputs)
@@ -362,19 +396,31 @@ class Trainer:
         splits = self.data.splits
         if splits is None or len(splits.test) == 0:
             return []
+        self.check_data_unchanged(
+            "while the run trained on it", advice=f"its test split there is not the held-out part of the data it "
+            f"trained on, so the run is not tested. {self.run_dir / 'best.pt'} is kept: put the original file "
+            f"back and run `petrov evaluate {self.run_dir}`")
         best = ckpt.load_run_checkpoint(self.run_dir / "best.pt", map_location=self.ctx.device) \
             if self.ctx.is_main else None
         state = dist_.broadcast_object(None if best is None else best["state_dict"], self.ctx)
         self.model.load_state_dict(state)
         rows = []
         for res in self._test_discretizations():
+            test = open_split(d, splits.test, res, self.transform)
+            self._check_targets(test, "test", 0.0)
             per_sample = evaluate_relative_l2(
-                self.operator, open_split(d, splits.test, res, self.transform), batch_size=self.eval_batch,
-                device=self.ctx.device, ctx=self.ctx,
+                self.operator, test, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
                 metric=per_time_relative_l2 if self.trajectory else self.mode.metric,
             )
             rows.append(per_time_row(res, per_sample) if self.trajectory else resolution_row(res, per_sample))
         return rows
+
+    def _check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
+        """Targets a relative error can be taken of (not all zero; not constant with an H¹ term), checked
+        when they are in memory (grids; point sets and lazily read grids are read per batch)."""
+        if hasattr(dataset, "y"):
+            check_targets(dataset.y, sample_ids(dataset), f"{self.cfg.data.path} ({split} split)",
+                          periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory)
 
     def _test_discretizations(self) -> list:
         """The resolutions (grids) or mesh levels (point sets) the test split is scored at."""
@@ -389,10 +435,16 @@ def train(
     run_dir: str | os.PathLike,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     data: TrainingData | None = None,
     callbacks: Iterable[Callable[[Trainer, EpochRecord], bool]] = (),
 ) -> TrainResult:
     """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``).
+
+    ``run_dir`` follows the output-folder rule (:mod:`petrov.common.outputs`): a folder holding a user's
+    files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
+    command's outputs are never written over.  The run records its data file's content
+    (:func:`~petrov.datasets.identity.data_identity`) and is tested, or resumed, only on that content.
 
     ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; then no
     test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each
@@ -403,7 +455,7 @@ def train(
     owns_group = not torch.distributed.is_initialized()
     ctx = dist_.setup(config.run.device)
     try:
-        dist_.run_on_main(lambda: _check_run_dir(run_dir, resume), ctx)
+        dist_.run_on_main(lambda: _check_run_dir(run_dir, resume, overwrite), ctx)
         # data, model and their fit are validated before the run directory is made
         trainer = Trainer(config, run_dir, ctx, data, callbacks)
         with contextlib.ExitStack() as lock:
@@ -411,7 +463,8 @@ def train(
             def claim() -> None:  # one writer per run directory
                 ensure_dir(run_dir, "run directory")
                 lock.enter_context(exclusive_lock(run_dir / "last.pt", what="trained"))
-                _check_run_dir(run_dir, resume)  # again: another run may have written it meanwhile
+                _check_run_dir(run_dir, resume, overwrite)  # again: another run may have written it meanwhile
+                claim_outputs(run_dir, "train", RUN_FILES, overwrite=overwrite, resume=resume, what="run directory")
 
             dist_.run_on_main(claim, ctx)
             if resume:
@@ -436,19 +489,27 @@ def train(
             dist_.teardown(ctx)
 
 
-def _check_run_dir(run_dir: Path, resume: bool) -> None:
-    """What may be done with ``run_dir``: resume needs its ``last.pt``, a new run must not find one."""
+def _check_run_dir(run_dir: Path, resume: bool, overwrite: bool = False) -> None:
+    """What may be done with ``run_dir``: resume needs its ``last.pt``, a new run must not find one
+    (unless ``overwrite``), and the output-folder rule must allow it."""
+    if resume and overwrite:
+        raise ValueError("choose one of resume (--resume: continue the run) and overwrite (--overwrite: replace it)")
     if resume:
         if not (run_dir / "last.pt").is_file():
             raise FileNotFoundError(
                 f"cannot resume: {run_dir / 'last.pt'} does not exist (no completed epoch in "
                 f"{str(run_dir)!r}); start the run without --resume"
             )
-        return
     # config.json without last.pt is a run killed before its first epoch ended: nothing to keep,
     # so it starts again from scratch
-    if (run_dir / "last.pt").exists():
-        raise FileExistsError(
-            f"{str(run_dir)!r} already holds a run; pass --resume to continue it or choose another --out"
-        )
-    check_writable(run_dir, "run directory")
+    elif (run_dir / "last.pt").exists():
+        if not overwrite:
+            raise FileExistsError(
+                f"{str(run_dir)!r} already holds a run; pass --resume to continue it, --overwrite to replace it, "
+                f"or choose another --out"
+            )
+        nested = sorted(p.name for p in run_dir.iterdir() if p.is_dir() and (p / MANIFEST).is_file())
+        if nested:  # e.g. RUN/eval: the results of the run being replaced would stay beside the new one
+            raise FileExistsError(f"{str(run_dir)!r} holds outputs of other commands for the run being replaced "
+                                  f"({', '.join(nested)}); remove them first, or choose another --out")
+    check_outputs(run_dir, "train", RUN_FILES, overwrite=overwrite, what="run directory")

@@ -47,6 +47,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..checks import check_finite
 from .mixers import MIXERS, build_mixer
 from .kernels import full_precision, upcast
 from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
@@ -106,6 +107,9 @@ class Attention(nn.Module):
 
     def __init__(self, d_model: int, config: AttentionConfig | None = None, *, pos_dim: int = 0, **options):
         super().__init__()
+        if config is not None and not isinstance(config, AttentionConfig):
+            raise ValueError(f"Attention's second argument is an AttentionConfig, got {type(config).__name__} "
+                             f"{config!r}; give the options by name, e.g. Attention({d_model}, n_heads=4)")
         fields = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
         extra = {k: v for k, v in options.items() if k not in _CONFIG_FIELDS}
         c = dataclasses.replace(config or AttentionConfig(), **fields)
@@ -287,6 +291,9 @@ class Attention(nn.Module):
         dtype = upcast(x).dtype if torch.is_autocast_enabled(x.device.type) else x.dtype
         if n == 0:
             raise ValueError("Attention got an empty point set (n = 0)")
+        check_finite(x, "Attention: x")
+        if pos is not None:
+            check_finite(pos, "Attention: pos")
         if self.pos_dim == 0:
             if pos is not None:
                 raise ValueError("pos given but the layer was built with pos_dim=0; "

@@ -7,7 +7,8 @@ command:
 - INFO lines (epoch lines, "generating N samples", saved-file notices) go to stdout as the bare
   message, where the command's results are printed too; DEBUG lines (``-v``) go there as well,
   prefixed ``debug: <logger>:``;
-- WARNING and above go to stderr, prefixed ``warning:`` / ``error:``;
+- WARNING and above go to stderr, prefixed ``warning:`` / ``error:``, and so do Python warnings
+  (``warnings.warn``) while the command runs;
 - every line is written through ``tqdm.write``, so a progress bar being drawn is cleared and redrawn
   around it instead of being torn.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import warnings
 from typing import Iterator
 
 from tqdm.auto import tqdm
@@ -33,7 +35,7 @@ class TqdmStreamHandler(logging.StreamHandler):
         try:
             tqdm.write(self.format(record), file=self.stream)
             self.flush()
-        except RecursionError:
+        except (RecursionError, BrokenPipeError):  # a closed pipe ends the command (exit 141), quietly
             raise
         except Exception:
             self.handleError(record)
@@ -75,9 +77,13 @@ def console_logging(level: int = logging.INFO, logger: str = "petrov") -> Iterat
         log.addHandler(handler)
     log.setLevel(level)
     log.propagate = False  # a root handler set by the caller would print every line twice
+    shown = warnings.showwarning
+    # Python warnings (warnings.warn in the library) as one "warning: ..." line, not file:line + source
+    warnings.showwarning = lambda message, *_, **__: log.warning("%s", message)
     try:
         yield log
     finally:
+        warnings.showwarning = shown
         for handler in (out, err):
             log.removeHandler(handler)
         log.setLevel(saved[0])

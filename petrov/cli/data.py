@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import typing
 
 from petrov.datasets.mesh.recipes import MESH_RECIPES
@@ -39,18 +38,21 @@ def _generate(args: argparse.Namespace) -> int:
     from petrov.datasets.storage import generate_dataset
 
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
-    try:
-        path = generate_dataset(
-            args.kind, args.output, args.n_samples, getattr(args, "resolution", None),  # mesh kinds have none
-            args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size, workers=args.workers,
-            progress=not args.no_progress, **params,
-        )
-    except KeyboardInterrupt:
-        print(f"petrov generate: interrupted; rerun the same command to resume from {args.output}.partial",
-              file=sys.stderr)
-        return 130
+    path = generate_dataset(
+        args.kind, args.output, args.n_samples, getattr(args, "resolution", None),  # mesh kinds have none
+        args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size, workers=args.workers,
+        progress=not args.no_progress, **params,
+    )
     print(f"wrote {path}")
     return 0
+
+
+def _generate_hint(args: argparse.Namespace) -> str:
+    """What an interrupted generation says (one line, by ``petrov.cli.main``)."""
+    from petrov.datasets.storage import partial_path
+
+    partial = partial_path(args.output)
+    return f"rerun the same command to resume from {partial}" if partial.exists() else ""
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -212,7 +214,7 @@ def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None
     group = p.add_argument_group("equation parameters")
     for field in dataclasses.fields(recipe.params_cls):
         _param_option(group, field, hints[field.name])
-    p.set_defaults(func=_generate)
+    p.set_defaults(func=_generate, resume_hint=_generate_hint)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
     result = invert(args.source, args.method, resolution=args.resolution, indices=indices, noise=args.noise,
                     noise_seed=args.noise_seed, noise_stats=args.noise_stats, forward_run=args.forward_run,
                     inverse_run=args.inverse_run, start=args.start, settings=settings, out_dir=args.out,
-                    plots=args.plots)
+                    plots=args.plots, overwrite=args.overwrite)
     summary = result.summary()
     print(f"{args.method}: {summary['n']} sample(s), grid {result.config.grid}, "
           + ", ".join(f"{k} {v:.4g}" for k, v in summary.items() if k != "n"))
@@ -79,4 +79,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an inversion setting (reg_weight, parametrization, tau, max_iter, pde_grid, snap, steps, "
                         "lr, ...: the fields of petrov.inverse.InversionConfig)")
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--overwrite", action="store_true", help="write into DIR even if it holds other files")
     p.set_defaults(func=_run)

@@ -6,8 +6,11 @@ returning an exit code).  Adding a subcommand is one entry here.
 
 Exit status: 0 success; 2 usage error (argparse's, or :class:`UsageError` raised by a command); 1 any
 other failure, reported as one line ``petrov COMMAND: error: ...`` on stderr (``petrov --debug ...``
-shows the traceback instead); 130 on Ctrl-C. Output cut short by a closed pipe (``petrov info F | head``)
-ends quietly with the status 141 a SIGPIPE would give.
+shows the traceback instead; a full disk's line also says how to resume, where a command can); 130 on
+Ctrl-C and 143 on SIGTERM, after one line saying so (and how to resume), with the command's locks
+removed and its partial files kept (worker processes stay quiet: :mod:`petrov.common.interrupts`).
+Output cut short by a closed pipe (``petrov info F | head``, ``petrov train ... | head -1``) ends
+quietly with the status 141 a SIGPIPE would give.
 
 Output: results are printed on stdout; the library's log lines (epoch lines, notices) go to stdout at
 the default level INFO, warnings to stderr (see :mod:`petrov.cli.console`). ``petrov -q COMMAND``
@@ -21,6 +24,8 @@ import os
 import sys
 import traceback
 
+from petrov.common.files import NoSpace
+from petrov.common.interrupts import Terminated, exit_status, stop_on_signals
 from petrov.common.version import petrov_version
 
 from .console import console_logging, level_for
@@ -79,23 +84,31 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        with console_logging(level_for(args.verbose, args.quiet)):
+        with stop_on_signals(), console_logging(level_for(args.verbose, args.quiet)):
             code = int(args.func(args) or 0)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+            sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
     except BrokenPipeError:
         # the reader went away (petrov info FILE | head -1): stop quietly; point stdout at devnull so
         # the interpreter's final flush does not raise again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except KeyboardInterrupt:
-        print(f"petrov {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        what = "terminated" if isinstance(err, Terminated) else "interrupted"
+        hint = getattr(args, "resume_hint", None)
+        hint = hint(args) if hint is not None else ""
+        print(f"petrov {args.command}: {what}{'; ' + hint if hint else ''}", file=sys.stderr)
+        return exit_status(err)
     except Exception as err:
         if args.debug:
             traceback.print_exc()
         else:
-            print(f"petrov {args.command}: error: {_message(err)}", file=sys.stderr)
+            text = _message(err)
+            hint = getattr(args, "resume_hint", None)
+            hint = hint(args) if isinstance(err, NoSpace) and hint is not None else ""
+            if hint and "resume" not in text:  # a full disk: what was done so far is kept
+                text = f"{text}; {hint}"
+            print(f"petrov {args.command}: error: {text}", file=sys.stderr)
         if isinstance(err, UsageError):
             print(f"run 'petrov {args.command} --help' for usage", file=sys.stderr)
             return 2

@@ -49,7 +49,7 @@ def _run_train(args: argparse.Namespace) -> int:
         check_resumable(saved, config, run_dir)
     else:
         config = load_config(args.config, overrides)
-    result = train(config, run_dir, resume=args.resume)
+    result = train(config, run_dir, resume=args.resume, overwrite=args.overwrite)
     lines = [f"run {result.run_dir}: {result.stopped} after {result.epochs_completed} epochs; "
              f"best val relL2 {result.best_val_rel_l2:.4e} (epoch {result.best_epoch})"]
     for row in result.test:
@@ -76,8 +76,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--continue", dest="continue_from", metavar="FINISHED_RUN",
                    help="train on from a finished run's best weights with its config and a new schedule "
                    "into --out (e.g. --set optim.epochs=20)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run in RUN_DIR, or write beside other files there")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="same as --set run.device=...")
-    p.set_defaults(func=_run_train)
+    p.set_defaults(func=_run_train, resume_hint=_train_hint)
+
+
+def _train_hint(args: argparse.Namespace) -> str:
+    """What an interrupted training says (one line, by ``petrov.cli.main``)."""
+    if (Path(args.out) / "last.pt").is_file():
+        return f"continue with `petrov train --out {args.out} --resume`"
+    return ""
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
@@ -85,7 +94,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     rows = run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
                           indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
-                          plots=args.plots, out_dir=args.out, echo=False)
+                          plots=args.plots, out_dir=args.out, echo=False, overwrite=args.overwrite)
     train_res = load_config_json(Path(args.run_dir) / "config.json", check_model=False).data.train_resolution
     print(format_table(rows, train_res))
     return 0
@@ -110,6 +119,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True,
                    help="write PNG figures next to the metrics (default: yes)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/eval)")
+    p.add_argument("--overwrite", action="store_true", help="write into DIR even if it holds other files")
     p.set_defaults(func=_run_evaluate)
 
 

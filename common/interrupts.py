@@ -1,0 +1,138 @@
+"""Ctrl-C and SIGTERM: the parent stops cleanly, its worker processes stay quiet.
+
+- :func:`stop_on_signals` (the ``petrov`` command runs every command inside it): SIGTERM raises
+  :class:`Terminated`, a ``KeyboardInterrupt``, so the clean-up of Ctrl-C runs for both (locks
+  removed, partial files kept, one line printed, exit status 130 or 143).  An interrupt Python had
+  to drop (raised inside a destructor, where it can only be printed) is remembered, not printed, and
+  raised again at the next :func:`raise_if_interrupted` (the training loop and the generation call
+  it) and when the block ends, so a Ctrl-C is never lost.
+- :func:`held_signals`: worker processes are started inside it.  A terminal's Ctrl-C and a SIGTERM
+  sent to the process group reach the workers too; started with both signals blocked, a worker never
+  sees them before its initializer runs (torch installs its own SIGTERM handler in a DataLoader worker
+  first, which would make it die noisily and the parent report a dead worker), and the parent takes a
+  signal that arrived meanwhile once the workers are started (not half-way through starting them).
+- the initializers: :func:`quiet_worker` (the Darcy solver pool) ignores both signals, the parent
+  kills the pool itself; :func:`loader_worker` (DataLoader workers) ignores SIGINT and exits quietly
+  on SIGTERM, which is how ``multiprocessing`` and torch end a worker that does not stop by itself.
+  Either way no worker prints a traceback, and both end with the parent when it is killed outright
+  (their parent-death watch).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from typing import Any, Iterator
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received (handled like Ctrl-C's KeyboardInterrupt; exit status 143)."""
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_pending: list[int] = []
+_state = {"pid": 0, "held": 0}  # the process that installed the handler (a forked worker inherits it)
+
+
+def _raise_for(signum: int) -> None:
+    raise Terminated("terminated") if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _handler(signum: int, frame: Any) -> None:
+    if os.getpid() != _state["pid"]:
+        return  # a forked worker before its initializer ran: the parent stops it
+    _pending.append(signum)
+    if not _state["held"]:  # else raised when held_signals ends
+        _raise_for(signum)
+
+
+def raise_if_interrupted() -> None:
+    """Raise the interrupt that arrived inside :func:`stop_on_signals` if it was dropped on the way."""
+    if _pending:
+        _raise_for(_pending[0])
+
+
+def exit_status(err: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C (SIGINT), 143 for SIGTERM: 128 + the signal's number, as a shell reports it."""
+    return 128 + (signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Inside the block SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`; a dropped
+    one is raised when the block ends.  Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # a signal the caller ignores (a background job's SIGINT, nohup) stays ignored, as Python does itself
+    previous = {s: signal.signal(s, _handler) for s in _SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    _state["pid"] = os.getpid()
+    _pending.clear()
+    printer = sys.unraisablehook
+
+    def dropped(unraisable: Any) -> None:  # an interrupt lost in a destructor: raised again, not printed
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _pending):
+            printer(unraisable)
+
+    sys.unraisablehook = dropped
+    try:
+        yield
+        raise_if_interrupted()
+    finally:
+        sys.unraisablehook = printer
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _pending.clear()
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Start worker processes inside this block: SIGINT and SIGTERM are blocked in this thread (a
+    process started meanwhile inherits the block) and, under :func:`stop_on_signals`, one that arrives
+    is raised when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(_SIGNALS))
+    _state["held"] += 1
+    try:
+        yield
+    finally:
+        _state["held"] -= 1
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    if not _state["held"]:
+        raise_if_interrupted()
+
+
+def _exit_quietly(signum: int, frame: Any) -> None:
+    os._exit(0)
+
+
+def _unblock() -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_SIGNALS))
+
+
+def quiet_worker(*_: Any) -> None:
+    """Initializer of a pool worker the parent kills itself: ignore SIGINT and SIGTERM."""
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    _unblock()
+
+
+def loader_worker(*_: Any) -> None:
+    """Initializer of a DataLoader worker: ignore SIGINT, exit quietly (status 0) on SIGTERM, and do not
+    print the connection errors of its threads (torch passes tensors to the parent through a socket
+    per batch; a parent that stops mid-way resets it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_quietly)
+    printer = threading.excepthook
+    threading.excepthook = lambda args: None if issubclass(args.exc_type, (ConnectionError, EOFError)) \
+        else printer(args)
+    _unblock()
+
+
+__all__ = ["Terminated", "exit_status", "held_signals", "loader_worker", "quiet_worker", "raise_if_interrupted",
+           "stop_on_signals"]

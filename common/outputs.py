@@ -1,0 +1,185 @@
+"""Output folders: which files petrov wrote there and for which command, and the one rule every command follows.
+
+A folder petrov writes into keeps a small manifest, ``.petrov-outputs.json``::
+
+    {"format": "petrov-outputs", "version": 1, "files": {"best.pt": "train", "metrics.json": "train", ...}}
+
+so petrov can tell its own files from a user's.  :func:`claim_outputs` is the rule, the same for
+``train``, ``evaluate``, ``invert``, ``generate`` and ``import``:
+
+- a command never writes over another command's outputs (``petrov evaluate RUN --out RUN`` would
+  replace the training's ``metrics.json``): refused, ``--overwrite`` or not;
+- a folder that holds files petrov did not write for this command (a user's, another command's) is
+  refused unless ``overwrite``; with ``overwrite`` the files the command writes replace those of the
+  same name and the others stay.  Once a folder is the command's own, a user's file beside its
+  outputs (notes) is left alone, and only one of the same name as an output needs ``overwrite``;
+- what the command wrote there before is removed when it claims the folder again (unless it
+  resumes), so a folder never mixes two invocations' results (the plots of an earlier evaluation
+  beside new metrics);
+- a command writing one file into a shared folder (``generate``, ``import``: ``scope="file"``, checked
+  by :func:`check_outputs` alone, no manifest written into a data folder) checks that file only: an
+  existing one needs ``overwrite``, another command's output is refused.
+
+Hidden entries (locks, temporary files, the manifest) and sub-folders holding their own manifest are
+never counted as a user's files.  A run directory of petrov 0.1 (``config.json`` and ``last.pt``, no
+manifest) is recognised as the training's.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .files import check_writable, reporting_no_space, write_json
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
+
+MANIFEST = ".petrov-outputs.json"
+FORMAT = "petrov-outputs"
+# a run directory written before manifests existed: these files are the training's
+LEGACY_RUN = ("config.json", "last.pt")
+LEGACY_RUN_FILES = ("config.json", "log.csv", "log.jsonl", "last.pt", "best.pt", "metrics.json", "metrics.csv",
+                    "tensorboard")
+
+
+class OutputConflict(FileExistsError):
+    """An output folder or file that the rule refuses (the message says which files and what to do)."""
+
+
+def read_manifest(directory: str | os.PathLike) -> dict[str, str]:
+    """``{file name: command}`` of the outputs petrov recorded in ``directory`` (empty if none)."""
+    directory = Path(directory)
+    try:
+        doc = json.loads((directory / MANIFEST).read_text())
+        files = doc["files"] if doc.get("format") == FORMAT else {}
+        return {str(k): str(v) for k, v in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    if all((directory / name).is_file() for name in LEGACY_RUN):
+        return {name: "train" for name in LEGACY_RUN_FILES if (directory / name).exists()}
+    return {}
+
+
+@contextlib.contextmanager
+def _manifest_lock(directory: Path) -> Iterator[None]:
+    """Serialise read-modify-write of one folder's manifest (a short wait, never a failure)."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)  # the folder itself: no lock file left behind
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _is_output_folder(path: Path) -> bool:
+    return path.is_dir() and (path / MANIFEST).is_file()
+
+
+def _listing(directory: Path) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(directory) if not n.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def _shown(names: Iterable[str], limit: int = 4) -> str:
+    names = list(names)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A folder claimed by :func:`claim_outputs`: ``directory`` exists and its manifest names ``files``
+    as ``command``'s; ``removed``: the earlier outputs of the command taken away."""
+
+    directory: Path
+    command: str
+    files: tuple[str, ...]
+    removed: tuple[str, ...] = ()
+
+
+def _refuse_theirs(directory: Path, owners: dict[str, str], command: str, names: Iterable[str], flag: str) -> None:
+    theirs = [n for n in names if (directory / n).exists() and owners.get(n, command) != command]
+    if theirs:
+        raise OutputConflict(
+            f"{directory / theirs[0]} was written by `petrov {owners[theirs[0]]}`; `petrov {command}` does not "
+            f"write over another command's outputs: choose another {flag}")
+
+
+def _check_file(target: Path, command: str, overwrite: bool, flag: str) -> None:
+    if target.parent.exists() and not target.parent.is_dir():
+        raise NotADirectoryError(f"cannot write {target}: {str(target.parent)!r} is a file, not a directory")
+    if target.is_dir():
+        raise IsADirectoryError(f"{flag} {target} is a directory; give the output file's name "
+                                f"(e.g. {target / 'data.h5'})")
+    _refuse_theirs(target.parent, read_manifest(target.parent), command, [target.name], flag)
+    if target.exists() and not overwrite:
+        raise OutputConflict(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
+
+
+def _check_folder(directory: Path, command: str, names: list[str], overwrite: bool, flag: str, what: str) -> None:
+    check_writable(directory, what)
+    owners = read_manifest(directory)
+    _refuse_theirs(directory, owners, command, names, flag)
+    present = [n for n in _listing(directory) if not _is_output_folder(directory / n)]
+    ours = {n for n, c in owners.items() if c == command}
+    if ours:  # the command's own folder already: only clashes with a user's file count
+        foreign = [n for n in present if n in names and n not in ours]
+    else:
+        foreign = [n for n in present if owners.get(n) != command]
+    if foreign and not overwrite:
+        raise OutputConflict(
+            f"{what} {str(directory)!r} holds files petrov did not write for `petrov {command}` "
+            f"({_shown(foreign)}); choose a new or empty {flag}, or pass --overwrite (overwrite=True) to write "
+            f"there anyway (files named like its outputs are replaced, the others kept)")
+
+
+def check_outputs(directory: str | os.PathLike, command: str, names: Iterable[str], *, overwrite: bool = False,
+                  scope: str = "folder", flag: str = "--out", what: str = "output directory") -> None:
+    """Apply the rule (module docstring) without writing anything: :class:`OutputConflict` if refused
+    (``scope="file"``: ``names`` is the one file the command writes into ``directory``; ``what`` names
+    the folder in messages)."""
+    names = list(names)
+    if scope == "file":
+        _check_file(Path(directory) / names[0], command, overwrite, flag)
+    else:
+        _check_folder(Path(directory), command, names, overwrite, flag, what)
+
+
+def claim_outputs(directory: str | os.PathLike, command: str, names: Iterable[str], *, overwrite: bool = False,
+                  resume: bool = False, flag: str = "--out", what: str = "output directory") -> Claim:
+    """Check the rule (:func:`check_outputs`), create the output folder ``directory`` and record ``names``
+    as ``command``'s; unless ``resume``, the command's earlier outputs there are removed first.
+    Call it once the inputs are validated and just before writing the first output."""
+    directory = Path(directory)
+    names = tuple(names)
+    check_outputs(directory, command, names, overwrite=overwrite, flag=flag, what=what)
+    with reporting_no_space(directory / MANIFEST):
+        directory.mkdir(parents=True, exist_ok=True)
+    with _manifest_lock(directory):
+        owners = read_manifest(directory)
+        removed = []
+        if not resume:
+            for name, owner in sorted(owners.items()):
+                if owner == command and (directory / name).exists():
+                    path = directory / name
+                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+                    removed.append(name)
+            owners = {n: c for n, c in owners.items() if c != command or n in names}
+        owners.update({n: command for n in names})
+        write_json(directory / MANIFEST, {"format": FORMAT, "version": 1, "files": dict(sorted(owners.items()))})
+    return Claim(directory, command, names, tuple(removed))
+
+
+__all__ = ["MANIFEST", "Claim", "OutputConflict", "check_outputs", "claim_outputs", "read_manifest"]

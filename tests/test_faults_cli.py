@@ -1,0 +1,334 @@
+"""Faults and bad inputs as a user meets them at the command line: nothing lost, nothing silently wrong.
+
+Each test runs ``petrov`` through its real entry point, in-process (``petrov.cli.main``: the same
+parsing, command and one-line error report, without paying a process start-up per case), on a tiny
+Burgers file, a tiny Darcy file and a two-epoch run copied into the test's own folder.  The faults that
+need a process of their own (signals, closed pipes, kill -9, a disk filling up under a running
+generation) are in ``test_faults_processes.py``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from petrov.cli import main
+from petrov.datasets import generate_dataset, import_arrays
+from petrov.train.config import load_config
+from petrov.train.trainer import DataChanged, train
+
+TINY = """
+[data]
+path = "b.h5"
+train_resolution = 32
+eval_resolutions = [32, 64]
+n_train = 8
+n_val = 4
+n_test = 4
+[model]
+name = "fno1d"
+[model.options]
+width = 8
+modes = 4
+n_layers = 1
+[optim]
+epochs = 2
+batch_size = 4
+[run]
+progress = false
+device = "cpu"
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """b.h5 (Burgers, 16 samples at 64), d.h5 (Darcy, 16 at 29), tiny.toml and run1 (trained on b.h5)."""
+    root = tmp_path_factory.mktemp("world")
+    generate_dataset("burgers", root / "b.h5", 16, resolution=64, progress=False)
+    generate_dataset("darcy", root / "d.h5", 16, resolution=29, progress=False)
+    (root / "tiny.toml").write_text(TINY)
+    cwd = os.getcwd()
+    os.chdir(root)  # the run records the relative data path "b.h5"
+    try:
+        train(load_config("tiny.toml"), "run1")
+    finally:
+        os.chdir(cwd)
+    return root
+
+
+@pytest.fixture
+def here(world, tmp_path, monkeypatch):
+    """A copy of the world as the working directory."""
+    for item in world.iterdir():
+        (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp_path / item.name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def cli(capsys):
+    """``cli(*args) -> (exit code, stdout, stderr)`` of ``petrov ARGS``."""
+
+    def run(*args):
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def one_error(err: str, command: str) -> str:
+    """The single error line of a failed command (and nothing else on stderr)."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"petrov {command}: error: "), err
+    return lines[0]
+
+
+def visible(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+
+
+# --- existing files ----------------------------------------------------------------------------------
+
+def test_train_refuses_a_folder_of_a_users_files_unless_overwrite(here, cli):
+    out = here / "out"
+    out.mkdir()
+    (out / "log.csv").write_text("my notes\n")
+    (out / "metrics.json").write_text('{"mine": 1}\n')
+    code, _, err = cli("train", "tiny.toml", "--out", out)
+    assert code == 1 and "holds files petrov did not write for `petrov train` (log.csv, metrics.json)" in \
+        one_error(err, "train")
+    assert (out / "log.csv").read_text() == "my notes\n"  # untouched
+    (out / "notes.txt").write_text("keep me")
+    code, _, _ = cli("train", "tiny.toml", "--out", out, "--overwrite")
+    assert code == 0 and (out / "notes.txt").read_text() == "keep me"
+    assert (out / "log.csv").read_text().startswith("epoch,")
+
+
+def test_evaluate_and_invert_never_write_over_the_runs_own_metrics(here, cli):
+    before = (here / "run1" / "metrics.json").read_text()
+    for args in (("evaluate", "run1", "--out", "run1"),
+                 ("evaluate", "run1", "--out", "run1", "--overwrite"),
+                 ("invert", "d.h5", "--method", "pde", "--indices", "0:1", "--out", "run1", "--overwrite")):
+        code, _, err = cli(*args)
+        assert code == 1 and re.search(r"run1/metrics\.(csv|json) was written by `petrov train`; `petrov \w+` "
+                                       r"does not write over another command's outputs", one_error(err, args[0]))
+    assert (here / "run1" / "metrics.json").read_text() == before
+
+
+def test_evaluate_refuses_a_users_metrics_and_replaces_its_own_results_whole(here, cli):
+    ev = here / "ev"
+    ev.mkdir()
+    (ev / "metrics.csv").write_text("a,b\n")
+    code, _, err = cli("evaluate", "run1", "--out", ev)
+    assert code == 1 and "(metrics.csv)" in one_error(err, "evaluate") and (ev / "metrics.csv").read_text() == "a,b\n"
+    assert cli("evaluate", "run1", "--out", ev, "--overwrite")[0] == 0
+    assert "predictions.png" in visible(ev)
+    assert cli("evaluate", "run1", "--out", ev, "--no-plots")[0] == 0  # the second evaluation, no plots
+    assert visible(ev) == ["metrics.csv", "metrics.json"]  # no plot of the first beside the new metrics
+
+
+# --- silently wrong ------------------------------------------------------------------------------------
+
+def test_a_run_is_never_tested_on_a_file_regenerated_under_it(here):
+    def regenerate(trainer, record):
+        if record.epoch == 1:
+            generate_dataset("burgers", "b.h5", 16, resolution=64, seed=7, overwrite=True, progress=False)
+
+    with pytest.raises(DataChanged, match=r"b.h5 changed while the run trained on it \(it now holds seed 7, "
+                                          r"the run's data had seed 0\).*best.pt is kept"):
+        train(load_config("tiny.toml"), "r", callbacks=[regenerate])
+    assert not (here / "r" / "metrics.json").exists() and (here / "r" / "best.pt").exists()
+
+
+def test_regenerating_with_the_same_seed_is_the_same_data(here, cli):
+    generate_dataset("burgers", "b.h5", 16, resolution=64, seed=0, overwrite=True, progress=False)
+    code, _, err = cli("evaluate", "run1", "--no-plots")
+    assert code == 0 and err == ""
+
+
+def test_evaluate_and_resume_say_when_the_data_changed(here, cli):
+    assert cli("generate", "burgers", "--n-samples", 16, "--resolution", 64, "--seed", 3, "--overwrite",
+               "--no-progress", "-o", "b.h5")[0] == 0
+    code, _, err = cli("evaluate", "run1", "--no-plots")
+    assert code == 0 and err.strip() == ("warning: b.h5 is not the data this run was trained on (it now holds seed "
+                                         "3, the run's data had seed 0); its 'test' samples are not the run's "
+                                         "held-out test split")
+    code, _, err = cli("train", "--out", "run1", "--resume")
+    assert code == 1 and "b.h5 changed since the run started (it now holds seed 3" in one_error(err, "train")
+
+
+def test_a_slice_past_the_end_is_refused_by_invert_as_by_evaluate(here, cli):
+    code, _, err = cli("invert", "d.h5", "--method", "pde", "--indices", "14:30", "--out", "inv")
+    assert code == 1 and "d.h5: indices 14:30 reach past the 16 samples (0..15)" in one_error(err, "invert")
+    code, _, err = cli("evaluate", "run1", "--indices", "14:30", "--no-plots")
+    assert code == 1 and "indices 14:30 reach past the 16 samples" in one_error(err, "evaluate")
+    assert not (here / "inv").exists()
+
+
+def _targets(here: Path, y: np.ndarray) -> None:
+    rng = np.random.default_rng(0)
+    import_arrays(here / "z.h5", rng.standard_normal((16, 32)), y, grid="periodic")
+    (here / "z.toml").write_text(TINY.replace('"b.h5"', '"z.h5"').replace("[32, 64]", "[32]"))
+
+
+def test_zero_targets_are_an_error_not_a_relative_error_of_a_million(here, cli):
+    _targets(here, np.zeros((16, 32)))
+    code, _, err = cli("train", "z.toml", "--out", "r")
+    assert code == 1 and ("z.h5 (training split): the target of sample 0 is zero everywhere (8 of 8 samples are); "
+                          "the relative L2 error") in one_error(err, "train")
+
+
+def test_constant_targets_with_an_h1_loss_name_the_cause(here, cli):
+    _targets(here, np.ones((16, 32)))
+    assert cli("train", "z.toml", "--out", "r0")[0] == 0  # the L2 loss alone is defined
+    code, _, err = cli("train", "z.toml", "--out", "r1", "--set", "loss.h1_weight=0.1")
+    assert code == 1 and ("the target of sample 0 is constant (8 of 8 samples are); its H1 seminorm is 0, so the "
+                          "relative H1 term of the loss (loss.h1_weight = 0.1) is undefined: set loss.h1_weight = 0"
+                          ) in one_error(err, "train")
+
+
+def test_a_generate_table_that_does_not_match_the_existing_file_is_said_so(here, cli):
+    text = TINY.replace("[model]", '[data.generate]\nkind = "burgers"\nn_samples = 16\nresolution = 64\nseed = 5\n'
+                                   "\n[model]")
+    (here / "g.toml").write_text(text)
+    code, _, err = cli("train", "g.toml", "--out", "r")
+    assert code == 0 and err.strip() == (
+        "warning: data.path 'b.h5' exists and holds other data than [data.generate] describes (seed 0 there, 5 in "
+        "[data.generate]); training on the existing file (delete it to generate the table's, or point data.path at "
+        "a new file)")
+    (here / "g.toml").write_text(text.replace("seed = 5", "seed = 0"))
+    code, _, err = cli("train", "g.toml", "--out", "r2")
+    assert code == 0 and err == ""
+
+
+# --- messages that say what is wrong --------------------------------------------------------------------
+
+def _corrupt_npz(path: Path, **arrays) -> None:
+    np.savez(path, **arrays)
+    data = bytearray(path.read_bytes())
+    data[100:140] = b"x" * 40  # inside the first member's data: its CRC fails
+    path.write_bytes(bytes(data))
+
+
+MESSAGES = [
+    (("info", "run1"), "dataset file 'run1' is a directory, not a file"),
+    (("train", "tiny.toml", "--out", "tiny.toml"), "run directory 'tiny.toml' is a file, not a directory"),
+    (("evaluate", "b.h5"), "run directory 'b.h5' is a file, not a directory"),
+    (("generate", "burgers", "--n-samples", "4", "--resolution", "64", "-o", "run1"),
+     "-o run1 is a directory; give the output file's name (e.g. run1/data.h5)"),
+    (("train", "run1", "--out", "r"),
+     "config 'run1' is a directory, not a TOML file (to continue that run: petrov train --out run1 --resume)"),
+    (("import", "--x", "run1", "--y", "b.h5:y", "--grid", "periodic", "-o", "i.h5"),
+     "x 'run1' is a directory, not a file"),
+    (("invert", "run1", "--method", "pde", "--out", "inv"), "dataset file 'run1' is a directory, not a file"),
+    (("evaluate", "run1", "--data", "run1", "--out", "ev"), "data file 'run1' is a directory, not a file"),
+    (("invert", "d.h5", "--method", "surrogate", "--forward-run", "b.h5", "--out", "inv"),
+     "'b.h5' is an HDF5 file (a dataset?), not a petrov model checkpoint"),
+    (("invert", "d.h5", "--method", "surrogate", "--forward-run", "run1", "--indices", "0:1", "--out", "inv"),
+     "forward operator run 'run1' was trained on 'burgers' data; this needs a Darcy forward operator a -> u"),
+    (("invert", "d.h5", "--method", "learned", "--inverse-run", "run1", "--indices", "0:1", "--out", "inv"),
+     "inverse operator run 'run1' was trained on 'burgers' data; this needs an inverse Darcy operator u -> a"),
+    (("train", "tiny.toml", "--out", "r", "--set", "optim.lr=nan"), "optim.lr must be a finite number, got nan"),
+    (("train", "tiny.toml", "--out", "r", "--set", "run.threads=-1"),
+     "run.threads must be None (torch's default) or an integer >= 1, got -1"),
+    (("train", "tiny.toml", "--out", "r", "--set", "run.num_workers=-1"),
+     "run.num_workers must be an integer >= 0, got -1"),
+]
+
+
+@pytest.mark.parametrize("args, message", MESSAGES, ids=[" ".join(a[:2]) + f" {i}" for i, (a, _) in
+                                                           enumerate(MESSAGES)])
+def test_a_wrong_path_or_value_gets_a_message_that_names_it(here, cli, args, message):
+    code, _, err = cli(*args)
+    assert code == 1 and message in one_error(err, args[0])
+    assert not (here / "r").exists() and not (here / "inv").exists() and not (here / "i.h5").exists()
+
+
+def test_damaged_files_are_named(here, cli):
+    (here / "run1" / "config.json").write_text('{"data": ')
+    code, _, err = cli("evaluate", "run1", "--out", "ev")
+    assert code == 1 and "run1/config.json is not valid JSON (damaged or edited by hand?)" in one_error(err, "evaluate")
+    _corrupt_npz(here / "bad.npz", a=np.random.default_rng(0).random((8, 32)))
+    code, _, err = cli("import", "--x", "bad.npz:a", "--y", "bad.npz:a", "--grid", "periodic", "-o", "i.h5")
+    assert code == 1 and "bad.npz: cannot read array 'a' of the .npz file (corrupt or truncated?)" in \
+        one_error(err, "import")
+    _corrupt_npz(here / "obs.npz", u=np.random.default_rng(0).random((2, 29, 29)))
+    code, _, err = cli("invert", "obs.npz", "--method", "pde", "--out", "inv")
+    assert code == 1 and "cannot read obs.npz: a member is damaged (corrupt or truncated?)" in one_error(err, "invert")
+    whole = (here / "obs.npz").read_bytes()
+    (here / "obs.npz").write_bytes(whole[: len(whole) // 2])
+    code, _, err = cli("invert", "obs.npz", "--method", "pde", "--out", "inv")
+    assert code == 1 and "cannot read obs.npz as a numpy .npy/.npz file (corrupt or truncated?)" in \
+        one_error(err, "invert")
+
+
+@pytest.mark.parametrize("attribute, value, message", [
+    ("native_resolution", 128, "attribute native_resolution = 128 does not match the stored x of shape (16, 64)"),
+    ("n_complete", 40, "attribute n_complete = 40 is more than n_samples = 16"),
+    ("kind", "heat", "attribute kind = 'heat' is not a dataset kind"),
+    ("grid", "torus", "attribute grid = 'torus' is neither 'periodic' nor 'nodes'"),
+])
+def test_hand_edited_attributes_that_contradict_the_data_are_named(here, cli, attribute, value, message):
+    with h5py.File(here / "b.h5", "r+") as h5:
+        h5.attrs[attribute] = value
+    for args in (("info", "b.h5"), ("train", "tiny.toml", "--out", "r")):
+        code, _, err = cli(*args)
+        line = one_error(err, args[0])
+        assert code == 1 and message in line and "edited or the file is damaged" in line
+
+
+def test_a_file_being_written_is_not_called_corrupt(here, cli):
+    holder = subprocess.Popen([sys.executable, "-c", "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); "
+                               "print('open', flush=True); sys.stdin.readline()", "b.h5"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        code, _, err = cli("info", "b.h5")
+    finally:
+        holder.communicate("\n")
+    assert code == 1 and "b.h5 is being written by another process, e.g. a generation still running; wait for it " \
+                         "to finish" in one_error(err, "info")
+
+
+def test_all_zero_observations_are_named(here, cli):
+    np.savez(here / "z.npz", u=np.zeros((1, 29, 29)))
+    code, _, err = cli("invert", "z.npz", "--method", "pde", "--out", "inv")
+    assert code == 1 and "the observation of sample 0 is zero everywhere (z.npz)" in one_error(err, "invert")
+
+
+# --- a full disk ----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def full_disk(here):
+    """A 1 MiB tmpfs at ./fs, filled but for 16 kB; skipped where mounting is not allowed."""
+    disk = here / "fs"
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here (not root?): {done.stderr.decode().strip()}")
+    with open(disk / "filler", "wb") as fh:
+        fh.write(b"\0" * (shutil.disk_usage(disk).free - 16_000))
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.parametrize("command", [
+    ("train", "tiny.toml", "--out", "fs/run"),
+    ("evaluate", "run1", "--out", "fs/ev"),
+    ("invert", "d.h5", "--method", "pde", "--indices", "0:2", "--set", "max_iter=2", "--out", "fs/inv"),
+    ("import", "--x", "b.h5:x", "--y", "b.h5:y", "--grid", "periodic", "-o", "fs/i.h5", "--no-progress"),
+], ids=lambda c: c[0])
+def test_a_full_disk_is_named_as_such_and_leaves_no_temporary_file(full_disk, cli, command):
+    code, _, err = cli(*command)
+    line = one_error(err, command[0])
+    assert code == 1 and "disk full: cannot write fs/" in line and " free in fs" in line, line
+    left = [p.relative_to(full_disk) for p in full_disk.rglob("*") if p.name.endswith(".tmp")]
+    assert left == []
