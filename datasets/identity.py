@@ -9,7 +9,8 @@ Two files generated with the same kind, parameters, seed and size have the same 
 
 :func:`data_identity` is that hash plus a hash of the file's attributes (``created``, versions and
 the chunking left out), or, for files without a content hash (FNO ``.mat``, files of petrov 0.1),
-size, modification time and the attribute hash.  :func:`identity_change` says how two differ.
+size, modification time and the attribute hash (mesh files too).  :func:`identity_change` says how two
+differ.
 """
 from __future__ import annotations
 
@@ -62,10 +63,16 @@ def attrs_hash(attrs: Mapping[str, Any]) -> str:
 def data_identity(path: str | os.PathLike) -> dict[str, Any]:
     """What identifies the content of the dataset file ``path`` (see the module docstring)."""
     from .loading import open_source
+    from .mesh.storage import is_mesh_file, open_mesh_h5
+    from .storage import file_attrs
 
     path = Path(path)
-    with open_source(path) as src:
-        attrs = dict(src.attrs)
+    if is_mesh_file(path):
+        with open_mesh_h5(path) as h5:
+            attrs = file_attrs(h5)
+    else:
+        with open_source(path) as src:
+            attrs = dict(src.attrs)
     identity: dict[str, Any] = {"attrs": attrs_hash(attrs), "n_complete": int(attrs.get("n_complete", 0) or 0)}
     if str(attrs.get("content_hash", "")).strip():
         identity["content"] = str(attrs["content_hash"])

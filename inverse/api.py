@@ -45,7 +45,7 @@ METHODS: Registry[Callable] = Registry("inversion method")
 DEFAULT_GRID = 36  # the reference's coarse target grid (141 -> 36)
 METRIC_FIELDS = ["sample", "rel_l2_a", "phase_accuracy", "misfit_clean", "misfit_noisy", "cpu_seconds"]
 # what `petrov invert` writes into its output folder (the output-folder rule: petrov.common.outputs)
-OUTPUT_FILES = ("coefficients.h5", "metrics.json", "metrics.csv", "inversion.png")
+OUTPUT_FILES = ("coefficients.h5", "metrics.json", "metrics.csv", "inversion.png", "inversion.pdf")
 
 
 @dataclass
