@@ -19,6 +19,10 @@ Data misfit ``J(a) = 1/2 ||S u(a) - u_obs||_h^2`` (``||v||_h^2 = h_obs^2 sum v^2
 nodes, S the strided sampling from the solver grid to the observation grid). With A(a) u = f,
 dJ/da = lam^T (dA/da) u where A lam = -dJ/du (A is symmetric, so the adjoint reuses the forward
 factorization): one factorization and two triangular solves per gradient.
+
+The same face sums give the derivative of the matrix in a direction v, ``(dA/da [v]) u`` (node ``p``
+collects ``(1/h^2) (d a_e/d a . v)(u_p - u_q)`` over its faces): the right-hand side of the linearized
+solve ``A du = -(dA/da [v]) u`` (the Jacobian of u(a) applied to v, used by the Laplace approximation).
 """
 from __future__ import annotations
 
@@ -75,20 +79,50 @@ def darcy_residual(a, u, f=1.0, averaging: str = "arithmetic") -> np.ndarray:
 
 
 def coefficient_gradient(a, u, lam, averaging: str = "arithmetic") -> np.ndarray:
-    """``d (lam^T A(a) u) / d a`` at every node, (n, n), for node fields u, lam that are 0 on the boundary."""
+    """``d (lam^T A(a) u) / d a`` at every node, (n, n), for node fields u, lam that are 0 on the boundary;
+    ``lam`` may carry leading batch axes ``(..., n, n)`` (one gradient per field)."""
     a = _check_field("a", a)
-    u, lam = _check_field("u", u, a.shape), _check_field("lam", lam, a.shape)
+    u = _check_field("u", u, a.shape)
+    lam = np.asarray(lam, dtype=np.float64)
+    if lam.ndim == 2:
+        lam = _check_field("lam", lam, a.shape)
+    elif lam.shape[-2:] != a.shape:
+        raise ValueError(f"lam must end with the grid {a.shape}, got shape {lam.shape}")
     inv_h2 = float(a.shape[0] - 1) ** 2
     d_mean = FACE_DERIVATIVES.get(averaging)
-    grad = np.zeros_like(a)
+    grad = np.zeros(lam.shape)
     for axis in (0, 1):
         lo = (slice(None, -1), slice(None)) if axis == 0 else (slice(None), slice(None, -1))
         hi = (slice(1, None), slice(None)) if axis == 0 else (slice(None), slice(1, None))
-        face = inv_h2 * (u[hi] - u[lo]) * (lam[hi] - lam[lo])  # d(lam^T A u)/d a_e per face
+        face = inv_h2 * (u[hi] - u[lo]) * (lam[(..., *hi)] - lam[(..., *lo)])  # d(lam^T A u)/d a_e per face
         d_lo, d_hi = d_mean(a[lo], a[hi])
-        grad[lo] += face * d_lo
-        grad[hi] += face * d_hi
+        grad[(..., *lo)] += face * d_lo
+        grad[(..., *hi)] += face * d_hi
     return grad
+
+
+def coefficient_derivative(a, v, u, averaging: str = "arithmetic") -> np.ndarray:
+    """``(dA/da [v]) u`` as node fields ``(..., n, n)`` (0 on the boundary) for directions ``v (..., n, n)``
+    (any leading batch axes), the coefficient ``a (n, n)`` and a solution ``u (n, n)`` that is 0 on the
+    boundary."""
+    a = _check_field("a", a)
+    u = _check_field("u", u, a.shape)
+    v = np.asarray(v, dtype=np.float64)
+    if v.shape[-2:] != a.shape:
+        raise ValueError(f"directions v must end with the grid {a.shape}, got shape {v.shape}")
+    inv_h2 = float(a.shape[0] - 1) ** 2
+    d_mean = FACE_DERIVATIVES.get(averaging)
+    out = np.zeros(v.shape)
+    for axis in (0, 1):
+        lo = (slice(None, -1), slice(None)) if axis == 0 else (slice(None), slice(None, -1))
+        hi = (slice(1, None), slice(None)) if axis == 0 else (slice(None), slice(1, None))
+        d_lo, d_hi = d_mean(a[lo], a[hi])
+        flux = inv_h2 * (d_lo * v[(..., *lo)] + d_hi * v[(..., *hi)]) * (u[lo] - u[hi])
+        out[(..., *lo)] += flux  # node lo: a_e (u_lo - u_hi); node hi: its negative
+        out[(..., *hi)] -= flux
+    out[..., [0, -1], :] = 0.0
+    out[..., :, [0, -1]] = 0.0
+    return out
 
 
 def observation_stride(n_solver: int, n_obs: int) -> int:
