@@ -32,6 +32,9 @@ from petrov.common.registry import Registry
 from .darcy import AVERAGING, darcy_matrix, factorize
 
 FACE_DERIVATIVES: Registry = Registry("face averaging derivative")
+# the faces along each axis as index pairs (lo, hi): node lo and its neighbour hi
+FACES = (((slice(None, -1), slice(None)), (slice(1, None), slice(None))),
+         ((slice(None), slice(None, -1)), (slice(None), slice(1, None))))
 
 
 @FACE_DERIVATIVES.register("arithmetic")
@@ -52,6 +55,16 @@ def _check_field(name: str, z: np.ndarray, shape: tuple[int, ...] | None = None)
         raise ValueError(f"{name} must be one (n, n) node-grid field with n >= 3, got shape {z.shape}")
     if shape is not None and z.shape != shape:
         raise ValueError(f"{name} has shape {z.shape}, expected {shape}")
+    if not np.isfinite(z).all():
+        raise ValueError(f"{name} contains NaN or inf values")
+    return z
+
+
+def _check_fields(name: str, z, shape: tuple[int, int]) -> np.ndarray:
+    """Node fields ``(..., n, n)`` on the grid ``shape`` (any leading batch axes), finite."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim < 2 or z.shape[-2:] != shape:
+        raise ValueError(f"{name} must end with the grid {shape}, got shape {z.shape}")
     if not np.isfinite(z).all():
         raise ValueError(f"{name} contains NaN or inf values")
     return z
@@ -82,20 +95,12 @@ def coefficient_gradient(a, u, lam, averaging: str = "arithmetic") -> np.ndarray
     """``d (lam^T A(a) u) / d a`` at every node, (n, n), for node fields u, lam that are 0 on the boundary;
     ``lam`` may carry leading batch axes ``(..., n, n)`` (one gradient per field)."""
     a = _check_field("a", a)
-    u = _check_field("u", u, a.shape)
-    lam = np.asarray(lam, dtype=np.float64)
-    if lam.ndim == 2:
-        lam = _check_field("lam", lam, a.shape)
-    elif lam.shape[-2:] != a.shape:
-        raise ValueError(f"lam must end with the grid {a.shape}, got shape {lam.shape}")
+    u, lam = _check_field("u", u, a.shape), _check_fields("lam", lam, a.shape)
     inv_h2 = float(a.shape[0] - 1) ** 2
-    d_mean = FACE_DERIVATIVES.get(averaging)
     grad = np.zeros(lam.shape)
-    for axis in (0, 1):
-        lo = (slice(None, -1), slice(None)) if axis == 0 else (slice(None), slice(None, -1))
-        hi = (slice(1, None), slice(None)) if axis == 0 else (slice(None), slice(1, None))
+    for lo, hi in FACES:
         face = inv_h2 * (u[hi] - u[lo]) * (lam[(..., *hi)] - lam[(..., *lo)])  # d(lam^T A u)/d a_e per face
-        d_lo, d_hi = d_mean(a[lo], a[hi])
+        d_lo, d_hi = FACE_DERIVATIVES.get(averaging)(a[lo], a[hi])
         grad[(..., *lo)] += face * d_lo
         grad[(..., *hi)] += face * d_hi
     return grad
@@ -106,18 +111,11 @@ def coefficient_derivative(a, v, u, averaging: str = "arithmetic") -> np.ndarray
     (any leading batch axes), the coefficient ``a (n, n)`` and a solution ``u (n, n)`` that is 0 on the
     boundary."""
     a = _check_field("a", a)
-    u = _check_field("u", u, a.shape)
-    v = np.asarray(v, dtype=np.float64)
-    if v.shape[-2:] != a.shape:
-        raise ValueError(f"directions v must end with the grid {a.shape}, got shape {v.shape}")
-    inv_h2 = float(a.shape[0] - 1) ** 2
-    d_mean = FACE_DERIVATIVES.get(averaging)
+    u, v = _check_field("u", u, a.shape), _check_fields("directions v", v, a.shape)
     out = np.zeros(v.shape)
-    for axis in (0, 1):
-        lo = (slice(None, -1), slice(None)) if axis == 0 else (slice(None), slice(None, -1))
-        hi = (slice(1, None), slice(None)) if axis == 0 else (slice(None), slice(1, None))
-        d_lo, d_hi = d_mean(a[lo], a[hi])
-        flux = inv_h2 * (d_lo * v[(..., *lo)] + d_hi * v[(..., *hi)]) * (u[lo] - u[hi])
+    for lo, hi in FACES:
+        d_lo, d_hi = FACE_DERIVATIVES.get(averaging)(a[lo], a[hi])
+        flux = float(a.shape[0] - 1) ** 2 * (d_lo * v[(..., *lo)] + d_hi * v[(..., *hi)]) * (u[lo] - u[hi])
         out[(..., *lo)] += flux  # node lo: a_e (u_lo - u_hi); node hi: its negative
         out[(..., *hi)] -= flux
     out[..., [0, -1], :] = 0.0

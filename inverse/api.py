@@ -216,8 +216,8 @@ def invert(
     level = parse_noise(noise)
     if start not in ("midpoint", "learned"):
         raise ValueError(f"start must be 'midpoint' or 'learned', got {start!r}")
-    if method in STARTS_LEARNED:
-        start = "learned"
+    if method in STARTS_LEARNED:  # refined: from the learned answer to the noise level
+        start, cfg = "learned", replace(cfg, stop="discrepancy")
     ops = Operators(forward=_operator(forward_run, "forward operator"), inverse=_operator(inverse_run, "inverse operator"))
     wanted = {NEEDS.get(method)} | ({"inverse"} if start == "learned" else set())
     for role in sorted(wanted - {None}):

@@ -5,7 +5,12 @@
 - ``expected_calibration_error(p, outcome, bins)``: the predicted probabilities in ``bins`` equal-width
   bins of [0, 1]; ``ECE = sum_b (n_b / n) |mean(p in b) - frequency of the outcome in b|`` (0: when a
   cell is given probability 0.7 it is the high phase 70% of the time);
-- ``reliability(p, outcome, bins)``: the per-bin counts, mean predictions and frequencies behind it.
+- ``reliability(p, outcome, bins)``: the per-bin counts, mean predictions and frequencies behind it;
+- ``conformal_scale(errors, predicted, level)``: split-conformal factors ``(c_low, c_high)`` from
+  validation samples, the ``(1 -+ level)/2`` order statistics of the ratios ``error / predicted error``
+  with the finite-sample ranks ``floor((n + 1)(1 - level)/2)`` and ``ceil((n + 1)(1 + level)/2)``: for a
+  new sample exchangeable with them, ``[c_low, c_high] * predicted`` holds its error with probability at
+  least ``level``.
 """
 from __future__ import annotations
 
@@ -46,3 +51,26 @@ def expected_calibration_error(p: np.ndarray, outcome: np.ndarray, bins: int = 1
     used = table["count"] > 0
     weights = table["count"][used] / table["count"].sum()
     return float(np.sum(weights * np.abs(table["mean_p"][used] - table["frequency"][used])))
+
+
+def _high_rank(n: int, level: float) -> int:
+    return int(np.ceil((n + 1) * (1 + level) / 2 - 1e-9))
+
+
+def conformal_scale(errors: np.ndarray, predicted: np.ndarray, level: float = 0.9) -> tuple[float, float]:
+    """``(c_low, c_high)`` such that ``[c_low, c_high] * predicted`` is a ``level`` interval of the error
+    (split conformal on the ratios ``errors / predicted`` of validation samples; see the module)."""
+    errors, predicted = np.asarray(errors, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
+    if errors.shape != predicted.shape or errors.ndim != 1 or len(errors) == 0:
+        raise ValueError(f"errors and predicted errors must be two (N,) arrays, got {errors.shape}, {predicted.shape}")
+    if not (np.isfinite(errors).all() and np.isfinite(predicted).all() and (predicted > 0).all()):
+        raise ValueError("errors must be finite and predicted errors finite and positive")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    n, ratios = len(errors), np.sort(errors / predicted)
+    low_rank = int(np.floor((n + 1) * (1 - level) / 2 + 1e-9))  # the 1e-9: 0.9 is not exact in binary
+    high_rank = _high_rank(n, level)
+    if high_rank > n:
+        need = next(k for k in range(1, 10**6) if _high_rank(k, level) <= k)
+        raise ValueError(f"a {level:g} interval needs at least {need} validation samples, got {n}")
+    return (float(ratios[low_rank - 1]) if low_rank >= 1 else 0.0), float(ratios[high_rank - 1])

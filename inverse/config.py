@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Optional
 
 from petrov.common.config import from_dict
 
@@ -28,7 +28,10 @@ class InversionConfig:
 
     Uncertainty (pde answers, :mod:`petrov.inverse.laplace`): a Gaussian smoothness prior of scale
     ``prior_std`` and correlation length ``prior_length``, a ``posterior_rank`` Gauss-Newton Hessian,
-    ``posterior_samples`` samples; ``interval`` is the nominal probability of the error interval.
+    ``posterior_samples`` samples; ``interval`` is the nominal probability of the error interval, taken
+    from the posterior's quantiles of the error or, with ``error_scale = (c_low, c_high)``, as ``[c_low,
+    c_high]`` times the posterior median error (split-conformal factors measured on validation samples,
+    :func:`petrov.inverse.calibration.conformal_scale`).
     """
 
     grid: int | None = None
@@ -45,6 +48,7 @@ class InversionConfig:
     pde_grid: int | None = None  # the pde unknown's node grid (None: the output grid)
     snap: float = 0.0  # with a finer pde_grid: fine values within snap of low/high set to it before pooling
     max_iter: int = 200  # L-BFGS-B iterations per sample
+    lbfgs_memory: int = 10  # L-BFGS-B correction pairs kept (scipy's maxcor)
     stop: Literal["iterations", "discrepancy"] = "iterations"
     discrepancy: float = 1.0  # tau: stop when the misfit <= tau * the noise norm (stop="discrepancy")
     discrepancy_floor: float = 1e-3  # the noise norm used is >= this fraction of ||u_obs||_h
@@ -54,6 +58,7 @@ class InversionConfig:
     posterior_rank: int = 100
     posterior_samples: int = 200
     interval: float = 0.9
+    error_scale: Optional[tuple[float, float]] = None
     # surrogate: gradient descent through a trained forward operator
     steps: int = 300
     lr: float = 0.05
@@ -81,9 +86,12 @@ class InversionConfig:
             raise ValueError(f"pde_grid must be >= 2 nodes per side, got {self.pde_grid}")
         if self.solver_resolution is not None and self.solver_resolution < 3:
             raise ValueError(f"solver_resolution must be >= 3, got {self.solver_resolution}")
+        if self.error_scale is not None and not (len(self.error_scale) == 2 and all(map(math.isfinite, self.error_scale))
+                                                 and 0 <= self.error_scale[0] <= self.error_scale[1]):
+            raise ValueError(f"error_scale must be two finite factors 0 <= low <= high, got {self.error_scale}")
         if not 0 < self.interval < 1:
             raise ValueError(f"interval must lie in (0, 1) (e.g. 0.9 for a 90% interval), got {self.interval}")
-        for name in ("max_iter", "steps", "batch_size", "posterior_rank", "posterior_samples"):
+        for name in ("max_iter", "lbfgs_memory", "steps", "batch_size", "posterior_rank", "posterior_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"inversion setting {name} must be >= 1, got {getattr(self, name)}")
 

@@ -23,7 +23,8 @@ grid as the answer is (:func:`petrov.inverse.pde.output_coefficients`), giving
 - ``phase_probability (k, k)``: the fraction of samples whose cell exceeds ``(low + high)/2``;
 - ``error_interval (2,)``: the central ``interval`` quantiles of the sampled relative errors
   ``||a_hat - a_s|| / ||a_s||`` of the answer ``a_hat`` (what the true error is, if the truth were a
-  posterior sample), and their median ``error_median``.
+  posterior sample), and their median ``error_median``; with ``error_scale`` the interval is those
+  factors times the median (calibrated on validation samples).
 
 Random numbers come from ``numpy.random.default_rng([seed, 4, sample number])``: a sample's summary
 does not depend on the batch or the process it is computed in.
@@ -161,6 +162,8 @@ def summarize(answer: np.ndarray, samples: np.ndarray, cfg: InversionConfig) -> 
         np.linalg.norm(samples.reshape(len(samples), -1), axis=1)
     tail = 0.5 * (1.0 - cfg.interval)
     lo, med, hi = np.quantile(errors, [tail, 0.5, 1.0 - tail])
+    if cfg.error_scale is not None:  # calibrated on validation samples
+        lo, hi = cfg.error_scale[0] * med, cfg.error_scale[1] * med
     return {"phase_probability": p, "error_interval": np.array([lo, hi]), "error_median": float(med)}
 
 

@@ -180,7 +180,7 @@ def fit_sample(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: Inversi
     if trace:
         run.record(x0, run.misfit_at(x0))
     res = scipy.optimize.minimize(run, x0, jac=True, method="L-BFGS-B", bounds=bounds, callback=run.callback,
-                                  options=LBFGS_OPTIONS | {"maxiter": cfg.max_iter})
+                                  options=LBFGS_OPTIONS | {"maxiter": cfg.max_iter, "maxcor": cfg.lbfgs_memory})
     seconds = run.seconds()
     a_u = to_coefficient(torch.from_numpy(res.x.reshape(1, n_u, n_u)), cfg)
     info = {"objective": float(res.fun), "iterations": int(res.nit), "solves": int(res.nfev),

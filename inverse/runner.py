@@ -43,13 +43,13 @@ def chunk_bounds(n: int, chunk_size: int) -> list[tuple[int, int]]:
     return [(lo, min(n, lo + chunk_size)) for lo in range(0, n, chunk_size)]
 
 
-def request_id(method: str, cfg: InversionConfig, start: str, uncertainty: bool, sources: dict[str, str],
-               u: np.ndarray, sample_ids: np.ndarray, chunk_size: int) -> dict[str, Any]:
+def request_id(method: str, cfg: InversionConfig, start: str, uncertainty: bool, trace: bool,
+               sources: dict[str, str], u: np.ndarray, sample_ids: np.ndarray, chunk_size: int) -> dict[str, Any]:
     """What identifies a request: finished chunks of a run are reused only by a run with the same."""
     digest = hashlib.sha256(np.ascontiguousarray(u, dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(sample_ids, dtype=np.int64).tobytes())
     return {"method": method, "settings": asdict(cfg), "start": start, "uncertainty": bool(uncertainty),
-            "operators": sources, "observations_sha256": digest.hexdigest(), "n": int(len(u)),
+            "trace": bool(trace), "operators": sources, "observations_sha256": digest.hexdigest(), "n": int(len(u)),
             "chunk_size": int(chunk_size)}
 
 
@@ -125,8 +125,8 @@ def run_chunks(method: str, u: np.ndarray, sample_ids: np.ndarray, cfg: Inversio
         return _compute(bounds, method, u, sample_ids, cfg, forward, inverse, start, noise_std, uncertainty,
                         trace, workers, None, progress, {})
     partial = Path(out_dir) / PARTIAL
-    request = request_id(method, cfg, start, uncertainty, {k: v or "" for k, v in sources.items()}, u, sample_ids,
-                         chunk_size)
+    request = request_id(method, cfg, start, uncertainty, trace, {k: v or "" for k, v in sources.items()}, u,
+                         sample_ids, chunk_size)
     partial.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(partial / "request.json", what="inverted"):
         done = _resume(partial, request, len(bounds))

@@ -21,6 +21,7 @@ from petrov.datasets import average_pool, generate_dataset, solve_darcy
 from petrov.datasets.darcy import darcy_matrix
 from petrov.datasets.darcy_adjoint import coefficient_derivative
 from petrov.inverse import Observations, expected_calibration_error, interval_coverage, invert, reliability
+from petrov.inverse.calibration import conformal_scale
 from petrov.inverse.config import inversion_config
 from petrov.inverse.laplace import SmoothingPrior, linearize, low_rank_hessian, posterior_map, summarize
 from petrov.inverse.methods import Operators
@@ -140,6 +141,22 @@ def test_interval_coverage_counts_the_errors_inside():
     assert interval_coverage([0.1, 0.2, 0.5], [[0.0, 0.15], [0.2, 0.3], [0.1, 0.4]]) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="shape"):
         interval_coverage([0.1], [0.0, 0.2])
+
+
+def test_conformal_scale_covers_new_exchangeable_samples():
+    rng = np.random.default_rng(6)
+    predicted = rng.uniform(0.01, 0.1, 100_099)
+    errors = predicted * rng.lognormal(0.0, 0.3, predicted.shape)  # the truth scatters around the prediction
+    low, high = conformal_scale(errors[:99], predicted[:99], level=0.9)
+    covered = interval_coverage(errors[99:], np.stack([low * predicted[99:], high * predicted[99:]], axis=1))
+    assert 0.88 <= covered <= 0.95  # >= 0.9 in expectation over the calibration draw
+    ratios = np.sort(errors[:99] / predicted[:99])
+    assert (low, high) == (ratios[4], ratios[94])  # ranks floor(100 * 0.05) and ceil(100 * 0.95)
+    with pytest.raises(ValueError, match="at least 19"):
+        conformal_scale(errors[:10], predicted[:10], level=0.9)
+    cfg = inversion_config(grid=2, error_scale=(0.5, 2.0))
+    out = summarize(np.full((2, 2), 3.0), np.stack([np.full((2, 2), v) for v in (3.3, 3.6, 3.9)]), cfg)
+    np.testing.assert_allclose(out["error_interval"], [0.5 * out["error_median"], 2.0 * out["error_median"]])
 
 
 # --- discrepancy principle and trace ---------------------------------------------------------------
