@@ -35,7 +35,7 @@ from petrov.datasets.sampling import pool_kernel
 
 from petrov.train.checkpoint import load_operator
 from petrov.evaluate.plots import plot_inversion
-from .calibration import expected_calibration_error, interval_coverage
+from .calibration import conformal_scale, expected_calibration_error, interval_coverage
 from .config import InversionConfig, inversion_config
 from .learned import output_grid, predict
 from .methods import METHODS, NEEDS, STARTS_LEARNED, UNCERTAIN, Operators
@@ -187,6 +187,7 @@ def invert(
     start: str = "midpoint",
     settings: InversionConfig | Mapping[str, Any] | None = None,
     uncertainty: bool = False,
+    calibrate: Any = None,
     out_dir: str | os.PathLike | None = None,
     plots: bool = True,
     n_plots: int = 4,
@@ -206,7 +207,10 @@ def invert(
     (and ``refined``, which starts from the learned answer).
     ``start``: ``"midpoint"`` or ``"learned"`` (pde/surrogate start from the learned inverse's output).
     ``settings``: :class:`InversionConfig` or a mapping of its fields. ``uncertainty``: phase
-    probabilities and error intervals (pde/refined, the unknown on the solve grid). ``out_dir``: where
+    probabilities and error intervals (pde/refined, the unknown on the solve grid). ``calibrate``:
+    indices of other samples of the same dataset file (truth known, e.g. validation samples) inverted
+    first with the same settings to measure the intervals' split-conformal factors
+    (``error_scale``, :func:`petrov.inverse.calibration.conformal_scale`). ``out_dir``: where
     to write (and to keep finished chunks until the end: a rerun resumes). ``workers``: processes
     (0: this one), ``chunk_size`` samples each at a time. ``progress``: a bar on a terminal.
     ``trace``: pde iterates in ``info[i]["trace"]`` (error-vs-time curves).
@@ -232,8 +236,20 @@ def invert(
     elif level > 0:
         obs = add_observation_noise(obs, level, _noise_normalizer(noise_stats, ops, source), noise_seed)
     cfg = _resolve_grid(cfg, ops, obs, method)
+    uncertainty = uncertainty or calibrate is not None
     if uncertainty:
         _check_uncertainty(method, obs, cfg)
+    if calibrate is not None:
+        if isinstance(source, Observations) or obs.a_true is None:
+            raise ValueError("calibrate needs a dataset file with the true coefficients (its validation samples)")
+        cal = invert(source, method, resolution=resolution, indices=calibrate, noise=noise, noise_seed=noise_seed,
+                     noise_stats=noise_stats, forward_run=ops.forward, inverse_run=ops.inverse, start=start,
+                     settings=replace(cfg, error_scale=None), uncertainty=True, workers=workers,
+                     chunk_size=chunk_size, progress=progress)
+        if set(np.asarray(cal.observations.sample_ids)) & set(np.asarray(obs.sample_ids)):
+            raise ValueError("the calibration samples must differ from the samples to invert")
+        cfg = replace(cfg, error_scale=conformal_scale(cal.metrics["rel_l2_a"], cal.metrics["error_median"],
+                                                       cfg.interval))
     _check_operators(ops, obs.resolution, cfg)
     out = None if out_dir is None else Path(out_dir)
     if out is not None:

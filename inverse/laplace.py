@@ -23,8 +23,8 @@ grid as the answer is (:func:`petrov.inverse.pde.output_coefficients`), giving
 - ``phase_probability (k, k)``: the fraction of samples whose cell exceeds ``(low + high)/2``;
 - ``error_interval (2,)``: the central ``interval`` quantiles of the sampled relative errors
   ``||a_hat - a_s|| / ||a_s||`` of the answer ``a_hat`` (what the true error is, if the truth were a
-  posterior sample), and their median ``error_median``; with ``error_scale`` the interval is those
-  factors times the median (calibrated on validation samples).
+  posterior sample, also kept as ``posterior_interval``), and their median ``error_median``; with
+  ``error_scale`` the interval is those factors times the median (calibrated on validation samples).
 
 Random numbers come from ``numpy.random.default_rng([seed, 4, sample number])``: a sample's summary
 does not depend on the batch or the process it is computed in.
@@ -161,10 +161,10 @@ def summarize(answer: np.ndarray, samples: np.ndarray, cfg: InversionConfig) -> 
     errors = np.linalg.norm((samples - answer).reshape(len(samples), -1), axis=1) / \
         np.linalg.norm(samples.reshape(len(samples), -1), axis=1)
     tail = 0.5 * (1.0 - cfg.interval)
-    lo, med, hi = np.quantile(errors, [tail, 0.5, 1.0 - tail])
-    if cfg.error_scale is not None:  # calibrated on validation samples
-        lo, hi = cfg.error_scale[0] * med, cfg.error_scale[1] * med
-    return {"phase_probability": p, "error_interval": np.array([lo, hi]), "error_median": float(med)}
+    posterior = np.quantile(errors, [tail, 1.0 - tail])
+    med = float(np.median(errors))
+    interval = posterior if cfg.error_scale is None else np.asarray(cfg.error_scale, dtype=np.float64) * med
+    return {"phase_probability": p, "error_interval": interval, "error_median": med, "posterior_interval": posterior}
 
 
 def laplace_uncertainty(a: np.ndarray, obs: np.ndarray, noise_std, cfg: InversionConfig, sample_id: int,

@@ -380,3 +380,18 @@ def test_cli_refined_with_uncertainty_writes_probabilities_and_intervals(runs, t
     err = _cli_error(["invert", str(data), "--method", "learned", "--inverse-run", str(root / "inverse"),
                       "--indices", "20:21", "--uncertainty", "--out", str(tmp_path / "x")], capsys)
     assert "uncertainty is computed for the methods pde, refined" in err
+
+
+def test_calibrate_scales_the_intervals_with_validation_samples(runs):
+    from petrov.inverse.calibration import conformal_scale
+
+    root, data = runs
+    common = dict(noise=0.01, noise_stats=root / "inverse",
+                  settings={"grid": 6, "pde_grid": 21, "max_iter": 15, "posterior_rank": 8, "posterior_samples": 20})
+    cal = invert(data, "pde", indices=slice(0, 19), uncertainty=True, **common)
+    result = invert(data, "pde", indices=slice(20, 22), calibrate=slice(0, 19), **common)
+    scale = conformal_scale(cal.metrics["rel_l2_a"], cal.metrics["error_median"], 0.9)
+    assert result.config.error_scale == pytest.approx(scale)
+    np.testing.assert_allclose(result.error_interval, np.outer(result.metrics["error_median"], scale))
+    with pytest.raises(ValueError, match="must differ"):
+        invert(data, "pde", indices=slice(18, 20), calibrate=slice(0, 19), **common)

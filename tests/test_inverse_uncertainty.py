@@ -118,6 +118,7 @@ def test_summary_of_samples():
     np.testing.assert_allclose(out["phase_probability"], 0.25)
     errors = np.sort([0.0, 0.0, 0.75, 0.25])
     np.testing.assert_allclose(out["error_interval"], np.quantile(errors, [0.25, 0.75]))
+    np.testing.assert_array_equal(out["posterior_interval"], out["error_interval"])  # no calibration given
     assert out["error_median"] == pytest.approx(np.median(errors))
 
 

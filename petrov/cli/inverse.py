@@ -44,6 +44,7 @@ def _run(args: argparse.Namespace) -> int:
                     noise_seed=args.noise_seed, noise_stats=args.noise_stats, forward_run=args.forward_run,
                     inverse_run=args.inverse_run, start=args.start, settings=settings, out_dir=args.out,
                     plots=args.plots, uncertainty=args.uncertainty, workers=args.workers,
+                    calibrate=None if args.calibrate is None else parse_indices(args.calibrate),
                     chunk_size=args.chunk_size, progress=args.progress)
     summary = result.summary()
     print(f"{args.method}: {summary['n']} sample(s), grid {result.config.grid}, "
@@ -82,6 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="pde/refined: the probability of the high phase per cell and an interval for each "
                         "sample's relative error (Laplace approximation; --set prior_std=, prior_length=, "
                         "interval=)")
+    p.add_argument("--calibrate", metavar="A:B",
+                   help="with --uncertainty: first invert these other samples of the dataset file (truth known) "
+                        "and scale the error intervals so that 90%% of such samples fall inside (split conformal)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
                    help="worker processes, one single-threaded inversion each (default 0: this process)")
     p.add_argument("--chunk-size", type=int, default=8, metavar="K",
