@@ -7,10 +7,12 @@
   cell is given probability 0.7 it is the high phase 70% of the time);
 - ``reliability(p, outcome, bins)``: the per-bin counts, mean predictions and frequencies behind it;
 - ``conformal_scale(errors, predicted, level)``: split-conformal factors ``(c_low, c_high)`` from
-  validation samples, the ``(1 -+ level)/2`` order statistics of the ratios ``error / predicted error``
-  with the finite-sample ranks ``floor((n + 1)(1 - level)/2)`` and ``ceil((n + 1)(1 + level)/2)``: for a
-  new sample exchangeable with them, ``[c_low, c_high] * predicted`` holds its error with probability at
-  least ``level``.
+  validation samples: the order statistics ``r_(k_low)``, ``r_(k_high)`` of the ratios ``r = error /
+  predicted error``, leaving ``e = floor((n + 1)(1 - level))`` of the ``n + 1`` ranks outside (``k_low =
+  ceil(e/2)``, ``k_high = n + 1 - floor(e/2)``): for a new sample exchangeable with them,
+  ``[c_low, c_high] * predicted`` holds its error with probability ``1 - e/(n + 1) >= level``, as close
+  to ``level`` as ``n`` allows (the odd rank goes to the lower tail: an error above the interval is the
+  worse surprise).
 """
 from __future__ import annotations
 
@@ -53,8 +55,9 @@ def expected_calibration_error(p: np.ndarray, outcome: np.ndarray, bins: int = 1
     return float(np.sum(weights * np.abs(table["mean_p"][used] - table["frequency"][used])))
 
 
-def _high_rank(n: int, level: float) -> int:
-    return int(np.ceil((n + 1) * (1 + level) / 2 - 1e-9))
+def _ranks(n: int, level: float) -> tuple[int, int]:
+    excluded = int(np.floor((n + 1) * (1 - level) + 1e-9))  # the 1e-9: 0.9 is not exact in binary
+    return -(-excluded // 2), n + 1 - excluded // 2
 
 
 def conformal_scale(errors: np.ndarray, predicted: np.ndarray, level: float = 0.9) -> tuple[float, float]:
@@ -68,9 +71,8 @@ def conformal_scale(errors: np.ndarray, predicted: np.ndarray, level: float = 0.
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     n, ratios = len(errors), np.sort(errors / predicted)
-    low_rank = int(np.floor((n + 1) * (1 - level) / 2 + 1e-9))  # the 1e-9: 0.9 is not exact in binary
-    high_rank = _high_rank(n, level)
-    if high_rank > n:
-        need = next(k for k in range(1, 10**6) if _high_rank(k, level) <= k)
+    low, high = _ranks(n, level)
+    if high > n:
+        need = next(k for k in range(1, 10**6) if _ranks(k, level)[1] <= k)
         raise ValueError(f"a {level:g} interval needs at least {need} validation samples, got {n}")
-    return (float(ratios[low_rank - 1]) if low_rank >= 1 else 0.0), float(ratios[high_rank - 1])
+    return (float(ratios[low - 1]) if low >= 1 else 0.0), float(ratios[high - 1])

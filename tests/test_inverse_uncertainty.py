@@ -152,7 +152,9 @@ def test_conformal_scale_covers_new_exchangeable_samples():
     covered = interval_coverage(errors[99:], np.stack([low * predicted[99:], high * predicted[99:]], axis=1))
     assert 0.88 <= covered <= 0.95  # >= 0.9 in expectation over the calibration draw
     ratios = np.sort(errors[:99] / predicted[:99])
-    assert (low, high) == (ratios[4], ratios[94])  # ranks floor(100 * 0.05) and ceil(100 * 0.95)
+    assert (low, high) == (ratios[4], ratios[94])  # 10 of the 100 ranks outside: ranks 5 and 95
+    ratios30 = np.sort(errors[:30] / predicted[:30])
+    assert conformal_scale(errors[:30], predicted[:30]) == (ratios30[1], ratios30[29])  # 3 of 31 outside
     with pytest.raises(ValueError, match="at least 19"):
         conformal_scale(errors[:10], predicted[:10], level=0.9)
     cfg = inversion_config(grid=2, error_scale=(0.5, 2.0))
