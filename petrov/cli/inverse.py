@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="point-wise statistics of u for the noise (default: --inverse-run, else SOURCE)")
     p.add_argument("--grid", type=int, help="output grid, nodes per side (default: the learned model's or 36)")
     p.add_argument("--forward-run", metavar="RUN_DIR", help="trained forward operator a -> u (surrogate)")
-    p.add_argument("--inverse-run", metavar="RUN_DIR", help="trained inverse operator u -> a (learned)")
+    p.add_argument("--inverse-run", metavar="RUN_DIR", help="trained inverse operator u -> a (learned, refined, --start learned)")
     p.add_argument("--start", default="midpoint", choices=["midpoint", "learned"],
                    help="starting coefficient of pde/surrogate (learned: the inverse run's output; refined "
                         "always starts there)")
@@ -85,7 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "interval=)")
     p.add_argument("--calibrate", metavar="A:B",
                    help="with --uncertainty: first invert these other samples of the dataset file (truth known) "
-                        "and scale the error intervals so that 90%% of such samples fall inside (split conformal)")
+                        "and scale the error intervals so that the nominal share (--set interval=, default 0.9) of such "
+                        "samples falls inside (split conformal)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
                    help="worker processes, one single-threaded inversion each (default 0: this process)")
     p.add_argument("--chunk-size", type=int, default=8, metavar="K",
