@@ -19,6 +19,10 @@ Data misfit ``J(a) = 1/2 ||S u(a) - u_obs||_h^2`` (``||v||_h^2 = h_obs^2 sum v^2
 nodes, S the strided sampling from the solver grid to the observation grid). With A(a) u = f,
 dJ/da = lam^T (dA/da) u where A lam = -dJ/du (A is symmetric, so the adjoint reuses the forward
 factorization): one factorization and two triangular solves per gradient.
+
+The same face sums give the derivative of the matrix in a direction v, ``(dA/da [v]) u`` (node ``p``
+collects ``(1/h^2) (d a_e/d a . v)(u_p - u_q)`` over its faces): the right-hand side of the linearized
+solve ``A du = -(dA/da [v]) u`` (the Jacobian of u(a) applied to v, used by the Laplace approximation).
 """
 from __future__ import annotations
 
@@ -28,6 +32,9 @@ from petrov.common.registry import Registry
 from .darcy import AVERAGING, darcy_matrix, factorize
 
 FACE_DERIVATIVES: Registry = Registry("face averaging derivative")
+# the faces along each axis as index pairs (lo, hi): node lo and its neighbour hi
+FACES = (((slice(None, -1), slice(None)), (slice(1, None), slice(None))),
+         ((slice(None), slice(None, -1)), (slice(None), slice(1, None))))
 
 
 @FACE_DERIVATIVES.register("arithmetic")
@@ -48,6 +55,16 @@ def _check_field(name: str, z: np.ndarray, shape: tuple[int, ...] | None = None)
         raise ValueError(f"{name} must be one (n, n) node-grid field with n >= 3, got shape {z.shape}")
     if shape is not None and z.shape != shape:
         raise ValueError(f"{name} has shape {z.shape}, expected {shape}")
+    if not np.isfinite(z).all():
+        raise ValueError(f"{name} contains NaN or inf values")
+    return z
+
+
+def _check_fields(name: str, z, shape: tuple[int, int]) -> np.ndarray:
+    """Node fields ``(..., n, n)`` on the grid ``shape`` (any leading batch axes), finite."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim < 2 or z.shape[-2:] != shape:
+        raise ValueError(f"{name} must end with the grid {shape}, got shape {z.shape}")
     if not np.isfinite(z).all():
         raise ValueError(f"{name} contains NaN or inf values")
     return z
@@ -75,20 +92,35 @@ def darcy_residual(a, u, f=1.0, averaging: str = "arithmetic") -> np.ndarray:
 
 
 def coefficient_gradient(a, u, lam, averaging: str = "arithmetic") -> np.ndarray:
-    """``d (lam^T A(a) u) / d a`` at every node, (n, n), for node fields u, lam that are 0 on the boundary."""
+    """``d (lam^T A(a) u) / d a`` at every node, (n, n), for node fields u, lam that are 0 on the boundary;
+    ``lam`` may carry leading batch axes ``(..., n, n)`` (one gradient per field)."""
     a = _check_field("a", a)
-    u, lam = _check_field("u", u, a.shape), _check_field("lam", lam, a.shape)
+    u, lam = _check_field("u", u, a.shape), _check_fields("lam", lam, a.shape)
     inv_h2 = float(a.shape[0] - 1) ** 2
-    d_mean = FACE_DERIVATIVES.get(averaging)
-    grad = np.zeros_like(a)
-    for axis in (0, 1):
-        lo = (slice(None, -1), slice(None)) if axis == 0 else (slice(None), slice(None, -1))
-        hi = (slice(1, None), slice(None)) if axis == 0 else (slice(None), slice(1, None))
-        face = inv_h2 * (u[hi] - u[lo]) * (lam[hi] - lam[lo])  # d(lam^T A u)/d a_e per face
-        d_lo, d_hi = d_mean(a[lo], a[hi])
-        grad[lo] += face * d_lo
-        grad[hi] += face * d_hi
+    grad = np.zeros(lam.shape)
+    for lo, hi in FACES:
+        face = inv_h2 * (u[hi] - u[lo]) * (lam[(..., *hi)] - lam[(..., *lo)])  # d(lam^T A u)/d a_e per face
+        d_lo, d_hi = FACE_DERIVATIVES.get(averaging)(a[lo], a[hi])
+        grad[(..., *lo)] += face * d_lo
+        grad[(..., *hi)] += face * d_hi
     return grad
+
+
+def coefficient_derivative(a, v, u, averaging: str = "arithmetic") -> np.ndarray:
+    """``(dA/da [v]) u`` as node fields ``(..., n, n)`` (0 on the boundary) for directions ``v (..., n, n)``
+    (any leading batch axes), the coefficient ``a (n, n)`` and a solution ``u (n, n)`` that is 0 on the
+    boundary."""
+    a = _check_field("a", a)
+    u, v = _check_field("u", u, a.shape), _check_fields("directions v", v, a.shape)
+    out = np.zeros(v.shape)
+    for lo, hi in FACES:
+        d_lo, d_hi = FACE_DERIVATIVES.get(averaging)(a[lo], a[hi])
+        flux = float(a.shape[0] - 1) ** 2 * (d_lo * v[(..., *lo)] + d_hi * v[(..., *hi)]) * (u[lo] - u[hi])
+        out[(..., *lo)] += flux  # node lo: a_e (u_lo - u_hi); node hi: its negative
+        out[(..., *hi)] -= flux
+    out[..., [0, -1], :] = 0.0
+    out[..., :, [0, -1]] = 0.0
+    return out
 
 
 def observation_stride(n_solver: int, n_obs: int) -> int:

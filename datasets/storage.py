@@ -582,6 +582,9 @@ def open_stored(path: str | os.PathLike) -> StoredData:
     h5 = open_h5(path)
     try:
         attrs = file_attrs(h5)
+        if attrs.get("format") == MESH_FORMAT:
+            raise ValueError(f"{path} holds samples on meshes ({attrs.get('kind')}); open it with "
+                             f"petrov.datasets.mesh.open_mesh_dataset")
         if attrs.get("format") != FORMAT:
             raise ValueError(f"{path} is an HDF5 file but not a petrov dataset (no format={FORMAT!r} attribute)")
         missing = [k for k in ("x", "y") if k not in h5]

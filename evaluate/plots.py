@@ -15,7 +15,8 @@ outside the data; samples are the first one, the one of median error and the wor
   percentile band of the per-sample errors (:func:`percentile_band`, default 10th–90th), the mean
   and the max as markers, the training resolution marked. (Mean ± std bars would reach below zero
   on a log axis: the errors are skewed.)
-- :func:`plot_inversion`: inverse Darcy, per sample: u observed, a true, a recovered, error.
+- :func:`plot_inversion`: inverse Darcy, per sample: u observed, a true, a recovered, error
+  (and, with uncertainty, the probability of the high phase and the error interval).
 - :func:`plot_error_vs_time`, :func:`plot_spacetime`: trajectories (marching models): rollout error
   against time per resolution; space-time pictures of truth, rollout and |error|.
 - :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
@@ -260,11 +261,14 @@ def _predictions_2d(x, y, p, heads, names, path, title, extent) -> Path:
 
 
 def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *, a_true: np.ndarray | None = None,
-                   sample_ids: Sequence[int] | None = None, n: int = 4, title: str | None = None) -> Path:
+                   sample_ids: Sequence[int] | None = None, n: int = 4, title: str | None = None,
+                   phase_probability: np.ndarray | None = None, error_interval: np.ndarray | None = None) -> Path:
     """Inverse Darcy, one row per sample: u observed ``(N, m, m)``, a true and a recovered ``(N, k, k)``
-    on one colour scale, and the error |a recovered − a true| (a true and the error only when ``a_true``
+    on one colour scale, the error |a recovered − a true| (a true and the error only when ``a_true``
     is given; then the rows are the first sample, the one of median error and the worst, else the
-    first ``n``). Fields on node grids of the unit square, drawn on it with axes."""
+    first ``n``) and, when given, the probability of the high phase per cell ``phase_probability
+    (N, k, k)``; ``error_interval (N, 2)`` is written above the recovered field. Fields on node grids of
+    the unit square, drawn on it with axes."""
     if len(a) == 0:
         raise ValueError("no samples to plot")
     ids = list(sample_ids if sample_ids is not None else range(len(a)))
@@ -272,21 +276,27 @@ def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *,
         rows = [(j, "") for j in range(min(n, len(a)))]
     else:
         rows = [(pos, label) for label, pos in chosen_samples([_rel_l2(a[j], a_true[j]) for j in range(len(a))])]
-    cols = 2 if a_true is None else 4
+    cols = (2 if a_true is None else 4) + (phase_probability is not None)
     fig, axes = plt.subplots(len(rows), cols, figsize=(3.5 * cols, 3.2 * len(rows)), squeeze=False)
     for r, (j, name) in enumerate(rows):
         both = [a[j]] if a_true is None else [a[j], a_true[j]]
         lo, hi = min(z.min() for z in both), max(z.max() for z in both)
         ext_u, ext_a = node_extent(u_obs[j].shape[0]), node_extent(a[j].shape[0])
-        head = sample_head(ids[j], name)
-        _field(axes[r, 0], fig, u_obs[j], f"{head}: u observed", "u", cmap="cividis", extent=ext_u)
+        rec = "a recovered" if error_interval is None else \
+            f"a recovered (error in [{error_interval[j][0]:.1e}, {error_interval[j][1]:.1e}])"
+        _field(axes[r, 0], fig, u_obs[j], f"{sample_head(ids[j], name)}: u observed", "u", cmap="cividis",
+               extent=ext_u)
         if a_true is None:
-            _field(axes[r, 1], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi, extent=ext_a)
-            continue
-        _field(axes[r, 1], fig, a_true[j], "a true (pooled)", "a", vmin=lo, vmax=hi, extent=ext_a)
-        _field(axes[r, 2], fig, a[j], "a recovered", "a", vmin=lo, vmax=hi, extent=ext_a)
-        _field(axes[r, 3], fig, np.abs(a[j] - a_true[j]), f"error (relative L2 {_rel_l2(a[j], a_true[j]):.2e})",
-               "|a recovered − a true|", cmap="magma", extent=ext_a)
+            _field(axes[r, 1], fig, a[j], rec, "a", vmin=lo, vmax=hi, extent=ext_a)
+        else:
+            _field(axes[r, 1], fig, a_true[j], "a true (pooled)", "a", vmin=lo, vmax=hi, extent=ext_a)
+            _field(axes[r, 2], fig, a[j], rec, "a", vmin=lo, vmax=hi, extent=ext_a)
+            _field(axes[r, 3], fig, np.abs(a[j] - a_true[j]),
+                   f"error (relative L2 {_rel_l2(a[j], a_true[j]):.2e})", "|a recovered − a true|", cmap="magma",
+                   extent=ext_a)
+        if phase_probability is not None:
+            _field(axes[r, -1], fig, phase_probability[j], "P(high phase)", "probability", cmap="coolwarm",
+                   vmin=0.0, vmax=1.0, extent=ext_a)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

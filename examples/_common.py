@@ -35,10 +35,16 @@ def run_script(main) -> int:
     return 0
 
 
+def example_data(args: argparse.Namespace, out: Path, name: str) -> Path:
+    """The dataset file: ``--data``, else ``name`` in a folder beside the run directory (``OUT-data/``;
+    inside it, the run directory would hold a file the training did not write)."""
+    return Path(args.data) if args.data else out.parent / f"{out.name}-data" / name
+
+
 def base_parser(description: str, out: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", default=None, help=f"output/run directory (default: {out}, or {out}-quick with --quick)")
-    p.add_argument("--data", default=None, help="dataset file (default: OUT/data/...; generated if missing, "
+    p.add_argument("--data", default=None, help="dataset file (default: OUT-data/...; generated if missing, "
                    "by the trainer, from the config's [data.generate])")
     p.add_argument("--quick", action="store_true", default=quick_mode(),
                    help="tiny settings: a smoke run in well under a minute (the default when PETROV_QUICK=1)")

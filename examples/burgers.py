@@ -4,7 +4,7 @@
     python examples/burgers.py --quick                          # a smoke run in under a minute
 
 1. Data: 1200 Burgers samples (nu = 0.1, u(.,0) -> u(.,1)) on the native 8192-point grid, generated
-   into OUT/data/ if missing (seconds; see petrov.datasets).
+   into OUT-data/ if missing (seconds; see petrov.datasets).
 2. Training: the Galerkin hybrid with the shipped `burgers-quick` preset, at ONE resolution (the
    preset's data.train_resolution), on CPU in minutes.
 3. Evaluation: the best checkpoint on the held-out test split at 256, 512, ..., 8192 points; a table
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
+from _common import base_parser, example_data, out_dir, run_example, run_script  # noqa: E402
 
 RESOLUTIONS = "256,512,1024,2048,4096,8192"
 TARGET = 1e-2  # the relative L2 the demo aims below at every resolution
@@ -40,7 +40,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     out = out_dir(args, "runs/demo-burgers")
     samples = 96 if args.quick else args.samples
-    data = Path(args.data) if args.data else out / "data" / f"burgers-8192-n{samples}.h5"
+    data = example_data(args, out, f"burgers-8192-n{samples}.h5")
     resolutions = [int(r) for r in args.resolutions.split(",")]
     overrides = [f"data.generate.n_samples={samples}", "data.generate.resolution=8192",
                  f"data.eval_resolutions={resolutions}", *(QUICK if args.quick else [])]

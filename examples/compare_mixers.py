@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
+from _common import base_parser, example_data, out_dir, run_example, run_script  # noqa: E402
 
 from petrov.operators import list_mixers  # noqa: E402
 from petrov.evaluate.plots import plot_comparison, read_epoch_log  # noqa: E402
@@ -72,7 +72,7 @@ def main(argv=None):
     samples = 48 if args.quick else args.samples
     epochs = args.epochs or (1 if args.quick else 8)
     train_res = 256 if args.quick else args.train_resolution
-    data = Path(args.data) if args.data else out / "data" / f"burgers-8192-n{samples}.h5"
+    data = example_data(args, out, f"burgers-8192-n{samples}.h5")
     resolutions = sorted({train_res, args.eval_resolution})
     table = []
     for mixer in mixers:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
+from _common import base_parser, example_data, out_dir, run_example, run_script  # noqa: E402
 
 # --quick: 48 samples on a 41-point grid, trained at 21, 2 epochs of a tiny model
 QUICK = [
@@ -51,7 +51,7 @@ def main(argv=None):
     p.add_argument("--model", default="latent2d", choices=sorted(MODEL_OVERRIDES))
     args = p.parse_args(argv)
     out = out_dir(args, "runs/darcy" + ("" if args.model == "latent2d" else f"-{args.model}"))
-    data = Path(args.data) if args.data else out / "data" / ("darcy-41.h5" if args.quick else "darcy-141.h5")
+    data = example_data(args, out, ("darcy-41.h5" if args.quick else "darcy-141.h5"))
     overrides = MODEL_OVERRIDES[args.model] + (QUICK + QUICK_MODEL[args.model] if args.quick else [])
     return run_example(args, "darcy-quick", out, data, overrides)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import base_parser, out_dir, run_example, run_script  # noqa: E402
+from _common import base_parser, example_data, out_dir, run_example, run_script  # noqa: E402
 
 # --quick: 48 samples on a 41-point grid; input at 21 (and 41), target pooled to 11; 2 epochs
 QUICK = [
@@ -41,7 +41,7 @@ def main(argv=None):
     if not args.noise >= 0:
         p.error(f"--noise must be >= 0, got {args.noise}")
     out = out_dir(args, f"runs/darcy-inverse-noise{args.noise:g}")
-    data = Path(args.data) if args.data else out / "data" / ("darcy-41.h5" if args.quick else "darcy-141.h5")
+    data = example_data(args, out, ("darcy-41.h5" if args.quick else "darcy-141.h5"))
     overrides = [f"data.noise={args.noise!r}", *(QUICK if args.quick else [])]
     return run_example(args, "darcy-inverse-quick", out, data, overrides)
 

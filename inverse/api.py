@@ -3,22 +3,26 @@
     result = invert("darcy-141.h5", "pde", resolution=141, indices=slice(900, 910), noise=0.01,
                     noise_stats="runs/darcy-inverse", settings={"grid": 36}, out_dir="inv/pde")
 
-Methods (``METHODS``, one decorator adds one): ``pde`` (finite-difference solve + adjoint, L-BFGS-B),
-``surrogate`` (Adam through a trained forward operator, ``forward_run``), ``learned`` (a trained
-inverse operator, ``inverse_run``). ``pde`` and ``surrogate`` can start from the learned inverse's
-output (``start="learned"``). Everything is validated before anything runs or is written; the output
-directory receives ``coefficients.h5`` (recovered a, observed u, pooled truth when known),
-``metrics.json``/``metrics.csv`` (per sample and mean) and ``inversion.png``, each written to a temporary
-file and renamed.
+Methods (``METHODS``, :mod:`petrov.inverse.methods`): ``pde`` (finite-difference solve + adjoint,
+L-BFGS-B), ``refined`` (``pde`` from the learned answer, stopped by the discrepancy principle;
+``inverse_run``), ``surrogate`` (Adam through a trained forward operator, ``forward_run``), ``learned``
+(a trained inverse operator, ``inverse_run``). ``pde`` and ``surrogate`` can start from the learned
+inverse's output (``start="learned"``). ``uncertainty=True`` (pde, refined) adds per cell the
+probability of the high phase and per sample an interval for the relative error
+(:mod:`petrov.inverse.laplace`). Everything is validated before anything runs or is written; the
+output directory receives ``coefficients.h5`` (recovered a, observed u, pooled truth when known, the
+uncertainty), ``metrics.json``/``metrics.csv`` (per sample and mean) and ``inversion.png``, each
+written to a temporary file and renamed. The samples run in chunks (``workers`` processes); finished
+chunks are kept in the output directory until the end, so a killed run resumes
+(:mod:`petrov.inverse.runner`).
 """
 from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -26,7 +30,6 @@ import torch
 from petrov.common.config import asdict
 from petrov.common.files import atomic_write, write_csv, write_json
 from petrov.common.outputs import check_outputs, claim_outputs
-from petrov.common.registry import Registry
 from petrov.datasets import average_pool, fit_normalizer
 from petrov.datasets.sampling import pool_kernel
 from petrov.datasets.storage import h5_image
@@ -34,44 +37,20 @@ from petrov.datasets.storage import h5_image
 from petrov.train.checkpoint import load_operator
 from petrov.evaluate.plots import plot_inversion
 from petrov.evaluate.runs import load_run
+from .calibration import conformal_scale, expected_calibration_error, interval_coverage
 from .config import InversionConfig, inversion_config
-from .learned import invert_learned, output_grid, predict
+from .learned import output_grid, predict
+from .methods import METHODS, NEEDS, STARTS_LEARNED, UNCERTAIN, Operators
 from .metrics import inversion_metrics
 from .observations import Observations, add_observation_noise, load_observations
-from .pde import invert_pde
-from .surrogate import invert_surrogate
+from .pde import solver_setup, unknown_grid
+from .runner import finish, run_chunks
 
-METHODS: Registry[Callable] = Registry("inversion method")
 DEFAULT_GRID = 36  # the reference's coarse target grid (141 -> 36)
-METRIC_FIELDS = ["sample", "rel_l2_a", "phase_accuracy", "misfit_clean", "misfit_noisy", "cpu_seconds"]
+METRIC_FIELDS = ["sample", "rel_l2_a", "phase_accuracy", "misfit_clean", "misfit_noisy", "error_low", "error_high",
+                 "error_median", "cpu_seconds"]
 # what `petrov invert` writes into its output folder (the output-folder rule: petrov.common.outputs)
 OUTPUT_FILES = ("coefficients.h5", "metrics.json", "metrics.csv", "inversion.png", "inversion.pdf")
-
-
-@dataclass
-class Operators:
-    """The trained operators a method may use (``NormalizedOperator``-like: raw units in and out)."""
-
-    forward: Any = None
-    inverse: Any = None
-
-
-@METHODS.register("pde")
-def _pde(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.ndarray | None):
-    return invert_pde(u, cfg, start)
-
-
-@METHODS.register("surrogate")
-def _surrogate(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.ndarray | None):
-    return invert_surrogate(ops.forward, u, cfg, start)
-
-
-@METHODS.register("learned")
-def _learned(u: np.ndarray, cfg: InversionConfig, ops: Operators, start: np.ndarray | None):
-    return invert_learned(ops.inverse, u, cfg.grid, cfg.batch_size, (cfg.low, cfg.high))
-
-
-NEEDS = {"surrogate": "forward", "learned": "inverse"}
 
 
 @dataclass
@@ -91,10 +70,33 @@ class InversionResult:
     def cpu_seconds(self) -> np.ndarray:
         return np.array([i["cpu_seconds"] for i in self.info])
 
+    @property
+    def phase_probability(self) -> np.ndarray | None:
+        """``(N, k, k)`` probability of the high phase per cell (None without uncertainty)."""
+        return self._uncertainty("phase_probability")
+
+    @property
+    def error_interval(self) -> np.ndarray | None:
+        """``(N, 2)`` interval of each sample's relative error (None without uncertainty)."""
+        return self._uncertainty("error_interval")
+
+    def _uncertainty(self, key: str) -> np.ndarray | None:
+        if not self.info or "uncertainty" not in self.info[0]:
+            return None
+        return np.stack([np.asarray(i["uncertainty"][key]) for i in self.info])
+
     def summary(self) -> dict[str, float]:
-        """Mean of every per-sample metric (NaN-free entries) and of the CPU seconds per sample."""
+        """Mean of every per-sample metric (NaN-free entries) and of the CPU seconds per sample; with
+        uncertainty and the truth, the interval coverage and the phase probabilities' expected
+        calibration error (over all cells of all samples)."""
         out = {k: float(np.nanmean(v)) for k, v in self.metrics.items()}
         out["cpu_seconds"] = float(self.cpu_seconds.mean())
+        if self.phase_probability is not None:
+            out["uncertainty_cpu_seconds"] = float(np.mean([i["uncertainty_cpu_seconds"] for i in self.info]))
+            if self.a_true is not None:
+                out["coverage"] = interval_coverage(self.metrics["rel_l2_a"], self.error_interval)
+                out["phase_ece"] = expected_calibration_error(self.phase_probability,
+                                                              self.a_true > self.config.threshold)
         out["n"] = len(self.a)
         return out
 
@@ -176,6 +178,15 @@ def _check_operators(ops: Operators, n_obs: int, cfg: InversionConfig) -> None:
         predict(ops.forward, np.full((1, n_obs, n_obs), cfg.threshold))
 
 
+def _check_uncertainty(method: str, obs: Observations, cfg: InversionConfig) -> None:
+    """The posterior is computed for pde answers whose unknown lives on the solve grid."""
+    if method not in UNCERTAIN:
+        raise ValueError(f"uncertainty is computed for the methods {', '.join(sorted(UNCERTAIN))}, not {method!r}")
+    n_solver, _ = solver_setup(obs.resolution, cfg.solver_resolution)
+    if unknown_grid(cfg, n_solver) != n_solver:
+        raise ValueError(f"uncertainty needs the pde unknown on the solve grid: set pde_grid={n_solver}")
+
+
 # --- the entry point --------------------------------------------------------------------------------
 
 def invert(
@@ -191,10 +202,16 @@ def invert(
     inverse_run: Any = None,
     start: str = "midpoint",
     settings: InversionConfig | Mapping[str, Any] | None = None,
+    uncertainty: bool = False,
+    calibrate: Any = None,
     out_dir: str | os.PathLike | None = None,
     plots: bool = True,
     n_plots: int = 4,
     overwrite: bool = False,
+    workers: int = 0,
+    chunk_size: int = 8,
+    progress: bool = False,
+    trace: bool = False,
 ) -> InversionResult:
     """Recover the coefficients of the observations in ``source`` with ``method``.
 
@@ -203,52 +220,79 @@ def invert(
     ``noise``: a level added per the reference protocol with ``noise_seed`` and the point-wise
     statistics ``noise_stats`` (a run directory, a dataset file or a normalizer; default the inverse
     run's, else the source file's), or ``"observed"`` for observations that are noisy already.
-    ``forward_run``/``inverse_run``: run directories (or loaded operators) for ``surrogate``/``learned``.
+    ``forward_run``/``inverse_run``: run directories (or loaded operators) for ``surrogate``/``learned``
+    (and ``refined``, which starts from the learned answer).
     ``start``: ``"midpoint"`` or ``"learned"`` (pde/surrogate start from the learned inverse's output).
-    ``settings``: :class:`InversionConfig` or a mapping of its fields. ``out_dir``: where to write,
+    ``settings``: :class:`InversionConfig` or a mapping of its fields. ``uncertainty``: phase
+    probabilities and error intervals (pde/refined, the unknown on the solve grid). ``calibrate``:
+    indices of other samples of the same dataset file (truth known, e.g. validation samples) inverted
+    first with the same settings to measure the intervals' split-conformal factors
+    (``error_scale``, :func:`petrov.inverse.calibration.conformal_scale`). ``out_dir``: where to write,
     under the output-folder rule of :mod:`petrov.common.outputs` (``overwrite``: into a folder holding
-    other files; another command's outputs are never written over).
+    other files; another command's outputs are never written over), and where finished chunks are kept
+    until the end (a rerun resumes). ``workers``: processes (0: this one), ``chunk_size`` samples each
+    at a time. ``progress``: a bar on a terminal. ``trace``: pde iterates in ``info[i]["trace"]``
+    (error-vs-time curves).
     """
     cfg = inversion_config(settings)
     METHODS.get(method)  # KeyError naming the methods
     level = parse_noise(noise)
     if start not in ("midpoint", "learned"):
         raise ValueError(f"start must be 'midpoint' or 'learned', got {start!r}")
+    if method in STARTS_LEARNED:  # refined: from the learned answer to the noise level
+        start, cfg = "learned", replace(cfg, stop="discrepancy")
     ops = Operators(forward=_operator(forward_run, "forward operator"), inverse=_operator(inverse_run, "inverse operator"))
     wanted = {NEEDS.get(method)} | ({"inverse"} if start == "learned" else set())
     for role in sorted(wanted - {None}):
         if getattr(ops, role) is None:
             flag = "forward_run (--forward-run)" if role == "forward" else "inverse_run (--inverse-run)"
-            raise ValueError(f"method {method!r}{' with start=learned' if role == 'inverse' else ''} needs "
-                             f"a trained {role} operator: give {flag}")
+            why = " (it starts from the learned answer)" if method in STARTS_LEARNED else \
+                (" with start=learned" if role == "inverse" and NEEDS.get(method) != "inverse" else "")
+            raise ValueError(f"method {method!r}{why} needs a trained {role} operator: give {flag}")
     obs = source if isinstance(source, Observations) else load_observations(source, resolution, indices)
     if level is None:
         obs = replace(obs, noise=None)
     elif level > 0:
         obs = add_observation_noise(obs, level, _noise_normalizer(noise_stats, ops, source), noise_seed)
     cfg = _resolve_grid(cfg, ops, obs, method)
+    uncertainty = uncertainty or calibrate is not None
+    if uncertainty:
+        _check_uncertainty(method, obs, cfg)
+    if calibrate is not None:
+        if isinstance(source, Observations) or obs.a_true is None:
+            raise ValueError("calibrate needs a dataset file with the true coefficients (its validation samples)")
+        cal = invert(source, method, resolution=resolution, indices=calibrate, noise=noise, noise_seed=noise_seed,
+                     noise_stats=noise_stats, forward_run=ops.forward, inverse_run=ops.inverse, start=start,
+                     settings=replace(cfg, error_scale=None), uncertainty=True, workers=workers,
+                     chunk_size=chunk_size, progress=progress)
+        if set(np.asarray(cal.observations.sample_ids)) & set(np.asarray(obs.sample_ids)):
+            raise ValueError("the calibration samples must differ from the samples to invert")
+        cfg = replace(cfg, error_scale=conformal_scale(cal.metrics["rel_l2_a"], cal.metrics["error_median"],
+                                                       cfg.interval))
     _check_operators(ops, obs.resolution, cfg)
     out = None if out_dir is None else Path(out_dir)
     if out is not None:
         check_outputs(out, "invert", OUTPUT_FILES, overwrite=overwrite)
 
     a_true = None if obs.a_true is None else average_pool(obs.a_true, cfg.grid)
-    start_a = None
-    if start == "learned" and method != "learned":
-        t0 = time.process_time()
-        start_a = invert_learned(ops.inverse, obs.u, cfg.grid, cfg.batch_size, (cfg.low, cfg.high))[0]
-        start_seconds = (time.process_time() - t0) / len(obs)
-    a, info = METHODS.get(method)(obs.u, cfg, ops, start_a)
-    if start_a is not None:
-        info = [{**i, "cpu_seconds": i["cpu_seconds"] + start_seconds} for i in info]
+    sources = {role: str(src) for role, src in (("forward", forward_run), ("inverse", inverse_run))
+               if isinstance(src, (str, os.PathLike))}
+    a, info = run_chunks(method, obs.u, np.asarray(obs.sample_ids), cfg, ops, start, noise_std=obs.noise_std,
+                         uncertainty=uncertainty, trace=trace, workers=workers, chunk_size=chunk_size,
+                         out_dir=out, sources=sources, progress=progress)
     if not np.isfinite(a).all():
         raise ValueError(f"method {method!r} returned non-finite coefficients; check the inputs and settings")
     metrics = inversion_metrics(a, obs.u, a_true=a_true, u_clean=obs.u_clean, low=cfg.low, high=cfg.high,
                                 f=cfg.f, averaging=cfg.averaging)
+    if uncertainty:
+        interval = np.stack([np.asarray(i["uncertainty"]["error_interval"]) for i in info])
+        metrics.update(error_low=interval[:, 0], error_high=interval[:, 1],
+                       error_median=np.array([i["uncertainty"]["error_median"] for i in info]))
     result = InversionResult(method, a, obs, cfg, a_true, metrics, info)
     if out is not None:
         claim_outputs(out, "invert", OUTPUT_FILES, overwrite=overwrite)
         result.files = write_result(result, out, plots=plots, n_plots=n_plots)
+        finish(out)
     return result
 
 
@@ -280,15 +324,21 @@ def write_result(result: InversionResult, out_dir: Path, *, plots: bool = True, 
     arrays = {"a": result.a, "u_observed": obs.u, "sample_ids": np.asarray(obs.sample_ids)}
     if result.a_true is not None:
         arrays["a_true"] = result.a_true
+    if result.phase_probability is not None:
+        arrays["phase_probability"] = result.phase_probability
+        arrays["error_interval"] = result.error_interval
+        meta["interval"] = result.config.interval
     files = [_write_h5(out_dir / "coefficients.h5", arrays, {**meta, "settings": json.dumps(meta["settings"])})]
     rows = metric_rows(result)
     doc = {**meta, "mean": result.summary(), "samples": rows,
-           "info": [{k: v for k, v in i.items()} for i in result.info]}
+           "info": [{k: v for k, v in i.items() if k not in ("trace", "uncertainty")} for i in result.info]}
     write_json(out_dir / "metrics.json", doc)
     write_csv(out_dir / "metrics.csv", rows, [f for f in METRIC_FIELDS if f == "sample" or f in rows[0]])
     files += [out_dir / "metrics.json", out_dir / "metrics.csv"]
     if plots:
         files.append(plot_inversion(obs.u, result.a, out_dir / "inversion.png", a_true=result.a_true,
                                     sample_ids=obs.sample_ids, n=n_plots,
-                                    title=f"{result.method} inversion (noise {meta['noise']})"))
+                                    title=f"{result.method} inversion (noise {meta['noise']})",
+                                    phase_probability=result.phase_probability,
+                                    error_interval=result.error_interval))
     return files

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Optional
 
 from petrov.common.config import from_dict
 
@@ -19,6 +19,19 @@ class InversionConfig:
 ``snap`` > 0 first sets the fine values within ``snap`` of ``low`` or ``high`` to that value. ``parametrization``:
     ``"box"`` (a itself, kept in ``[low, high]``) or ``"level-set"`` (``a = low + (high - low) sigmoid(phi/tau)``).
     Objective ``1/2 ||S u(a) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a)``.
+
+    ``stop``: the pde method runs ``max_iter`` L-BFGS-B iterations (``"iterations"``) or stops as soon
+    as the data misfit ``||S u(a) - u_obs||_h`` falls to ``discrepancy`` times the expected noise norm
+    ``sqrt(h^2 sum_j sigma_j^2)`` (``"discrepancy"``, Morozov's discrepancy principle; ``max_iter`` stays
+    the cap). ``discrepancy_floor``: the noise norm is taken at least this fraction of ``||u_obs||_h``,
+    so clean data (sigma = 0) also stop once they are fitted that closely.
+
+    Uncertainty (pde answers, :mod:`petrov.inverse.laplace`): a Gaussian smoothness prior of scale
+    ``prior_std`` and correlation length ``prior_length``, a ``posterior_rank`` Gauss-Newton Hessian,
+    ``posterior_samples`` samples; ``interval`` is the nominal probability of the error interval, taken
+    from the posterior's quantiles of the error or, with ``error_scale = (c_low, c_high)``, as ``[c_low,
+    c_high]`` times the posterior median error (split-conformal factors measured on validation samples,
+    :func:`petrov.inverse.calibration.conformal_scale`).
     """
 
     grid: int | None = None
@@ -35,22 +48,35 @@ class InversionConfig:
     pde_grid: int | None = None  # the pde unknown's node grid (None: the output grid)
     snap: float = 0.0  # with a finer pde_grid: fine values within snap of low/high set to it before pooling
     max_iter: int = 200  # L-BFGS-B iterations per sample
+    lbfgs_memory: int = 10  # L-BFGS-B correction pairs kept (scipy's maxcor)
+    stop: Literal["iterations", "discrepancy"] = "iterations"
+    discrepancy: float = 1.0  # tau: stop when the misfit <= tau * the noise norm (stop="discrepancy")
+    discrepancy_floor: float = 1e-3  # the noise norm used is >= this fraction of ||u_obs||_h
+    # uncertainty of the pde answer: Laplace approximation
+    prior_std: float = 3.0  # (3, 0.05): the sharpest calibrated intervals on validation samples (141 -> 36)
+    prior_length: float = 0.05
+    posterior_rank: int = 100
+    posterior_samples: int = 200
+    interval: float = 0.9
+    error_scale: Optional[tuple[float, float]] = None
     # surrogate: gradient descent through a trained forward operator
     steps: int = 300
     lr: float = 0.05
     batch_size: int = 16
 
     def __post_init__(self):
-        for name in ("low", "high", "tau", "tv_delta", "f"):
+        for name in ("low", "high", "tau", "tv_delta", "f", "discrepancy", "prior_std", "prior_length"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"inversion setting {name} must be finite, got {getattr(self, name)}")
         if not 0 < self.low < self.high:
             raise ValueError(f"need 0 < low < high for the coefficient bounds, got low={self.low}, high={self.high}")
-        for name in ("tau", "tv_delta", "lr"):
+        for name in ("tau", "tv_delta", "lr", "discrepancy", "prior_std", "prior_length"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"inversion setting {name} must be > 0, got {getattr(self, name)}")
         if not (math.isfinite(self.reg_weight) and self.reg_weight >= 0):
             raise ValueError(f"reg_weight must be a finite number >= 0, got {self.reg_weight}")
+        if not (math.isfinite(self.discrepancy_floor) and 0 <= self.discrepancy_floor < 1):
+            raise ValueError(f"discrepancy_floor must lie in [0, 1), got {self.discrepancy_floor}")
         if not (math.isfinite(self.snap) and 0 <= self.snap <= 0.5 * (self.high - self.low)):
             raise ValueError(f"snap must lie in [0, (high - low)/2] = [0, {0.5 * (self.high - self.low):g}] "
                              f"(0: off), got {self.snap}")
@@ -60,7 +86,12 @@ class InversionConfig:
             raise ValueError(f"pde_grid must be >= 2 nodes per side, got {self.pde_grid}")
         if self.solver_resolution is not None and self.solver_resolution < 3:
             raise ValueError(f"solver_resolution must be >= 3, got {self.solver_resolution}")
-        for name in ("max_iter", "steps", "batch_size"):
+        if self.error_scale is not None and not (len(self.error_scale) == 2 and all(map(math.isfinite, self.error_scale))
+                                                 and 0 <= self.error_scale[0] <= self.error_scale[1]):
+            raise ValueError(f"error_scale must be two finite factors 0 <= low <= high, got {self.error_scale}")
+        if not 0 < self.interval < 1:
+            raise ValueError(f"interval must lie in (0, 1) (e.g. 0.9 for a 90% interval), got {self.interval}")
+        for name in ("max_iter", "lbfgs_memory", "steps", "batch_size", "posterior_rank", "posterior_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"inversion setting {name} must be >= 1, got {getattr(self, name)}")
 

@@ -7,12 +7,16 @@ Sources:
 - a dataset file (petrov HDF5 of kind darcy/darcy-inverse, or an FNO ``piececonst`` ``.mat``): the
   samples ``indices`` at ``resolution`` (a strided sub-grid of the native one), truth included;
 - ``.npy``: an array ``u`` of shape ``(N, m, m)`` or ``(m, m)``; ``.npz``: key ``u``, optional ``a``
-  (true coefficient on the same grid) and ``u_clean``.
+  (true coefficient on the same grid), ``u_clean`` and ``noise_std`` (the standard deviation of the
+  observation noise: a scalar, ``(m, m)`` or ``(N, m, m)``; the discrepancy stop and the uncertainty
+  need it).
 
 Noise (the reference protocol): ``u_obs = decode(encode(u) + noise * xi)`` with the point-wise Gaussian
 normalizer of u (statistics fitted before any noise) and ``xi ~ N(0, 1)`` drawn once per sample from
 ``(seed, sample number)`` (``petrov.datasets.InputNoise``), so every method sees the same
 observation, and a learned inverse operator exactly the input it was trained and evaluated with.
+The noise's point-wise standard deviation, ``noise * (std + eps)`` of the normalizer, is kept as
+``noise_std``.
 """
 from __future__ import annotations
 
@@ -35,7 +39,9 @@ ARRAY_SUFFIXES = (".npy", ".npz")
 @dataclass(frozen=True)
 class Observations:
     """``u (N, m, m)`` observed; ``u_clean``/``a_true`` ``(N, m, m)`` or None; ``sample_ids (N,)``;
-    ``noise``: the level added here (float) or None when ``u`` was observed noisy already."""
+    ``noise``: the level added here (float) or None when ``u`` was observed noisy already;
+    ``noise_std``: the noise's standard deviation in the units of u, ``(m, m)`` or ``(N, m, m)`` (None:
+    unknown, or no noise)."""
 
     u: np.ndarray
     sample_ids: np.ndarray
@@ -43,6 +49,7 @@ class Observations:
     a_true: np.ndarray | None = None
     noise: float | None = 0.0
     source: str = ""
+    noise_std: np.ndarray | None = None
 
     def __post_init__(self):
         u = self.u
@@ -63,6 +70,12 @@ class Observations:
             raise ValueError(f"the observation of sample {int(self.sample_ids[int(np.argmax(zero))])} is zero "
                              f"everywhere ({self.source}); a Darcy solution with f != 0 never is, and the relative "
                              f"misfit is undefined for it: drop it")
+        if self.noise_std is not None:
+            sigma = np.asarray(self.noise_std, dtype=np.float64)
+            if sigma.shape not in ((), u.shape[1:], u.shape) or not np.isfinite(sigma).all() or (sigma < 0).any():
+                raise ValueError(f"noise_std must be finite, >= 0 and a scalar, (m, m) or (N, m, m) = {u.shape}; "
+                                 f"got shape {sigma.shape} ({self.source})")
+            object.__setattr__(self, "noise_std", np.broadcast_to(sigma, u.shape[1:]) if sigma.ndim == 0 else sigma)
         if self.a_true is not None and (self.a_true <= 0).any():
             raise ValueError(f"the true coefficient a must be positive ({self.source})")
         if len(self.sample_ids) != len(u):
@@ -101,9 +114,9 @@ def from_arrays(path: str | os.PathLike) -> Observations:
         fields = {"u": loaded}
     else:
         with loaded:
-            unknown = sorted(set(loaded.files) - {"u", "a", "u_clean"})
+            unknown = sorted(set(loaded.files) - {"u", "a", "u_clean", "noise_std"})
             if "u" not in loaded.files or unknown:
-                raise ValueError(f"{path} must hold an array 'u' and optionally 'a' and 'u_clean'; "
+                raise ValueError(f"{path} must hold an array 'u' and optionally 'a', 'u_clean' and 'noise_std'; "
                                  f"found {loaded.files}")
             try:
                 fields = {k: loaded[k] for k in loaded.files}
@@ -112,8 +125,11 @@ def from_arrays(path: str | os.PathLike) -> Observations:
                                  f"{type(err).__name__}: {err}") from None
     u = _float_array(fields["u"], f"'u' in {path}")
     get = lambda key: _float_array(fields[key], f"{key!r} in {path}") if key in fields else None  # noqa: E731
+    sigma = None if "noise_std" not in fields else _float_array(fields["noise_std"], f"'noise_std' in {path}")
+    if sigma is not None and sigma.ndim == 3 and sigma.shape[0] == 1 and sigma.shape != u.shape:
+        sigma = sigma[0]  # an (m, m) field read as one sample
     return Observations(u=u, sample_ids=np.arange(len(u)), a_true=get("a"), u_clean=get("u_clean"),
-                        noise=0.0, source=str(path))
+                        noise=0.0, source=str(path), noise_std=sigma)
 
 
 def from_dataset(path: str | os.PathLike, resolution: int | None = None, indices: Any = None) -> Observations:
@@ -156,6 +172,7 @@ def add_observation_noise(obs: Observations, noise: float, normalizer, seed: int
         norm = normalizer.at_resolution(obs.resolution).to(dtype=torch.float64)
         x = torch.from_numpy(obs.u)[..., None]
         noisy = norm.decode(noise.apply(norm.encode(x), obs.sample_ids))
+        sigma = noise.level * (norm.decode(torch.ones_like(x[:1])) - norm.decode(torch.zeros_like(x[:1])))
     except ValueError as err:
         raise ValueError(f"cannot add noise on the {obs.resolution}-point grid: {err}") from None
-    return dataclasses.replace(obs, u=noisy[..., 0].numpy(), noise=noise.level)
+    return dataclasses.replace(obs, u=noisy[..., 0].numpy(), noise=noise.level, noise_std=sigma[0, ..., 0].numpy())

@@ -274,7 +274,7 @@ def test_damaged_files_are_named(here, cli):
     ("native_resolution", 128, "attribute native_resolution = 128 does not match the stored x of shape (16, 64)"),
     ("n_complete", 40, "attribute n_complete = 40 is more than n_samples = 16"),
     ("kind", "heat", "attribute kind = 'heat' is not a dataset kind"),
-    ("grid", "torus", "attribute grid = 'torus' is neither 'periodic' nor 'nodes'"),
+    ("grid", "torus", "attribute grid = 'torus' is not 'periodic', 'nodes' or 'cells'"),
 ])
 def test_hand_edited_attributes_that_contradict_the_data_are_named(here, cli, attribute, value, message):
     with h5py.File(here / "b.h5", "r+") as h5:

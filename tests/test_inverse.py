@@ -361,3 +361,37 @@ def test_learned_inversion_is_clipped_to_the_coefficient_bounds():
     raw = np.linspace(-1.0, 20.0, 9)
     inside = (raw > 3.0) & (raw < 12.0)
     np.testing.assert_allclose(a[0, inside, 0], raw[inside], rtol=1e-6)
+
+
+def test_cli_refined_with_uncertainty_writes_probabilities_and_intervals(runs, tmp_path, capsys):
+    root, data = runs
+    out = tmp_path / "refined"
+    code = cli_main(["invert", str(data), "--method", "refined", "--inverse-run", str(root / "inverse"),
+                     "--indices", "20:22", "--noise", "0.01", "--set", "pde_grid=21", "--set", "max_iter=30",
+                     "--set", "posterior_rank=10", "--set", "posterior_samples=20", "--uncertainty",
+                     "--out", str(out)])
+    assert code == 0 and "refined: 2 sample(s)" in capsys.readouterr().out
+    with h5py.File(out / "coefficients.h5") as h5:
+        assert h5["phase_probability"].shape == (2, 6, 6) and h5["error_interval"].shape == (2, 2)
+        assert h5.attrs["method"] == "refined"
+    saved = json.loads((out / "metrics.json").read_text())
+    assert {"coverage", "phase_ece", "uncertainty_cpu_seconds"} <= set(saved["mean"])
+    assert saved["settings"]["stop"] == "discrepancy"  # refined stops at the noise level
+    err = _cli_error(["invert", str(data), "--method", "learned", "--inverse-run", str(root / "inverse"),
+                      "--indices", "20:21", "--uncertainty", "--out", str(tmp_path / "x")], capsys)
+    assert "uncertainty is computed for the methods pde, refined" in err
+
+
+def test_calibrate_scales_the_intervals_with_validation_samples(runs):
+    from petrov.inverse.calibration import conformal_scale
+
+    root, data = runs
+    common = dict(noise=0.01, noise_stats=root / "inverse",
+                  settings={"grid": 6, "pde_grid": 21, "max_iter": 15, "posterior_rank": 8, "posterior_samples": 20})
+    cal = invert(data, "pde", indices=slice(0, 19), uncertainty=True, **common)
+    result = invert(data, "pde", indices=slice(20, 22), calibrate=slice(0, 19), **common)
+    scale = conformal_scale(cal.metrics["rel_l2_a"], cal.metrics["error_median"], 0.9)
+    assert result.config.error_scale == pytest.approx(scale)
+    np.testing.assert_allclose(result.error_interval, np.outer(result.metrics["error_median"], scale))
+    with pytest.raises(ValueError, match="must differ"):
+        invert(data, "pde", indices=slice(18, 20), calibrate=slice(0, 19), **common)

@@ -23,11 +23,11 @@ import os
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import h5py
 import numpy as np
-
 from petrov.common.files import atomic_path
 from petrov.common.progress import progress_bar
+from petrov.datasets.storage import writing_h5
+
 from .checks import check_arrays, check_mesh
 from .geometry import orient_counterclockwise
 from .recipes import ImportedMeshParams, get_mesh_recipe
@@ -177,8 +177,8 @@ def import_meshes(
             yield _checked(path, number, x_field, y_field, points, triangles, x, y, offset, scale)
 
     with atomic_path(output) as tmp:  # each writer its own temp file: the final file is always whole
-        create_mesh_file(tmp, attrs)
-        with h5py.File(tmp, "r+") as h5, progress_bar(total=len(sources), unit="mesh", enabled=progress,
+        create_mesh_file(tmp, attrs, locking=False)
+        with writing_h5(tmp, "r+", shown=output, locking=False) as h5, progress_bar(total=len(sources), unit="mesh", enabled=progress,
                                                       desc="import") as bar:
             made = samples()
             for lo in range(0, len(sources), chunk):

@@ -159,12 +159,14 @@ def mesh_attrs(recipe: MeshRecipe, params, n_samples: int, seed: int | None, chu
     return attrs
 
 
-def create_mesh_file(path: Path, attrs: dict[str, Any], variant_attrs: dict[str, dict] | None = None) -> None:
+def create_mesh_file(path: Path, attrs: dict[str, Any], variant_attrs: dict[str, dict] | None = None,
+                     **options: Any) -> None:
     """An empty mesh dataset file at ``path`` with groups for ``attrs["levels"]`` (and a domain group if
-    the attributes name domain families)."""
+    the attributes name domain families); ``options`` go to ``h5py.File`` (``locking=False`` for a
+    temporary file of :func:`~petrov.common.files.atomic_path`, which holds its own lock)."""
     n_samples = int(attrs["n_samples"])
     layout = mesh_layout(int(attrs["x_channels"]), int(attrs["y_channels"]))
-    with h5py.File(path, "w") as h5:
+    with h5py.File(path, "w", **options) as h5:
         for variant in json.loads(attrs["levels"]):
             group = h5.create_group(variant)
             _create_ragged(group, layout, n_samples)

@@ -4,8 +4,11 @@
                   --noise-stats runs/darcy-inverse --grid 36 --out inv/pde [--set reg_weight=1e-5]
     petrov invert DATA.h5 --method surrogate --forward-run runs/darcy --start learned --inverse-run runs/inv ...
     petrov invert OBS.npz --method learned --inverse-run runs/inv --noise observed --out inv/learned
+    petrov invert DATA.h5 --method refined --inverse-run runs/inv --uncertainty --workers 2 --out inv/ref ...
 
 Writes OUT/coefficients.h5, OUT/metrics.json, OUT/metrics.csv and OUT/inversion.png (unless --no-plots).
+The samples run in chunks of --chunk-size on --workers processes; finished chunks stay in OUT until the
+end, so the same command after an interruption continues where it stopped.
 """
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import argparse
 from petrov.common.quick import QUICK_ITERATIONS, quick_mode
 from petrov.evaluate import parse_indices
 from petrov.inverse import InversionConfig
-from petrov.inverse.api import METHODS, invert
+from petrov.inverse.api import invert
+from petrov.inverse.methods import METHODS
 from petrov.train.config import parse_override
 
 
@@ -44,7 +48,9 @@ def _run(args: argparse.Namespace) -> int:
     result = invert(args.source, args.method, resolution=args.resolution, indices=indices, noise=args.noise,
                     noise_seed=args.noise_seed, noise_stats=args.noise_stats, forward_run=args.forward_run,
                     inverse_run=args.inverse_run, start=args.start, settings=settings, out_dir=args.out,
-                    plots=args.plots, overwrite=args.overwrite)
+                    plots=args.plots, overwrite=args.overwrite, uncertainty=args.uncertainty,
+                    workers=args.workers, calibrate=None if args.calibrate is None else parse_indices(args.calibrate),
+                    chunk_size=args.chunk_size, progress=args.progress)
     summary = result.summary()
     print(f"{args.method}: {summary['n']} sample(s), grid {result.config.grid}, "
           + ", ".join(f"{k} {v:.4g}" for k, v in summary.items() if k != "n"))
@@ -57,7 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "invert",
         help="recover Darcy coefficients a from observed solutions u",
         description="Inverse Darcy: recover the coefficient on a coarse grid from observed u with a "
-        "PDE-constrained (adjoint), surrogate-based or learned method; writes coefficients, metrics, plots.",
+        "PDE-constrained (adjoint), refined (learned, then PDE-constrained to the noise level), surrogate-based "
+        "or learned method; writes coefficients, metrics, plots, and with --uncertainty phase probabilities "
+        "and error intervals.",
     )
     p.add_argument("source", metavar="SOURCE",
                    help="a Darcy dataset file (.h5 or FNO .mat) or an array file (.npy: u; .npz: u, a, u_clean)")
@@ -72,12 +80,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="point-wise statistics of u for the noise (default: --inverse-run, else SOURCE)")
     p.add_argument("--grid", type=int, help="output grid, nodes per side (default: the learned model's or 36)")
     p.add_argument("--forward-run", metavar="RUN_DIR", help="trained forward operator a -> u (surrogate)")
-    p.add_argument("--inverse-run", metavar="RUN_DIR", help="trained inverse operator u -> a (learned)")
+    p.add_argument("--inverse-run", metavar="RUN_DIR", help="trained inverse operator u -> a (learned, refined, --start learned)")
     p.add_argument("--start", default="midpoint", choices=["midpoint", "learned"],
-                   help="starting coefficient of pde/surrogate (learned: the inverse run's output)")
+                   help="starting coefficient of pde/surrogate (learned: the inverse run's output; refined "
+                        "always starts there)")
+    p.add_argument("--uncertainty", action="store_true",
+                   help="pde/refined: the probability of the high phase per cell and an interval for each "
+                        "sample's relative error (Laplace approximation; --set prior_std=, prior_length=, "
+                        "interval=)")
+    p.add_argument("--calibrate", metavar="A:B",
+                   help="with --uncertainty: first invert these other samples of the dataset file (truth known) "
+                        "and scale the error intervals so that the nominal share (--set interval=, default 0.9) of such "
+                        "samples falls inside (split conformal)")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="worker processes, one single-threaded inversion each (default 0: this process)")
+    p.add_argument("--chunk-size", type=int, default=8, metavar="K",
+                   help="samples per chunk: the unit of work and of resumption (default 8)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="a progress bar on a terminal (default on)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="an inversion setting (reg_weight, parametrization, tau, max_iter, pde_grid, snap, steps, "
-                        "lr, ...: the fields of petrov.inverse.InversionConfig)")
+                   help="an inversion setting (reg_weight, parametrization, tau, max_iter, pde_grid, snap, stop, "
+                        "discrepancy, steps, lr, prior_std, ...: the fields of petrov.inverse.InversionConfig)")
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--overwrite", action="store_true", help="write into DIR even if it holds other files")
     p.set_defaults(func=_run)
