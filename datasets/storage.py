@@ -350,6 +350,7 @@ def generate_dataset(
 
     if kind not in RECIPES and kind not in MESH_RECIPES:
         raise KeyError(f"{RECIPES.unknown_message(kind)}; mesh kinds: {', '.join(MESH_RECIPES.names())}")
+    n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
     if kind in MESH_RECIPES:
         from .mesh.storage import generate_mesh_dataset
 
@@ -360,7 +361,6 @@ def generate_dataset(
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution
-    n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
     recipe.validate(p, resolution)
     check_generation_args(n_samples, seed, workers, chunk_size)
 

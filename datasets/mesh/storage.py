@@ -43,14 +43,23 @@ from typing import Any, Callable, Iterable, Iterator
 
 import h5py
 import numpy as np
-
 from petrov.common.config import asdict
 from petrov.common.files import exclusive_lock, replace_synced
 from petrov.common.progress import progress_bar
 from petrov.common.version import petrov_version
+
 from ..darcy import darcy_worker_pool
-from ..storage import (MESH_FORMAT, check_disk, check_generation_args, check_output_dir, claim_partial,
-                       file_attrs, open_h5, partial_path)
+from ..storage import (
+    MESH_FORMAT,
+    already_generated,
+    check_disk,
+    check_generation_args,
+    check_output_dir,
+    claim_partial,
+    file_attrs,
+    open_h5,
+    partial_path,
+)
 from .domains import DOMAIN_FAMILIES, Domain
 from .recipes import MeshRecipe, get_mesh_recipe
 from .sample import MeshSample
@@ -270,6 +279,10 @@ def generate_mesh_dataset(
     check_output_dir(path)
     check_disk(_estimated_bytes(recipe, p, n_samples), path.parent, "generate fewer samples or use a larger h")
     with exclusive_lock(path, what="generated"):
+        if not overwrite and already_generated(path, mesh_attrs(recipe, p, n_samples, seed, chunk_size or 0),
+                                               _IDENTITY):
+            log.info(f"{path} already holds these {n_samples} samples; nothing to do")
+            return path
         return _generate_locked(recipe, p, path, n_samples, seed, overwrite, chunk_size, workers, progress, callback)
 
 
