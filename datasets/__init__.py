@@ -11,15 +11,20 @@ The building blocks (GRF samplers, the Burgers and Darcy solvers) are public too
 from .burgers import solve_burgers, solve_burgers_trajectory
 from .darcy import solve_darcy
 from .fno_files import open_mat, read_mat
+from .generation import generate_dataset
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 from .importing import import_arrays
 from .loading import GridDataset, LazyGridDataset, dataset_info, open_dataset
-from .noise import InputNoise, add_noise
 from .mesh import MeshDataset, collate_points, import_meshes, open_mesh_dataset
-from .normalizers import PointwiseGaussianNormalizer, UnitGaussianNormalizer, fit_normalizer, fit_point_normalizer
+from .noise import InputNoise, add_noise
+from .normalizers import (
+    PointwiseGaussianNormalizer,
+    UnitGaussianNormalizer,
+    fit_normalizer,
+    fit_point_normalizer,
+)
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
 from .sampling import allowed_resolutions, average_pool, stride_for
-from .storage import generate_dataset
 
 __all__ = [
     "GridDataset",

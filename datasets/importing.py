@@ -41,14 +41,13 @@ from typing import Any, Sequence
 import h5py
 import numpy as np
 import scipy.io
-
 from petrov.common.files import atomic_path, require_file, require_space
 from petrov.common.interrupts import raise_if_interrupted
 from petrov.common.outputs import check_outputs
 from petrov.common.progress import progress_bar
 
+from .content_hash import ContentHash
 from .fno_files import mat_format
-from .identity import ContentHash
 from .recipes import ImportedParams, get_recipe
 from .storage import _attrs_for, claimed_now, default_chunk_size, open_h5, writing_h5
 

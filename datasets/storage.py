@@ -36,19 +36,27 @@ from typing import Any, Callable
 
 import h5py
 import numpy as np
-
 from petrov.common.config import asdict
 from petrov.common.files import (
-    NoSpace, exclusive_lock, format_size, free_space, lock_holder, replace_synced, reporting_no_space,
-    require_file, require_space, unraisable_errors,
+    NoSpace,
+    exclusive_lock,
+    format_size,
+    free_space,
+    lock_holder,
+    replace_synced,
+    reporting_no_space,
+    require_file,
+    require_space,
+    unraisable_errors,
 )
 from petrov.common.interrupts import raise_if_interrupted
 from petrov.common.outputs import check_outputs
 from petrov.common.progress import progress_bar
 from petrov.common.quick import quick_samples
 from petrov.common.version import petrov_version
+
+from .content_hash import ContentHash
 from .darcy import darcy_worker_pool, stop_workers
-from .identity import ContentHash
 from .recipes import RECIPES, Recipe, get_recipe
 from .sampling import cell_average
 
@@ -317,7 +325,7 @@ def check_output_dir(path: Path) -> None:
         raise PermissionError(f"output directory {path.parent} is not writable; choose another -o")
 
 
-def generate_dataset(
+def generate_grid_dataset(
     kind: str,
     path: str | os.PathLike,
     n_samples: int,
@@ -331,33 +339,9 @@ def generate_dataset(
     callback: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> Path:
-    """Generate ``n_samples`` samples of dataset ``kind`` at native ``resolution`` into the HDF5 file ``path``.
-
-    ``params`` are the kind's parameters (see ``recipes``; unknown names are a ValueError listing the
-    valid ones). ``resolution`` defaults to the kind's native grid (Burgers 8192, Darcy 421); lower
-    resolutions can later be loaded by striding. Missing parent folders are created. An existing
-    complete ``path`` with the same kind, parameters, seed, resolution and ``n_samples`` is kept as it
-    is (nothing to do); any other existing ``path`` is a FileExistsError unless ``overwrite`` (the old
-    file is replaced only once the new one is complete). In quick mode (``PETROV_QUICK=1``, see
-    :mod:`petrov.common.quick`) at most ``QUICK_SAMPLES`` samples are generated. An existing
-    ``path.partial`` with the same kind, parameters, seed, resolution and ``n_samples`` is resumed
-    (even with ``overwrite``); one with different settings is a ValueError unless ``overwrite``.
-    ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(path)``.
-    Mesh kinds (``darcy-mesh``) take no ``resolution`` and are written by
-    ``petrov.datasets.mesh.storage.generate_mesh_dataset``.
-    """
-    from .mesh.recipes import MESH_RECIPES  # here: the mesh package imports this module
-
-    if kind not in RECIPES and kind not in MESH_RECIPES:
-        raise KeyError(f"{RECIPES.unknown_message(kind)}; mesh kinds: {', '.join(MESH_RECIPES.names())}")
+    """Generate ``n_samples`` samples of the grid kind ``kind`` at native ``resolution`` into ``path``
+    (the grid half of :func:`petrov.datasets.generate_dataset`, whose docstring holds the rules)."""
     n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
-    if kind in MESH_RECIPES:
-        from .mesh.storage import generate_mesh_dataset
-
-        if resolution is not None:
-            raise ValueError(f"{kind} is a mesh dataset: it has no resolution (its mesh spacing is the h parameter)")
-        return generate_mesh_dataset(kind, path, n_samples, seed, overwrite=overwrite, chunk_size=chunk_size,
-                                     workers=workers, progress=progress, callback=callback, **params)
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution

@@ -45,6 +45,7 @@ import h5py
 import numpy as np
 from petrov.common.config import asdict
 from petrov.common.files import exclusive_lock, replace_synced
+from petrov.common.outputs import check_outputs
 from petrov.common.progress import progress_bar
 from petrov.common.version import petrov_version
 
@@ -283,6 +284,7 @@ def generate_mesh_dataset(
                                                _IDENTITY):
             log.info(f"{path} already holds these {n_samples} samples; nothing to do")
             return path
+        check_outputs(path.parent, "generate", [path.name], overwrite=overwrite, scope="file", flag="-o")
         return _generate_locked(recipe, p, path, n_samples, seed, overwrite, chunk_size, workers, progress, callback)
 
 

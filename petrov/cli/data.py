@@ -35,7 +35,7 @@ def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, ann
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from petrov.datasets.storage import generate_dataset
+    from petrov.datasets import generate_dataset
 
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
     path = generate_dataset(
