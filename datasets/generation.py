@@ -10,6 +10,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
+from petrov.common.quick import quick_samples
+
 from .mesh.recipes import MESH_RECIPES
 from .mesh.storage import generate_mesh_dataset
 from .recipes import RECIPES
@@ -46,6 +50,7 @@ def generate_dataset(
     """
     if kind not in RECIPES and kind not in MESH_RECIPES:
         raise KeyError(f"{RECIPES.unknown_message(kind)}; mesh kinds: {', '.join(MESH_RECIPES.names())}")
+    n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
     options = dict(overwrite=overwrite, chunk_size=chunk_size, workers=workers, progress=progress, callback=callback)
     if kind in MESH_RECIPES:
         if resolution is not None:

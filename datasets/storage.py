@@ -52,7 +52,6 @@ from petrov.common.files import (
 from petrov.common.interrupts import raise_if_interrupted
 from petrov.common.outputs import check_outputs
 from petrov.common.progress import progress_bar
-from petrov.common.quick import quick_samples
 from petrov.common.version import petrov_version
 
 from .content_hash import ContentHash
@@ -340,8 +339,8 @@ def generate_grid_dataset(
     **params: Any,
 ) -> Path:
     """Generate ``n_samples`` samples of the grid kind ``kind`` at native ``resolution`` into ``path``
-    (the grid half of :func:`petrov.datasets.generate_dataset`, whose docstring holds the rules)."""
-    n_samples = quick_samples(n_samples) if isinstance(n_samples, (int, np.integer)) else n_samples
+    (the grid half of :func:`petrov.datasets.generate_dataset`, whose docstring holds the rules; quick
+    mode is applied there, once for both halves)."""
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution
