@@ -68,15 +68,67 @@ def test_periodic_coordinates_enter_as_cos_and_sin():
     assert build_model("transolver1d", **dict(TINY, periodic=False)).preprocess[0].in_features == 1 + 1
 
 
-def test_initialization_is_the_references_normal_of_std_init_std():
-    torch.manual_seed(0)
-    model = build_model("transolver2d", d_model=32, n_layers=2, n_heads=4, n_slices=8)
+def _linears(model):
+    slices = {id(block.attention.mixer.slice) for block in model.blocks}
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    assert len(linears) == 2 + 2 * (3 + 4 + 2) + 1  # preprocess; per block k/v/out, slice + 3 token maps, MLP; head
-    weights = torch.cat([m.weight.detach().flatten() for m in linears])  # ~27,000 draws
-    assert abs(float(weights.std()) - 0.02) < 0.0005 and abs(float(weights.mean())) < 0.0005
-    assert all(torch.equal(m.bias, torch.zeros_like(m.bias)) for m in linears if m.bias is not None)
+    return [m for m in linears if id(m) not in slices], [m for m in linears if id(m) in slices]
+
+
+@pytest.mark.parametrize("slice_init", ["orthogonal", "normal"])
+def test_initialization_is_the_references_normal_of_std_init_std(slice_init):
+    torch.manual_seed(0)
+    model = build_model("transolver2d", d_model=32, n_layers=2, n_heads=4, n_slices=8, slice_init=slice_init)
+    others, slices = _linears(model)
+    assert len(others) + len(slices) == 2 + 2 * (3 + 4 + 2) + 1  # preprocess; per block k/v/out, slice + 3 token maps, MLP; head
+    assert len(slices) == 2
+    for group in ([others] if slice_init == "orthogonal" else [others + slices]):
+        weights = torch.cat([m.weight.detach().flatten() for m in group])  # ~27,000 draws
+        assert abs(float(weights.std()) - 0.02) < 0.0005 and abs(float(weights.mean())) < 0.0005
+    assert all(torch.equal(m.bias, torch.zeros_like(m.bias)) for m in others + slices if m.bias is not None)
     assert all(block.attention.q_proj is None for block in model.blocks)  # no query at the points
+    for m in slices:  # (G, head_dim) = (8, 8): orthogonal rows of norm 1, or rows of norm ~0.02 sqrt(8)
+        gram = m.weight.detach().double() @ m.weight.detach().double().T
+        if slice_init == "orthogonal":
+            torch.testing.assert_close(gram, torch.eye(8, dtype=DT), atol=1e-5, rtol=0)
+        else:
+            assert float(gram.diagonal().sqrt().max()) < 0.15
+
+
+def test_orthogonal_slices_differ_at_initialization():
+    """The reason for the orthogonal start: with the reference's normal start every point is assigned
+    to every slice almost uniformly (all tokens the same mean); orthogonal rows spread the assignment."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 12, 12, 1)
+    spread = {}
+    for slice_init in ("orthogonal", "normal"):
+        torch.manual_seed(1)
+        model = build_model("transolver2d", d_model=32, n_layers=1, n_heads=2, n_slices=8, slice_init=slice_init)
+        block = model.blocks[0]
+        seen = []
+        hook = block.attention.mixer.register_forward_hook(
+            lambda m, args, kwargs, out: seen.append(m.slice_weights(kwargs.get("k", args[1] if len(args) > 1 else None))),
+            with_kwargs=True)
+        model(x)
+        hook.remove()
+        spread[slice_init] = float(seen[0].detach().std(dim=-1).mean())  # how far from the uniform 1/G per point
+    assert spread["orthogonal"] > 5 * spread["normal"], spread
+
+
+def test_unified_pos_features_are_distances_to_the_reference_grid():
+    from petrov.operators.models.transolver import reference_distances
+
+    pos = torch.tensor([[0.0, 0.0], [0.25, 1.0]], dtype=DT)
+    d = reference_distances(pos, 3, periodic=False)  # nodes (0, 0), (0, .5), (0, 1), (.5, 0), ...
+    nodes = [(i / 2, j / 2) for i in range(3) for j in range(3)]
+    expected = torch.tensor([[((p[0] - a) ** 2 + (p[1] - b) ** 2) ** 0.5 for a, b in nodes] for p in pos.tolist()],
+                            dtype=DT)
+    torch.testing.assert_close(d, expected)
+    wrapped = reference_distances(torch.tensor([[0.9]], dtype=DT), 3, periodic=True)  # nodes 0, 0.5, 1 on the circle
+    torch.testing.assert_close(wrapped, torch.tensor([[0.1, 0.4, 0.1]], dtype=DT))
+    model = build_model("transolver2d", **dict(TINY, unified_pos=4))
+    assert model.preprocess[0].in_features == 1 + 16
+    x = torch.randn(1, 9, 9, 1)
+    assert model(x).shape == (1, 9, 9, 1)
 
 
 @pytest.mark.parametrize("name, options, match", [
@@ -86,6 +138,10 @@ def test_initialization_is_the_references_normal_of_std_init_std():
     ("transolver2d", {"d_model": 4, "n_heads": 8}, "at least n_heads"),
     ("transolver2d", {"init_std": -1.0}, "init_std"),
     ("transolver2d", {"dropout": 1.0}, "dropout"),
+    ("transolver2d", {"slice_init": "xavier"}, "slice_init"),
+    ("transolver2d", {"unified_pos": 1}, "unified_pos"),
+    ("transolver2d", {"unified_pos": -2}, "unified_pos"),
+    ("transolver2d", {"unified_pos": True}, "unified_pos"),
 ])
 def test_bad_config_raises(name, options, match):
     with pytest.raises(ValueError, match=match):
