@@ -124,7 +124,7 @@ VERDICT_RULE = ("each figure is the mean over the seeds of the test relL2 mean, 
 # contender stayed at 2.16e-1 for 8 epochs).  A hand-written loop (relL2 loss only, Adam lr 1e-3 after 50
 # warm-up steps, batch 4, validation relL2 every 100 steps, 2026-11-24) plateaus at ~0.17 within 100 steps
 # whatever the start: orthogonal 0.173, 0.170, 0.169, 0.170; orthogonal + unified_pos 8 0.169, 0.168, 0.169,
-# 0.169; the reference's normal start 0.171 at 100 (the mean field gives 0.248): the start alone is not
+# 0.169; the reference's normal start 0.171, 0.169 (the mean field gives 0.248): the start alone is not
 # what held the contender back.
 TRANSOLVER_BUDGET = {
     1: {"d_model": 96, "n_layers": 4, "n_heads": 6, "n_slices": 32},
