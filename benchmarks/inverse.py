@@ -235,9 +235,9 @@ def many_observations(s: dict, work: Path, inverse_run: Path, n: int, noise: flo
            "--chunk-size", str(s["many_chunk"]), "--no-plots", "--no-progress", *settings]
     n_chunks = -(-n // s["many_chunk"])
     out = {"method": method}
-    tag = "" if method == "refined" else f"-{method}"  # refined keeps the folders of before
+    tag = f"{n}-{method}"  # a finished folder is reused: one per size and method
     for name in ("killed", "whole"):
-        target = work / f"many{tag}-{name}"
+        target = work / f"many-{tag}-{name}"
         t0 = time.monotonic()
         if not (target / "coefficients.h5").exists():
             proc = subprocess.Popen(cmd + ["--out", str(target)], start_new_session=True)
@@ -254,8 +254,8 @@ def many_observations(s: dict, work: Path, inverse_run: Path, n: int, noise: flo
             if proc.wait() != 0:
                 raise RuntimeError(f"petrov invert failed (status {proc.returncode})")
         out[f"{name}_wall_seconds"] = time.monotonic() - t0
-    with h5py.File(work / f"many{tag}-killed" / "coefficients.h5") as h1, \
-            h5py.File(work / f"many{tag}-whole" / "coefficients.h5") as h2:
+    with h5py.File(work / f"many-{tag}-killed" / "coefficients.h5") as h1, \
+            h5py.File(work / f"many-{tag}-whole" / "coefficients.h5") as h2:
         out["identical"] = bool(np.array_equal(h1["a"][()], h2["a"][()]))
         out["n"] = int(len(h1["a"]))
     # a kill after the last chunk would test nothing: count it only when work was left to resume
