@@ -66,7 +66,7 @@ from petrov.common.config import check_positive
 from ..attention import Attention
 from ..blocks import FeedForward, FullPrecisionLinear, activation
 from ..latent import coordinate_features
-from ..layout import grid_to_points, points_to_grid
+from ..layout import grid_coordinates, grid_to_points, points_to_grid
 from ..attention.mixers.physics import check_temperature
 from ..transfer import grid_weights
 from . import register_model
@@ -131,13 +131,12 @@ def reference_distances(pos: torch.Tensor, nodes: int, periodic: bool) -> torch.
     grid ``linspace(0, 1, nodes)^d`` (nodes in row-major order); on the torus ``[0, 1)^d`` when
     ``periodic`` (per axis ``min(|x - r|, 1 - |x - r|)`` with ``x`` taken modulo 1)."""
     d = pos.shape[-1]
-    axis = torch.linspace(0, 1, nodes, dtype=pos.dtype, device=pos.device)
-    ref = torch.stack(torch.meshgrid(*[axis] * d, indexing="ij"), dim=-1).reshape(-1, d)  # (nodes^d, d)
+    ref = grid_coordinates((nodes,) * d, dtype=pos.dtype, device=pos.device).reshape(-1, d)  # (nodes^d, d)
     diff = (pos[..., None, :] - ref).abs()
     if periodic:
         diff = torch.remainder(diff, 1.0)
         diff = torch.minimum(diff, 1.0 - diff)
-    return diff.pow(2).sum(-1).sqrt()
+    return torch.linalg.vector_norm(diff, dim=-1)
 
 
 REFERENCE_CONFIG = {"d_model": 128, "n_layers": 8, "n_heads": 8, "n_slices": 64, "dim_feedforward": 128}
