@@ -24,8 +24,10 @@ settings below were chosen there, never on the held-out samples. Methods:
 - ``refined``: the learned answer refined by the pde method until the data misfit reaches
   ``DISCREPANCY`` times the expected noise norm, with the Laplace uncertainty (phase probabilities,
   90% error intervals; their CPU seconds are reported separately). The intervals' split-conformal
-  factors are first measured on ``n_cal`` calibration samples (validation samples after the evaluated
-  ones: 420-449 at full size), then the held-out samples' coverage and phase ECE are reported;
+  factors are first measured on ``n_cal`` calibration samples (a file of their own, seed 3: 100 at
+  full size), then the held-out samples' coverage and phase ECE are reported; ``--check N`` measures
+  the coverage also on N fresh samples (a file of their own, seed 4): 20 samples resolve a coverage
+  only to about +-0.07 (binomial), N = 100 to about +-0.03;
 - ``surrogate`` (not by default): Adam through an fno2d forward model (trained once, clean data).
 
 Columns: relative L2 of a on the coarse grid, phase accuracy, data misfit (solve with the recovered a;
@@ -71,15 +73,15 @@ from petrov.datasets import fit_normalizer, generate_dataset  # noqa: E402
 from petrov.evaluate.plots import read_epoch_log, save_figure  # noqa: E402
 from petrov.inverse import interval_coverage, invert, relative_l2  # noqa: E402
 from petrov.inverse.calibration import conformal_scale  # noqa: E402
-from petrov.train.config import config_from_dict  # noqa: E402
+from petrov.train.config import check_resumable, config_from_dict, load_config_json  # noqa: E402
 from petrov.train.trainer import train  # noqa: E402
 
 # file: 470 samples at 141 (seed 0) as before; held out: the last 20; normalizer statistics: the first 400
 SIZES = {
-    "quick": dict(native=29, coarse=8, n_total=96, n_stats=64, n_test=4, n_cal=20, n_train=96, n_val=16, epochs=6,
+    "quick": dict(native=29, coarse=8, n_total=96, n_stats=64, n_test=4, n_cal=20, n_train=96, n_val=16, epochs=6, train_resolution=None,
                   d_model=16, fine_width=8, latent=8, n_layers=1, width=8, modes=4, steps=60, pde_max_iter=60,
                   refined_max_iter=40, max_iter=40, many=24, many_chunk=2, curve=[0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]),
-    "full": dict(native=141, coarse=36, n_total=470, n_stats=400, n_test=20, n_cal=30, n_train=1000, n_val=100, epochs=52,
+    "full": dict(native=141, coarse=36, n_total=470, n_stats=400, n_test=20, n_cal=100, n_train=1000, n_val=100, epochs=100, train_resolution=71,
                  d_model=64, fine_width=32, latent=36, n_layers=2, width=20, modes=8, steps=300,
                  pde_max_iter=1000, refined_max_iter=300, max_iter=200, many=1000, many_chunk=8,
                  curve=[0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60]),
@@ -133,7 +135,8 @@ def pde_reg_weight(noise: float) -> float:
 def _timed_train(cfg: dict, run_dir: Path) -> float:
     """Train (or reuse a finished run in ``run_dir``) and return the training CPU minutes (of a reused
     run: the sum of its epochs' seconds from its ``log.jsonl``, one thread, so CPU ~ wall-clock)."""
-    if (run_dir / "best.pt").exists():
+    if (run_dir / "best.pt").exists():  # reused only when trained with this very config
+        check_resumable(load_config_json(run_dir / "config.json"), config_from_dict(cfg), run_dir)
         return sum(row["seconds"] for row in read_epoch_log(run_dir)) / 60.0
     t0 = time.process_time()
     train(config_from_dict(cfg), run_dir)
@@ -144,7 +147,8 @@ def learned_config(s: dict, train_file: Path, noise: float, seed: int = 0) -> di
     """The learned inverse's training: ``n_train`` + ``n_val`` samples of its own file, ``epochs``,
     ``run.seed`` = ``seed``."""
     return {"data": {"path": str(train_file), "n_train": s["n_train"], "n_val": s["n_val"], "n_test": 0,
-                     "kind": "darcy-inverse", "coarse_resolution": s["coarse"], "noise": noise},
+                     "kind": "darcy-inverse", "coarse_resolution": s["coarse"], "noise": noise,
+                     "train_resolution": s["train_resolution"]},
             "model": {"name": "latent2d_inverse",
                       "options": {"coarse_size": s["coarse"], "latent_size": s["latent"], "latent_kernel": 3,
                                   "d_model": s["d_model"], "fine_width": s["fine_width"],
@@ -277,10 +281,18 @@ def _settings(s: dict, method: str, noise: float) -> dict:
     return base
 
 
+def darcy_file(work: Path, tag: str, native: int, n: int, seed: int) -> Path:
+    """``work/darcy-{native}{tag}.h5``, ``n`` Darcy samples of seed ``seed``, generated on first use."""
+    path = work / f"darcy-{native}{tag}.h5"
+    if not path.exists():
+        generate_dataset("darcy", path, n, resolution=native, seed=seed, progress=False)
+    return path
+
+
 def run_method(method: str, s: dict, data: Path, indices: slice, noise: float, stats, inverse_dir: Path,
-               forward_dir: Path | None, extra: dict | None = None):
+               forward_dir: Path | None, extra: dict | None = None, noise_seed: int = 0):
     name = {"pde-learned": "pde"}.get(method, method)
-    return invert(data, name, indices=indices, noise=noise, noise_seed=0, noise_stats=stats, inverse_run=inverse_dir,
+    return invert(data, name, indices=indices, noise=noise, noise_seed=noise_seed, noise_stats=stats, inverse_run=inverse_dir,
                   forward_run=forward_dir if method == "surrogate" else None,
                   start="learned" if method in ("surrogate", "pde-learned") else "midpoint",
                   settings={**_settings(s, method, noise), **(extra or {})}, uncertainty=method == "refined",
@@ -288,16 +300,29 @@ def run_method(method: str, s: dict, data: Path, indices: slice, noise: float, s
 
 
 def calibrate(s: dict, data: Path, samples: slice, noise: float, stats, inverse_dir: Path) -> dict:
-    """Split-conformal factors of the refined method's error intervals from the calibration samples."""
-    cal = run_method("refined", s, data, samples, noise, stats, inverse_dir, None)
+    """Split-conformal factors of the refined method's error intervals from the calibration samples
+    ``samples`` of the file ``data`` (noise seed 3: not the realizations of the other files' samples)."""
+    cal = run_method("refined", s, data, samples, noise, stats, inverse_dir, None, noise_seed=3)
     errors, median = cal.metrics["rel_l2_a"], cal.metrics["error_median"]
     scale = conformal_scale(errors, median, cal.config.interval)
     raw = np.stack([i["uncertainty"]["posterior_interval"] for i in cal.info])
-    print(f"  calibration on samples {samples.start}-{samples.stop - 1}: error / posterior median in "
+    print(f"  calibration on {data.name} samples {samples.start}-{samples.stop - 1}: error / posterior median in "
           f"[{np.min(errors / median):.2f}, {np.max(errors / median):.2f}], factors {scale[0]:.3f}, {scale[1]:.3f}; "
           f"coverage of the posterior's own intervals {interval_coverage(errors, raw):.2f}", flush=True)
-    return {"error_scale": list(scale), "samples": [samples.start, samples.stop], "ratios": (errors / median).tolist(),
+    return {"error_scale": list(scale), "file": data.name, "samples": [samples.start, samples.stop], "ratios": (errors / median).tolist(),
             "posterior_coverage": interval_coverage(errors, raw), "phase_ece": cal.summary()["phase_ece"]}
+
+
+def coverage_check(s: dict, work: Path, n: int, noise: float, stats, inverse_dir: Path, extra: dict) -> dict:
+    """The refined method with the calibrated intervals on ``n`` fresh samples (their own file, seed 4):
+    coverage, phase ECE, relL2 and CPU seconds (a coverage measured on 20 samples is +-0.07)."""
+    check = run_method("refined", s, darcy_file(work, f"-check{n}", s["native"], n, seed=4), slice(0, n), noise,
+                       stats, inverse_dir, None, extra, noise_seed=4)
+    m = check.summary()
+    out = {"n": n, **{k: m[k] for k in ("coverage", "phase_ece", "rel_l2_a", "cpu_seconds")}}
+    print(f"  refined on {n} fresh samples: coverage {out['coverage']:.2f}, phase ECE {out['phase_ece']:.4f}, "
+          f"relL2 {out['rel_l2_a']:.3e}, {out['cpu_seconds']:.2f} CPU s/sample", flush=True)
+    return out
 
 
 def verdict(ok: bool) -> str:
@@ -316,14 +341,16 @@ def main(argv=None) -> int:
     p.add_argument("--many-method", default="refined", choices=["learned", "pde", "refined"],
                    help="the method of the many-observations run (default refined)")
     p.add_argument("--no-many", action="store_true", help="--quick: skip the many-observations run")
+    p.add_argument("--check", type=int, default=0, metavar="N",
+                   help="refined: measure the intervals' coverage also on N fresh samples (their own file)")
     p.add_argument("--seed", type=int, default=0, help="run.seed of the first learned inverse (default 0)")
     p.add_argument("--seeds", type=int, default=1,
                    help="train the learned inverse N times (seeds --seed, --seed + 1, ...) and run its methods with each")
     p.add_argument("--work", default=None, help="data and run directory (default bench-results/inverse[-quick])")
     p.add_argument("--out", default=None, help="JSON results (default bench-results/inverse[-quick].json)")
     args = p.parse_args(argv)
-    if args.seeds < 1 or args.seed < 0:
-        p.error("--seeds must be >= 1 and --seed >= 0")
+    if args.seeds < 1 or args.seed < 0 or args.check < 0:
+        p.error("--seeds must be >= 1, --seed and --check >= 0")
     seeds = list(range(args.seed, args.seed + args.seeds))
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - set(METHODS))
@@ -340,15 +367,10 @@ def main(argv=None) -> int:
     print_machine(info)
     work.mkdir(parents=True, exist_ok=True)
 
-    data = work / f"darcy-{s['native']}.h5"
-    if not data.exists():
-        generate_dataset("darcy", data, s["n_total"], resolution=s["native"], seed=0, progress=False)
-    train_file = work / f"darcy-{s['native']}-train.h5"
-    if not train_file.exists():
-        generate_dataset("darcy", train_file, s["n_train"] + s["n_val"], resolution=s["native"], seed=1, progress=False)
+    data = darcy_file(work, "", s["native"], s["n_total"], seed=0)
+    train_file = darcy_file(work, "-train", s["native"], s["n_train"] + s["n_val"], seed=1)
     lo = s["n_stats"] if args.validation else s["n_total"] - s["n_test"]
     samples = slice(lo, lo + s["n_test"])
-    cal_samples = slice(s["n_stats"] + s["n_test"], s["n_stats"] + s["n_test"] + s["n_cal"])  # validation, never held out
     stats = fit_normalizer(data, "x", indices=range(s["n_stats"]), kind="darcy-inverse")
     print(f"mode {mode}: grid {s['native']} -> {s['coarse']}, {'validation' if args.validation else 'held-out'} "
           f"samples {samples.start}-{samples.stop - 1}; learned: {s['n_train']} training samples, {s['epochs']} epochs")
@@ -370,7 +392,8 @@ def main(argv=None) -> int:
                 continue
             extra, calibration = None, None
             if method == "refined":
-                calibration = calibrate(s, data, cal_samples, noise, stats, inverse_dir)
+                cal_file = darcy_file(work, f"-cal{s['n_cal']}", s["native"], s["n_cal"], seed=3)
+                calibration = calibrate(s, cal_file, slice(0, s["n_cal"]), noise, stats, inverse_dir)
                 extra = {"error_scale": calibration["error_scale"]}
             result = run_method(method, s, data, samples, noise, stats, inverse_dir, forward_dir, extra)
             m = result.summary()
@@ -380,6 +403,8 @@ def main(argv=None) -> int:
                 raw = np.stack([i["uncertainty"]["posterior_interval"] for i in result.info])
                 record.update(calibration=calibration,
                               posterior_coverage=interval_coverage(result.metrics["rel_l2_a"], raw))
+                if args.check:
+                    record["check"] = coverage_check(s, work, args.check, noise, stats, inverse_dir, extra)
             if method in ("pde", "pde-learned"):
                 curve = error_at_seconds(result, s["curve"])
                 curves.setdefault((method, noise), []).append(curve)
@@ -444,6 +469,10 @@ def main(argv=None) -> int:
                            and r["coverage"] + r["coverage_stats"]["std"] <= hi_c))
             checks.append((f"{method} at {noise:g}: phase ECE <= 0.05", f"{r['phase_ece']:.4f}",
                            within(r, "phase_ece", TARGETS["phase_ece"])))
+            for rec in (x for x in records if (x["method"], x["noise"]) == (method, noise) and "check" in x):
+                c = rec["check"]
+                checks.append((f"{method} at {noise:g} (seed {rec['seed']}): 90% intervals cover 85-95% of {c['n']} fresh samples",
+                               f"{c['coverage']:.2f}", lo_c <= c["coverage"] <= hi_c))
     if many is not None:
         checks.append((f"{many['n']} observations ({many['method']}), --workers 2, killed and resumed = uninterrupted",
                        f"identical: {many['identical']}, killed after {many.get('chunks_at_kill')} of {many.get('chunks')} chunks",

@@ -178,7 +178,8 @@ def fit_sample(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: Inversi
     iterations, solves, CPU seconds, the stop reason, the final data misfit, with ``trace`` the
     iterates' output coefficients at :func:`trace_points` with their CPU seconds and misfits)."""
     n_u = start.shape[-1]
-    bounds = [(cfg.low, cfg.high)] * (n_u * n_u) if cfg.parametrization == "box" else None
+    # one Bounds object, not n_u^2 (low, high) pairs: scipy converts a list of pairs in a Python loop
+    bounds = scipy.optimize.Bounds(cfg.low, cfg.high) if cfg.parametrization == "box" else None
     u_norm = float(np.sqrt((obs**2).sum())) / (obs.shape[0] - 1)
     target = cfg.discrepancy * max(noise_norm(noise_std, obs.shape[0]), cfg.discrepancy_floor * u_norm)
     run = _Run(obs, n_solver, n_u, cfg, target, trace)
