@@ -22,7 +22,8 @@ settings below were chosen there, never on the held-out samples. Methods:
   (relative error against CPU seconds);
 - ``pde-learned``: the same from the learned answer, traced (the curve ``refined`` stops on);
 - ``refined``: the learned answer refined by the pde method until the data misfit reaches
-  ``DISCREPANCY`` times the expected noise norm, with the Laplace uncertainty (phase probabilities,
+  ``DISCREPANCY`` times the expected noise norm or ``refined_max_iter`` iterations have run (120 at
+  full size: the 5-second budget, chosen on validation traces), with the Laplace uncertainty (phase probabilities,
   90% error intervals; their CPU seconds are reported separately). The intervals' split-conformal
   factors are first measured on ``n_cal`` calibration samples (a file of their own, seed 3: 100 at
   full size), then the held-out samples' coverage and phase ECE are reported; ``--check N`` measures
