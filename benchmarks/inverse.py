@@ -20,10 +20,13 @@ settings below were chosen there, never on the held-out samples. Methods:
 - ``pde``: L-BFGS-B with adjoint gradients from the constant 7.5, unknown on the observation grid,
   ``snap``, TV weight per noise level, ``pde_max_iter`` iterations; its iterates are traced
   (relative error against CPU seconds);
-- ``pde-learned``: the same from the learned answer, traced (the curve ``refined`` stops on);
-- ``refined``: the learned answer refined by the pde method until the data misfit reaches
-  ``DISCREPANCY`` times the expected noise norm or ``refined_max_iter`` iterations have run (120 at
-  full size: the 5-second budget, chosen on validation traces), with the Laplace uncertainty (phase probabilities,
+- ``pde-learned``: the same from the learned answer, traced;
+- ``newton-learned``: the pde method with ``optimizer="gauss-newton"`` (projected Gauss-Newton-CG, one
+  factorization per step) from the learned answer, ``newton_max_iter`` steps, traced (the curve
+  ``refined`` stops on);
+- ``refined``: the learned answer refined by the Gauss-Newton pde method until the data misfit reaches
+  ``DISCREPANCY`` times the expected noise norm or ``refined_max_iter`` steps have run (60 at full
+  size, chosen on validation traces for the 5-second budget), with the Laplace uncertainty (phase probabilities,
   90% error intervals; their CPU seconds are reported separately). The intervals' split-conformal
   factors are first measured on ``n_cal`` calibration samples (a file of their own, seed 3: 100 at
   full size), then the held-out samples' coverage and phase ECE are reported; ``--check N`` measures
@@ -81,10 +84,10 @@ from petrov.train.trainer import train  # noqa: E402
 SIZES = {
     "quick": dict(native=29, coarse=8, n_total=96, n_stats=64, n_test=4, n_cal=20, n_train=96, n_val=16, epochs=6, train_resolution=None,
                   d_model=16, fine_width=8, latent=8, n_layers=1, width=8, modes=4, steps=60, pde_max_iter=60,
-                  refined_max_iter=40, max_iter=40, many=24, many_chunk=2, curve=[0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]),
+                  refined_max_iter=40, newton_max_iter=20, max_iter=40, many=24, many_chunk=2, curve=[0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]),
     "full": dict(native=141, coarse=36, n_total=470, n_stats=400, n_test=20, n_cal=100, n_train=1000, n_val=100, epochs=52, train_resolution=None,
                  d_model=64, fine_width=32, latent=36, n_layers=2, width=20, modes=8, steps=300,
-                 pde_max_iter=1000, refined_max_iter=120, max_iter=200, many=1000, many_chunk=8,
+                 pde_max_iter=1000, refined_max_iter=60, newton_max_iter=100, max_iter=200, many=1000, many_chunk=8,
                  curve=[0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60]),
 }
 TRAINING_BUDGET_MINUTES = 60.0  # the learned inverse's target budget (CPU minutes per noise level)
@@ -116,9 +119,15 @@ PDE_SNAP = 2.0
 # 60-300 iterations (~60 ms each, 45 of them the sparse factorization) and the error keeps falling slowly
 # after it, so no discrepancy factor buys time cheaply: tau 1.0 uncapped 2.17e-2 / 6.46 s, 1.005 2.31e-2 /
 # 4.65 s, 1.01 2.41e-2 / 4.20 s, 1.02 2.58e-2 / 3.72 s; tau 1.0 capped at 100, 120, 150 iterations 2.27e-2 /
-# 4.63 s, 2.23e-2 / 4.93 s, 2.21e-2 / 5.22 s (the traced curve at 5 s: 2.20e-2). refined_max_iter = 120:
-# the lowest validation error within 5 CPU s per sample. (A warm-up at the 71 grid, 60 iterations at a
-# tenth of the cost, left 130 and 300 iterations to do at 141 on samples 400-401: no time saved.)
+# 4.63 s, 2.23e-2 / 4.93 s, 2.21e-2 / 5.22 s (the traced curve at 5 s: 2.20e-2). (A warm-up at the 71
+# grid, 60 iterations at a tenth of the cost, left 130 and 300 iterations to do at 141 on samples
+# 400-401: no time saved.) Gauss-Newton instead (optimizer="gauss-newton", CG 20 / 0.1; the same samples,
+# traced to 60 steps, replayed): one factorization per step serves every Hessian product, and 20-60 steps
+# do: tau 1.0 capped at 20, 30, 40, 60 steps 2.03e-2 / 2.18 s, 1.93e-2 / 2.84 s, 1.91e-2 / 3.15 s,
+# 1.89e-2 / 3.72 s (the traced curve at 5 s: 1.74e-2; tau below 1 fits further, e.g. 0.99 with 30 steps
+# 1.81e-2 / 3.95 s, but stops short of the noise level are what the discrepancy principle is for).
+# refined_max_iter = 60 with tau 1: the lowest validation error within 4 CPU s per sample (a margin for
+# the CPU seconds, which moved by 30% between two runs of identical iterates).
 DISCREPANCY = 1.0
 LEARNED_START_LBFGS_MEMORY = 50
 # uncertainty: the Laplace prior (scale in units of a, correlation length), chosen on the validation samples
@@ -133,8 +142,9 @@ LEARNED_START_LBFGS_MEMORY = 50
 # (3, 0.05) gives the sharpest intervals (smallest spread) with an ECE far below 0.05.
 PRIOR = {"prior_std": 3.0, "prior_length": 0.05, "posterior_rank": 100, "posterior_samples": 200}
 
-METHODS = ["learned", "pde", "pde-learned", "refined", "surrogate"]
-DEFAULT_METHODS = "learned,pde,pde-learned,refined"
+METHODS = ["learned", "pde", "pde-learned", "newton-learned", "refined", "surrogate"]
+TRACED = ("pde", "pde-learned", "newton-learned")  # methods whose iterates give error-vs-seconds curves
+DEFAULT_METHODS = "learned,pde,pde-learned,newton-learned,refined"
 TARGETS = {"refined_error": 2e-2, "refined_seconds": 5.0, "learned_error": 4e-2, "coverage": (0.85, 0.95),
            "phase_ece": 0.05}
 
@@ -283,11 +293,13 @@ def many_observations(s: dict, work: Path, inverse_run: Path, n: int, noise: flo
 
 def _settings(s: dict, method: str, noise: float) -> dict:
     base = {"grid": s["coarse"], "max_iter": s["max_iter"], "steps": s["steps"]}
-    if method in ("pde", "pde-learned", "refined"):
+    if method in ("pde", "pde-learned", "newton-learned", "refined"):
         base.update(pde_grid=s["native"], max_iter=s["pde_max_iter"], snap=PDE_SNAP, reg_weight=pde_reg_weight(noise),
                     discrepancy=DISCREPANCY, **PRIOR)
     if method in ("pde-learned", "refined"):
         base.update(lbfgs_memory=LEARNED_START_LBFGS_MEMORY)
+    if method in ("newton-learned", "refined"):
+        base.update(optimizer="gauss-newton", max_iter=s["newton_max_iter"])
     if method == "refined":  # the iteration cap chosen on validation samples for the 5-second budget (above)
         base.update(max_iter=s["refined_max_iter"])
     return base
@@ -303,12 +315,12 @@ def darcy_file(work: Path, tag: str, native: int, n: int, seed: int) -> Path:
 
 def run_method(method: str, s: dict, data: Path, indices: slice, noise: float, stats, inverse_dir: Path,
                forward_dir: Path | None, extra: dict | None = None, noise_seed: int = 0):
-    name = {"pde-learned": "pde"}.get(method, method)
+    name = {"pde-learned": "pde", "newton-learned": "pde"}.get(method, method)
     return invert(data, name, indices=indices, noise=noise, noise_seed=noise_seed, noise_stats=stats, inverse_run=inverse_dir,
                   forward_run=forward_dir if method == "surrogate" else None,
-                  start="learned" if method in ("surrogate", "pde-learned") else "midpoint",
+                  start="learned" if method in ("surrogate", "pde-learned", "newton-learned") else "midpoint",
                   settings={**_settings(s, method, noise), **(extra or {})}, uncertainty=method == "refined",
-                  trace=method in ("pde", "pde-learned"))
+                  trace=method in TRACED)
 
 
 def calibrate(s: dict, data: Path, samples: slice, noise: float, stats, inverse_dir: Path) -> dict:
@@ -398,7 +410,7 @@ def main(argv=None) -> int:
         inverse_dir = work / f"inverse-noise{noise:g}{tag}"
         inverse_minutes = _timed_train(learned_config(s, train_file, noise, seed), inverse_dir)
         minutes = {"learned": inverse_minutes, "surrogate": forward_minutes + inverse_minutes, "pde": 0.0,
-                   "pde-learned": inverse_minutes, "refined": inverse_minutes}
+                   "pde-learned": inverse_minutes, "newton-learned": inverse_minutes, "refined": inverse_minutes}
         for method in methods:
             if method in SEED_FREE and seed != seeds[0]:
                 continue
@@ -417,7 +429,7 @@ def main(argv=None) -> int:
                               posterior_coverage=interval_coverage(result.metrics["rel_l2_a"], raw))
                 if args.check:
                     record["check"] = coverage_check(s, work, args.check, noise, stats, inverse_dir, extra)
-            if method in ("pde", "pde-learned"):
+            if method in TRACED:
                 curve = error_at_seconds(result, s["curve"])
                 curves.setdefault((method, noise), []).append(curve)
                 record["curve"] = dict(zip(map(str, s["curve"]), curve.tolist()))

@@ -20,6 +20,9 @@ class InversionConfig:
     ``"box"`` (a itself, kept in ``[low, high]``) or ``"level-set"`` (``a = low + (high - low) sigmoid(phi/tau)``).
     Objective ``1/2 ||S u(a) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a)``.
 
+    ``optimizer``: the pde method's L-BFGS-B (``"lbfgs"``) or projected Gauss-Newton with at most
+    ``cg_max_iter`` conjugate-gradient iterations to the relative residual ``cg_tol`` per step
+    (``"gauss-newton"``, :mod:`petrov.inverse.newton`; ``max_iter`` counts its outer iterations).
     ``stop``: the pde method runs ``max_iter`` L-BFGS-B iterations (``"iterations"``) or stops as soon
     as the data misfit ``||S u(a) - u_obs||_h`` falls to ``discrepancy`` times the expected noise norm
     ``sqrt(h^2 sum_j sigma_j^2)`` (``"discrepancy"``, Morozov's discrepancy principle; ``max_iter`` stays
@@ -49,6 +52,9 @@ class InversionConfig:
     snap: float = 0.0  # with a finer pde_grid: fine values within snap of low/high set to it before pooling
     max_iter: int = 200  # L-BFGS-B iterations per sample
     lbfgs_memory: int = 10  # L-BFGS-B correction pairs kept (scipy's maxcor)
+    optimizer: Literal["lbfgs", "gauss-newton"] = "lbfgs"  # pde: L-BFGS-B, or projected Gauss-Newton-CG (box)
+    cg_max_iter: int = 20  # gauss-newton: conjugate-gradient iterations per step
+    cg_tol: float = 0.1  # gauss-newton: relative residual at which CG stops
     stop: Literal["iterations", "discrepancy"] = "iterations"
     discrepancy: float = 1.0  # tau: stop when the misfit <= tau * the noise norm (stop="discrepancy")
     discrepancy_floor: float = 1e-3  # the noise norm used is >= this fraction of ||u_obs||_h
@@ -91,7 +97,11 @@ class InversionConfig:
             raise ValueError(f"error_scale must be two finite factors 0 <= low <= high, got {self.error_scale}")
         if not 0 < self.interval < 1:
             raise ValueError(f"interval must lie in (0, 1) (e.g. 0.9 for a 90% interval), got {self.interval}")
-        for name in ("max_iter", "lbfgs_memory", "steps", "batch_size", "posterior_rank", "posterior_samples"):
+        if self.optimizer == "gauss-newton" and self.parametrization != "box":
+            raise ValueError("optimizer 'gauss-newton' needs parametrization='box' (it projects on the bounds)")
+        if not (math.isfinite(self.cg_tol) and 0 < self.cg_tol < 1):
+            raise ValueError(f"cg_tol must lie in (0, 1), got {self.cg_tol}")
+        for name in ("max_iter", "lbfgs_memory", "cg_max_iter", "steps", "batch_size", "posterior_rank", "posterior_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"inversion setting {name} must be >= 1, got {getattr(self, name)}")
 

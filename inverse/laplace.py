@@ -31,66 +31,24 @@ does not depend on the batch or the process it is computed in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 import scipy.fft
 import torch
 
-from petrov.datasets.darcy import darcy_matrix, factorize
-from petrov.datasets.darcy_adjoint import coefficient_derivative, coefficient_gradient, observation_stride
-
 from .config import InversionConfig
+from .linearization import Linearization, forward_state
 from .pde import output_coefficients
 
 _STREAM = 4  # separates the posterior's random numbers from the data (1, 2) and the noise (3)
 OVERSAMPLING = 10
 
 
-@dataclass(frozen=True)
-class Linearization:
-    """``a* (n, n)``, ``u* (n, n)``, the factorization of ``A(a*)``, the observation stride and the
-    weights ``1/sigma_j^2`` on the observation grid ``(m, m)`` (0 on the boundary)."""
-
-    a: np.ndarray
-    u: np.ndarray
-    lu: object
-    stride: int
-    weights: np.ndarray
-    averaging: str
-
-    @property
-    def n(self) -> int:
-        return self.a.shape[0]
-
-    def _solve(self, rhs: np.ndarray) -> np.ndarray:
-        """``A^-1`` of interior fields ``(k, n, n)`` (boundary ignored), returned with zero boundary."""
-        n, k = self.n, rhs.shape[0]
-        inner = np.ascontiguousarray(rhs[:, 1:-1, 1:-1].reshape(k, -1).T)
-        out = np.zeros((k, n, n))
-        out[:, 1:-1, 1:-1] = self.lu.solve(inner).T.reshape(k, n - 2, n - 2)
-        return out
-
-    def jvp(self, v: np.ndarray) -> np.ndarray:
-        """``J v`` for directions ``v (k, n, n)``: ``(k, m, m)`` on the observation grid."""
-        du = -self._solve(coefficient_derivative(self.a, v, self.u, self.averaging))
-        return du[:, ::self.stride, ::self.stride]
-
-    def vjp(self, w: np.ndarray) -> np.ndarray:
-        """``J^T w`` for observation-grid fields ``w (k, m, m)``: ``(k, n, n)``."""
-        rhs = np.zeros((w.shape[0], self.n, self.n))
-        rhs[:, ::self.stride, ::self.stride] = w
-        return -coefficient_gradient(self.a, self.u, self._solve(rhs), self.averaging)
-
-
 def linearize(a: np.ndarray, obs: np.ndarray, noise_std, cfg: InversionConfig) -> Linearization:
     """The Jacobian's ingredients at ``a (n, n)`` for the observation ``obs (m, m)`` with point-wise noise
     ``noise_std`` (scalar, ``(m, m)`` or None), floored at ``discrepancy_floor * rms(obs)``."""
-    n, m = a.shape[0], obs.shape[0]
-    stride = observation_stride(n, m)
-    lu = factorize(darcy_matrix(a, cfg.averaging))
-    u = np.zeros((n, n))
-    u[1:-1, 1:-1] = lu.solve(np.full((n - 2) ** 2, cfg.f)).reshape(n - 2, n - 2)
+    m = obs.shape[0]
     floor = cfg.discrepancy_floor * float(np.sqrt(np.mean(obs**2)))
     sigma = np.broadcast_to(np.asarray(0.0 if noise_std is None else noise_std, dtype=np.float64), (m, m))
     sigma = np.maximum(sigma, floor)
@@ -98,7 +56,7 @@ def linearize(a: np.ndarray, obs: np.ndarray, noise_std, cfg: InversionConfig) -
         raise ValueError("the posterior needs a positive noise level: give noise_std or discrepancy_floor > 0")
     weights = 1.0 / sigma**2
     weights[[0, -1], :] = weights[:, [0, -1]] = 0.0  # u = 0 there whatever a: no information
-    return Linearization(a, u, lu, stride, weights, cfg.averaging)
+    return replace(forward_state(a, m, cfg), weights=weights)
 
 
 class SmoothingPrior:

@@ -37,6 +37,7 @@ from petrov.datasets.darcy_adjoint import misfit_and_gradient, observation_strid
 from petrov.datasets.sampling import pool_kernel
 
 from .config import InversionConfig
+from .newton import fit_gauss_newton
 from .parametrization import from_coefficient, prolong, snap_to_phases, to_coefficient, total_variation
 
 # The relative misfit is ~1e-4..1e-6 near the solution, so scipy's default tolerances (pgtol 1e-5) stop
@@ -167,21 +168,38 @@ class _Run:
             raise StopIteration
 
     def trace(self) -> dict[str, np.ndarray]:
-        it, sec, mis, a = zip(*self.records)
-        return {"iteration": np.array(it), "cpu_seconds": np.array(sec), "misfit": np.array(mis), "a": np.stack(a)}
+        return trace_arrays(self.records)
+
+
+def trace_arrays(records: list[tuple[int, float, float, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The trace dict (iteration, cpu_seconds, misfit, a) of ``(iteration, seconds, misfit, a)`` records."""
+    it, sec, mis, a = zip(*records)
+    return {"iteration": np.array(it), "cpu_seconds": np.array(sec), "misfit": np.array(mis), "a": np.stack(a)}
 
 
 def fit_sample(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: InversionConfig,
                noise_std=None, trace: bool = False) -> tuple[torch.Tensor, dict[str, Any]]:
-    """One sample: the unknown ``a_u (1, n_u, n_u)`` after L-BFGS-B from ``start (n_u, n_u)`` for the
+    """One sample: the unknown ``a_u (1, n_u, n_u)`` after L-BFGS-B (or, with ``optimizer="gauss-newton"``,
+    :func:`petrov.inverse.newton.fit_gauss_newton`) from ``start (n_u, n_u)`` for the
     observation ``obs (m, m)`` on the misfit grid (already thinned), and its info (objective,
     iterations, solves, CPU seconds, the stop reason, the final data misfit, with ``trace`` the
     iterates' output coefficients at :func:`trace_points` with their CPU seconds and misfits)."""
     n_u = start.shape[-1]
-    # one Bounds object, not n_u^2 (low, high) pairs: scipy converts a list of pairs in a Python loop
-    bounds = scipy.optimize.Bounds(cfg.low, cfg.high) if cfg.parametrization == "box" else None
     u_norm = float(np.sqrt((obs**2).sum())) / (obs.shape[0] - 1)
     target = cfg.discrepancy * max(noise_norm(noise_std, obs.shape[0]), cfg.discrepancy_floor * u_norm)
+    if cfg.optimizer == "gauss-newton":
+        records: list[tuple[int, float, float, np.ndarray]] = []
+
+        def keep(iteration: int, seconds: float, misfit: float, theta: np.ndarray) -> None:
+            records.append((iteration, seconds, misfit,
+                            output_coefficient(torch.from_numpy(theta[None]), n_solver, cfg)))
+
+        a_u, info = fit_gauss_newton(obs, start, n_solver, cfg, target, keep if trace else None)
+        if trace:
+            info["trace"] = trace_arrays(records)
+        return a_u, info
+    # one Bounds object, not n_u^2 (low, high) pairs: scipy converts a list of pairs in a Python loop
+    bounds = scipy.optimize.Bounds(cfg.low, cfg.high) if cfg.parametrization == "box" else None
     run = _Run(obs, n_solver, n_u, cfg, target, trace)
     x0 = from_coefficient(start, cfg).numpy().ravel()
     if trace:
