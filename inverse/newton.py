@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 import numpy as np
+import scipy.sparse.linalg
 import torch
 
 from .config import InversionConfig
@@ -84,25 +85,15 @@ class _Problem:
 
 
 def _conjugate_gradient(product, b: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, int]:
-    """``x`` with ``product(x) ~ b`` (symmetric positive semi-definite ``product``) after at most
-    ``max_iter`` iterations, stopped at ``||b - product(x)|| <= tol ||b||`` or at non-positive curvature;
-    and the number of products."""
-    x, r = np.zeros_like(b), b.copy()
-    d, rr, goal = r.copy(), float((r * r).sum()), tol * float(np.sqrt((b * b).sum()))
-    for k in range(max_iter):
-        hd = product(d)
-        curvature = float((d * hd).sum())
-        if curvature <= 0.0:
-            return (x if k else b), k + 1  # steepest descent when the first direction has no curvature
-        alpha = rr / curvature
-        x += alpha * d
-        r -= alpha * hd
-        rr_new = float((r * r).sum())
-        if np.sqrt(rr_new) <= goal:
-            return x, k + 1
-        d = r + (rr_new / rr) * d
-        rr = rr_new
-    return x, max_iter
+    """``x`` with ``product(x) ~ b`` (``product`` symmetric positive semi-definite on ``(n, n)`` fields) by
+    scipy's conjugate gradients from 0, at most ``max_iter`` iterations, to ``||b - product(x)|| <= tol
+    ||b||``; and the number of iterations."""
+    shape, used = b.shape, [0]
+    op = scipy.sparse.linalg.LinearOperator((b.size, b.size), matvec=lambda v: product(v.reshape(shape)).ravel(),
+                                            dtype=np.float64)
+    x, _ = scipy.sparse.linalg.cg(op, b.ravel(), rtol=tol, atol=0.0, maxiter=max_iter,
+                                  callback=lambda _: used.__setitem__(0, used[0] + 1))
+    return x.reshape(shape), used[0]
 
 
 def fit_gauss_newton(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: InversionConfig,
