@@ -87,7 +87,7 @@ SIZES = {
                   refined_max_iter=40, newton_max_iter=20, max_iter=40, many=24, many_chunk=2, curve=[0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]),
     "full": dict(native=141, coarse=36, n_total=470, n_stats=400, n_test=20, n_cal=100, n_train=1000, n_val=100, epochs=52, train_resolution=None,
                  d_model=64, fine_width=32, latent=36, n_layers=2, width=20, modes=8, steps=300,
-                 pde_max_iter=1000, refined_max_iter=60, newton_max_iter=100, max_iter=200, many=1000, many_chunk=8,
+                 pde_max_iter=1000, refined_max_iter=20, newton_max_iter=100, max_iter=200, many=1000, many_chunk=8,
                  curve=[0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60]),
 }
 TRAINING_BUDGET_MINUTES = 60.0  # the learned inverse's target budget (CPU minutes per noise level)
@@ -126,8 +126,16 @@ PDE_SNAP = 2.0
 # do: tau 1.0 capped at 20, 30, 40, 60 steps 2.03e-2 / 2.18 s, 1.93e-2 / 2.84 s, 1.91e-2 / 3.15 s,
 # 1.89e-2 / 3.72 s (the traced curve at 5 s: 1.74e-2; tau below 1 fits further, e.g. 0.99 with 30 steps
 # 1.81e-2 / 3.95 s, but stops short of the noise level are what the discrepancy principle is for).
-# refined_max_iter = 60 with tau 1: the lowest validation error within 4 CPU s per sample (a margin for
-# the CPU seconds, which moved by 30% between two runs of identical iterates).
+# Then (same protocol, two runs at a time, one per core) the line search started from twice the previous
+# step's alpha with quadratic-interpolation backtracking (the accepted alpha was below 1 in 80% of the
+# steps, mostly 1/8-1/4, at 3.2 trials per step; now 1.65) and the TV Hessian assembled as a sparse matrix
+# (torch's double backward cost ~1 ms per CG product): CG 20 capped at 60 steps 1.89e-2 / 3.28 s before
+# the sparse Hessian; with it, by CG iterations per step and step cap: CG 30 cap 20 1.86e-2 / 1.81 s,
+# cap 30 1.84e-2 / 2.08 s; CG 50 cap 15 1.80e-2 / 1.99 s, cap 20 1.77e-2 / 2.25 s, cap 30 1.76e-2 /
+# 2.60 s; CG 80 cap 15 1.73e-2 / 2.54 s, cap 20 1.68e-2 / 3.25 s; CG 120 cap 20 1.69e-2 / 4.57 s.
+# refined: CG 50 (the config default), refined_max_iter = 20, tau 1: the lowest validation error within
+# 2.5 CPU s per sample, half the budget (the held-out samples took 1.45x the validation ones' seconds with
+# the previous settings, and CPU seconds of identical iterates moved by 30% between runs).
 DISCREPANCY = 1.0
 LEARNED_START_LBFGS_MEMORY = 50
 # uncertainty: the Laplace prior (scale in units of a, correlation length), chosen on the validation samples

@@ -53,7 +53,7 @@ class InversionConfig:
     max_iter: int = 200  # L-BFGS-B iterations per sample
     lbfgs_memory: int = 10  # L-BFGS-B correction pairs kept (scipy's maxcor)
     optimizer: Literal["lbfgs", "gauss-newton"] = "lbfgs"  # pde: L-BFGS-B, or projected Gauss-Newton-CG (box)
-    cg_max_iter: int = 20  # gauss-newton: conjugate-gradient iterations per step
+    cg_max_iter: int = 50  # gauss-newton: CG iterations per step (more buy better steps than more steps do at 141^2)
     cg_tol: float = 0.1  # gauss-newton: relative residual at which CG stops
     stop: Literal["iterations", "discrepancy"] = "iterations"
     discrepancy: float = 1.0  # tau: stop when the misfit <= tau * the noise norm (stop="discrepancy")

@@ -12,10 +12,15 @@ for the surrogate; everything is differentiable with torch autograd.
 - ``snap_to_phases``: fine values within ``tol`` of ``low`` or ``high`` set to that value (the
   coefficient is two-valued; the values between, at interfaces, stay).
 - ``TV_delta(a) = h^2 sum_cells sqrt(|grad a|^2 + delta^2)``, forward differences on the cells
-  ``[0, n_c - 2]^2``, ``h = 1/(n_c - 1)``: a quadrature of the smoothed total variation.
+  ``[0, n_c - 2]^2``, ``h = 1/(n_c - 1)``: a quadrature of the smoothed total variation; its Hessian
+  as a sparse matrix for Newton-type solvers (:func:`total_variation_hessian`).
 """
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+import scipy.sparse
 import torch
 
 from petrov.operators import transfer
@@ -54,6 +59,45 @@ def total_variation(a: torch.Tensor, delta: float) -> torch.Tensor:
     dx = (a[:, 1:, :-1] - a[:, :-1, :-1]) / h
     dy = (a[:, :-1, 1:] - a[:, :-1, :-1]) / h
     return h * h * torch.sqrt(dx * dx + dy * dy + delta * delta).sum(dim=(1, 2))
+
+
+@functools.lru_cache(maxsize=4)
+def _cell_differences(n: int) -> tuple[scipy.sparse.csr_matrix, scipy.sparse.csr_matrix]:
+    """``(D_x, D_y)``, each ``((n-1)^2, n^2)``: the forward differences of :func:`total_variation` on its
+    cells (row ``i (n-1) + j`` for the cell at node ``(i, j)``), divided by ``h``. Read-only (cached)."""
+    h = 1.0 / (n - 1)
+    node = np.arange(n * n).reshape(n, n)
+    rows = np.arange((n - 1) ** 2)
+    base = node[:-1, :-1].ravel()
+
+    def difference(ahead):
+        cols = np.concatenate([ahead.ravel(), base])
+        vals = np.concatenate([np.full(rows.size, 1 / h), np.full(rows.size, -1 / h)])
+        return scipy.sparse.csr_matrix((vals, (np.concatenate([rows, rows]), cols)), shape=(rows.size, n * n))
+
+    return difference(node[1:, :-1]), difference(node[:-1, 1:])
+
+
+def total_variation_hessian(a: np.ndarray, delta: float) -> scipy.sparse.csr_matrix:
+    """The Hessian ``(n^2, n^2)`` of :func:`total_variation` at one field ``a (n, n)`` (row-major unknowns):
+
+        H = h^2 sum_cells D_c^T (I / s - q q^T / s^3) D_c,   q = (dx, dy),   s = sqrt(|q|^2 + delta^2)
+
+    with ``D_c`` the cell's two forward differences. Assembled once, it gives a Hessian product in
+    microseconds, where torch's double backward costs about a millisecond per product on a 141 x 141 grid
+    (a Newton-CG step needs dozens)."""
+    n = a.shape[0]
+    h = 1.0 / (n - 1)
+    d_x, d_y = _cell_differences(n)
+    flat = np.asarray(a, dtype=np.float64).ravel()
+    dx, dy = d_x @ flat, d_y @ flat
+    s = np.sqrt(dx * dx + dy * dy + delta * delta)
+    s3 = s**3
+    diag = scipy.sparse.diags
+    blocks = scipy.sparse.bmat([[diag(1 / s - dx * dx / s3), diag(-dx * dy / s3)],
+                                [diag(-dx * dy / s3), diag(1 / s - dy * dy / s3)]])
+    d = scipy.sparse.vstack([d_x, d_y])
+    return (h * h * (d.T @ blocks @ d)).tocsr()
 
 
 def snap_to_phases(a: torch.Tensor, low: float, high: float, tol: float) -> torch.Tensor:

@@ -253,7 +253,9 @@ def test_training_with_loader_workers_stops_on_a_signal_with_one_line(project, s
     os.killpg(proc.pid, sig)
     code, _, err = finish(proc)
     assert code == status
-    assert err.strip() == f"petrov train: {word}; continue with `petrov train --out run --resume`"
+    # torch's own warning when 2 workers exceed the CPUs this process may use (a one-core affinity) is not ours
+    lines = [line for line in err.strip().splitlines() if "DataLoader will create" not in line]
+    assert lines == [f"petrov train: {word}; continue with `petrov train --out run --resume`"]
     assert leftovers(project / "run") == []
 
 

@@ -9,8 +9,8 @@ from petrov.datasets import solve_darcy
 from petrov.inverse import Observations, invert
 from petrov.inverse.config import inversion_config
 from petrov.inverse.linearization import forward_state
-from petrov.inverse.newton import _conjugate_gradient, _Problem
-from petrov.inverse.parametrization import prolong, total_variation
+from petrov.inverse.newton import SHRINK, _backtrack, _conjugate_gradient, _Problem
+from petrov.inverse.parametrization import prolong, total_variation, total_variation_hessian
 
 
 def smooth_coarse(n):
@@ -42,20 +42,38 @@ def test_hessian_product_is_gauss_newton_plus_the_tv_hessian(n_u):
     obs = solve_darcy(rng.uniform(3, 12, (1, 9, 9)))[0][::2, ::2]
     theta = rng.uniform(4, 11, (n_u, n_u))
     problem = _Problem(obs, n_u, n_solver, cfg)
-    _, _, lin, r, leaf, g_tv = problem.evaluate(theta)
+    _, _, lin, r, g_tv = problem.evaluate(theta)
     jac = dense_jacobian(theta.ravel(), obs, n_solver, n_u)
     tv_hessian = torch.autograd.functional.hessian(
         lambda t: cfg.reg_weight * total_variation(t.reshape(1, n_u, n_u), cfg.tv_delta).sum(),
         torch.from_numpy(theta.ravel())).numpy()
     dense = problem.scale * problem.h2 * jac.T @ jac + tv_hessian
     v = rng.standard_normal((n_u, n_u))
-    np.testing.assert_allclose(problem.hessian_product(lin, leaf, g_tv, v).ravel(), dense @ v.ravel(),
+    np.testing.assert_allclose(problem.hessian_product(lin, problem.tv_hessian(theta), v).ravel(), dense @ v.ravel(),
                                rtol=1e-5, atol=1e-8 * np.abs(dense @ v.ravel()).max())
     # and the gradient: s P^T J^T h^2 r + grad TV
     grad_tv = torch.func.grad(lambda t: cfg.reg_weight * total_variation(t.reshape(1, n_u, n_u), cfg.tv_delta).sum())(
         torch.from_numpy(theta.ravel())).numpy()
     np.testing.assert_allclose(problem.gradient(lin, r, g_tv).ravel(),
                                problem.scale * problem.h2 * jac.T @ r.ravel() + grad_tv, rtol=1e-5, atol=1e-10)
+
+
+@pytest.mark.parametrize("n, delta", [(4, 1.0), (7, 0.3)])
+def test_total_variation_hessian_matches_torch_double_backward(n, delta):
+    a = np.random.default_rng(n).uniform(3, 12, (n, n))
+    reference = torch.autograd.functional.hessian(
+        lambda t: total_variation(t.reshape(1, n, n), delta).sum(), torch.from_numpy(a.ravel())).numpy()
+    sparse = total_variation_hessian(a, delta)
+    assert sparse.shape == (n * n, n * n)
+    np.testing.assert_allclose(sparse.toarray(), reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
+
+
+def test_backtracking_minimizes_the_quadratic_within_its_safeguards():
+    # J(t) = 1 - t + t^2 (slope -1, minimum at 1/2): a failed trial at alpha = 2 gives J = 3
+    assert _backtrack(2.0, 1.0, -2.0, 3.0) == pytest.approx(0.5)
+    assert _backtrack(1.0, 1.0, -1.0, 100.0) == pytest.approx(SHRINK[0])  # a far minimum is clipped
+    assert _backtrack(1.0, 1.0, -1.0, 1.0 - 0.999) == pytest.approx(SHRINK[1])  # nearly linear: at most halve
+    assert _backtrack(1.0, 1.0, 0.5, 2.0) == pytest.approx(SHRINK[1])  # no descent: halve
 
 
 def test_conjugate_gradient_solves_a_positive_definite_system():
