@@ -100,6 +100,8 @@ TRAINING_BUDGET_MINUTES = 60.0  # the learned inverse's target budget (CPU minut
 # Training on u strided to 71 instead (train_resolution=71: half the CPU per step, 100 epochs in the same
 # budget, evaluated at 141) was slower to learn: validation relL2 6.50e-2 (at 71) at 60% of its schedule
 # against 5.68e-2 (at 141) for the 141 run at 60% of its own (epoch 31), and was stopped there.
+# bfloat16 autocast (run.amp) with 64 epochs in the same budget: validation 4.786e-2 against 4.921e-2,
+# in 60.1 CPU minutes (at the budget's edge; fp32 kept, benchmarks/README.md).
 
 # pde: the unknown on the observation grid, pooled to the output grid; TV weight chosen on the validation
 # samples 400-402 (mean relL2(a): at 1% noise 2.82e-2 (1e-7), 2.08e-2 (3e-8), 2.36e-2 (1e-8); at 10% noise
