@@ -83,8 +83,8 @@ def total_variation_hessian(a: np.ndarray, delta: float) -> scipy.sparse.csr_mat
 
         H = h^2 sum_cells D_c^T (I / s - q q^T / s^3) D_c,   q = (dx, dy),   s = sqrt(|q|^2 + delta^2)
 
-    with ``D_c`` the cell's two forward differences. Assembled once, it gives a Hessian product in
-    microseconds, where torch's double backward costs about a millisecond per product on a 141 x 141 grid
+    with ``D_c`` the cell's two forward differences. Assembled once (~9 ms at 141 x 141), it gives a
+    Hessian product in ~0.2 ms, where torch's double backward costs about a millisecond per product
     (a Newton-CG step needs dozens)."""
     n = a.shape[0]
     h = 1.0 / (n - 1)

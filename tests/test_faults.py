@@ -71,9 +71,15 @@ def written(partial: Path) -> int:
         return 0
 
 
+def default_sigint() -> None:
+    """In the child: Ctrl-C's default action, which a suite started as a background job (``&`` in a
+    script) would otherwise pass on as ignored, so that no interrupt would reach petrov."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(cwd: Path, *args: str, **options) -> subprocess.Popen:
     return subprocess.Popen(petrov(*args), cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                            start_new_session=True, text=True,
+                            start_new_session=True, text=True, preexec_fn=default_sigint,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options)
 
 
