@@ -45,6 +45,15 @@ MAX_BACKTRACKS = 20
 SHRINK = (0.1, 0.5)  # each backtrack scales alpha by a factor within these bounds
 
 
+def _axis_prolongation(n_u: int, n_solver: int) -> np.ndarray:
+    """``P_1 (n_solver, n_u)`` with ``prolong(theta) = P_1 theta P_1^T``: the bilinear prolongation is a
+    product of one linear interpolation per axis, read off by prolonging fields constant along the second
+    axis. Two small matrix products per use instead of a torch call and its autograd adjoint (~1.4 ms per
+    Hessian product at 36 -> 141, about half a solve pair)."""
+    fields = np.eye(n_u)[:, :, None] * np.ones(n_u)[None, None, :]
+    return prolong(torch.from_numpy(fields), n_solver)[:, :, 0].numpy().T
+
+
 class _Problem:
     """The objective's pieces for one observation ``obs (m, m)`` on the misfit grid."""
 
@@ -53,20 +62,15 @@ class _Problem:
         self.h2 = 1.0 / (obs.shape[0] - 1) ** 2
         self.scale = 1.0 / float((obs**2).sum() * self.h2)
         self.factorizations = 0
+        self.axis = None if n_u == n_solver else _axis_prolongation(n_u, n_solver)
 
     def prolong(self, theta: np.ndarray) -> np.ndarray:
         """``P theta``: ``(n_u, n_u)`` -> ``(n_solver, n_solver)``."""
-        if self.n_u == self.n_solver:
-            return theta
-        return prolong(torch.from_numpy(theta[None]), self.n_solver)[0].numpy()
+        return theta if self.axis is None else self.axis @ theta @ self.axis.T
 
     def prolong_t(self, w: np.ndarray) -> np.ndarray:
-        """``P^T w`` (the adjoint of the linear prolongation, by autograd)."""
-        if self.n_u == self.n_solver:
-            return w
-        x = torch.zeros((1, self.n_u, self.n_u), dtype=torch.float64, requires_grad=True)
-        (prolong(x, self.n_solver)[0] * torch.from_numpy(w)).sum().backward()
-        return x.grad[0].numpy()
+        """``P^T w``: ``(n_solver, n_solver)`` -> ``(n_u, n_u)``."""
+        return w if self.axis is None else self.axis.T @ w @ self.axis
 
     def evaluate(self, theta: np.ndarray) -> tuple[float, float, Linearization, np.ndarray, np.ndarray]:
         """``(J, misfit ||S u - u_obs||_h, linearization, residual, grad TV)`` at ``theta (n_u, n_u)``."""
