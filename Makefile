@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
-SOURCES := pyproject.toml $(shell find petrov common operators datasets train evaluate inverse -name '*.py' -o -name '*.toml' 2>/dev/null)
+PACKAGES := cli common operators datasets train evaluate inverse
+SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null)
 
 .PHONY: install test test-all demo docs clean
 
@@ -35,13 +36,14 @@ demo: $(VENV)/.installed
 # strict: every warning fails the build. The API reference reads the package as it installs (the
 # top-level folders as petrov.*), staged in build/docs-src; the gallery's figures come from quick runs
 # of the examples (docs/gallery.py); every public name must have its entry (docs/check_api.py).
+# The repository root is the package: the staging folder is named petrov, as mkdocstrings looks it up.
 $(VENV)/.installed-docs: $(VENV)/.installed
 	$(BIN)/pip install --quiet ".[docs]"
 	touch $@
 
 docs: $(VENV)/.installed-docs
-	rm -rf build/docs-src && mkdir -p build/docs-src && cp -r petrov build/docs-src/
-	for d in common operators datasets train evaluate inverse; do ln -s "$(CURDIR)/$$d" build/docs-src/petrov/$$d; done
+	rm -rf build/docs-src && mkdir -p build/docs-src/petrov && cp __init__.py __main__.py build/docs-src/petrov/
+	for d in $(PACKAGES); do ln -s "$(CURDIR)/$$d" build/docs-src/petrov/$$d; done
 	OMP_NUM_THREADS=2 $(BIN)/python docs/gallery.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python docs/check_api.py site

@@ -6,5 +6,5 @@
 - :mod:`.dtypes`: ``upcast``, the one rule for computing sums of 16-bit tensors in float32;
 - :mod:`.version`: the installed petrov version;
 - :mod:`.progress`: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook);
-- :mod:`.moved`: the module paths of petrov 0.1 that moved, importable for one more release.
+- :mod:`.moved`: the module paths of petrov 0.1 that moved, importable until petrov 0.3.0.
 """

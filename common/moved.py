@@ -1,4 +1,4 @@
-"""Module paths of petrov 0.1 that moved in 0.2, importable for one more release.
+"""Module paths of petrov 0.1 that moved in 0.2, importable until petrov 0.3.0 (:data:`REMOVED_IN`).
 
 ``import petrov.train.evaluate`` still works and gives the module's new home (``petrov.evaluate``)
 with a ``DeprecationWarning`` naming it.  :data:`MOVED` is the whole table (CHANGELOG.md says why
@@ -15,6 +15,8 @@ import importlib.util
 import sys
 import warnings
 from types import ModuleType
+
+REMOVED_IN = "0.3.0"  # the release that drops these names
 
 MOVED: dict[str, str] = {
     # the command line spans every subpackage: it moved above them, one module per command group
@@ -36,7 +38,29 @@ MOVED: dict[str, str] = {
     # latent1d and latent2d differ only in their dimension: one module
     "petrov.operators.models.latent1d": "petrov.operators.models.latent",
     "petrov.operators.models.latent2d": "petrov.operators.models.latent",
+    # the encoder was a second file named latent.py beside models/latent.py: named after what it holds
+    "petrov.operators.latent": "petrov.operators.latent_encoder",
 }
+
+
+# names inside a module that moved to another package (resolved on first use: the old package must not
+# import the new one, which sits above it)
+MOVED_ATTRIBUTES: dict[str, str] = {
+    # inverse problems are not training
+    "petrov.train.invert": "petrov.inverse.invert",
+}
+
+
+def moved_attribute(module: str, name: str):
+    """``module.name`` for a name listed in :data:`MOVED_ATTRIBUTES` (with a ``DeprecationWarning``
+    naming its new home); ``AttributeError`` for any other name (a package's ``__getattr__``)."""
+    new = MOVED_ATTRIBUTES.get(f"{module}.{name}")
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(f"{module}.{name} moved to {new}; import it from there (the old name goes away in petrov "
+                  f"{REMOVED_IN})", DeprecationWarning, stacklevel=3)
+    home, _, attr = new.rpartition(".")
+    return getattr(importlib.import_module(home), attr)
 
 
 def new_name(old: str) -> str | None:
@@ -60,8 +84,8 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec) -> ModuleType:
         new = new_name(spec.name)
-        warnings.warn(f"{spec.name} moved to {new}; import it from there (the old path goes away in the "
-                      f"next release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"{spec.name} moved to {new}; import it from there (the old path goes away in petrov "
+                      f"{REMOVED_IN})", DeprecationWarning, stacklevel=2)
         return importlib.import_module(new)
 
     def exec_module(self, module: ModuleType) -> None:

@@ -39,8 +39,8 @@ import pyamg
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from petrov.common.interrupts import held_signals, quiet_worker
-from petrov.common.registry import Registry
+from ..common.interrupts import held_signals, quiet_worker
+from ..common.registry import Registry
 
 SOLVERS: Registry = Registry("darcy solver")
 AVERAGING: Registry = Registry("face averaging")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from petrov.common.registry import Registry
+from ..common.registry import Registry
 from .darcy import AVERAGING, darcy_matrix, factorize
 
 FACE_DERIVATIVES: Registry = Registry("face averaging derivative")

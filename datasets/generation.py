@@ -12,8 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from petrov.common.quick import quick_samples
-
+from ..common.quick import quick_samples
 from .mesh.recipes import MESH_RECIPES
 from .mesh.storage import generate_mesh_dataset
 from .recipes import RECIPES

@@ -41,11 +41,11 @@ from typing import Any, Sequence
 import h5py
 import numpy as np
 import scipy.io
-from petrov.common.files import atomic_path, require_file, require_space
-from petrov.common.interrupts import raise_if_interrupted
-from petrov.common.outputs import check_outputs
-from petrov.common.progress import progress_bar
 
+from ..common.files import atomic_path, require_file, require_space
+from ..common.interrupts import raise_if_interrupted
+from ..common.outputs import check_outputs
+from ..common.progress import progress_bar
 from .content_hash import ContentHash
 from .fno_files import mat_format
 from .recipes import ImportedParams, get_recipe

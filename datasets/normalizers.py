@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from petrov.operators.transfer import prolong, prolong_points, restrict_points
 
+from ..operators.transfer import prolong, prolong_points, restrict_points
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, cell_average, stride_for
-
 
 
 def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:

@@ -29,8 +29,8 @@ from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
 
-from petrov.common.config import asdict, from_dict
-from petrov.common.registry import Registry
+from ..common.config import asdict, from_dict
+from ..common.registry import Registry
 from .darcy import SOLVERS, solve_darcy
 from .grf import darcy_coefficient, neumann_grf_2d
 from .sampling import pool_kernel

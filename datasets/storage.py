@@ -36,8 +36,9 @@ from typing import Any, Callable
 
 import h5py
 import numpy as np
-from petrov.common.config import asdict
-from petrov.common.files import (
+
+from ..common.config import asdict
+from ..common.files import (
     NoSpace,
     exclusive_lock,
     format_size,
@@ -49,11 +50,10 @@ from petrov.common.files import (
     require_space,
     unraisable_errors,
 )
-from petrov.common.interrupts import raise_if_interrupted
-from petrov.common.outputs import check_outputs
-from petrov.common.progress import progress_bar
-from petrov.common.version import petrov_version
-
+from ..common.interrupts import raise_if_interrupted
+from ..common.outputs import check_outputs
+from ..common.progress import progress_bar
+from ..common.version import petrov_version
 from .content_hash import ContentHash
 from .darcy import darcy_worker_pool, stop_workers
 from .recipes import RECIPES, Recipe, get_recipe

@@ -9,10 +9,15 @@
 The per-sample metric loop and the metrics files it shares with training are
 :mod:`petrov.train.metrics` (re-exported here).
 """
-from petrov.train.metrics import (
-    ROW_FIELDS, evaluate_relative_l2, per_time_row, read_metrics, resolution_row, summarize, write_metrics,
+from ..train.metrics import (
+    ROW_FIELDS,
+    evaluate_relative_l2,
+    per_time_row,
+    read_metrics,
+    resolution_row,
+    summarize,
+    write_metrics,
 )
-
 from .evaluation import evaluate_resolutions, is_trajectory, make_plots, predict, run_evaluation
 from .reports import format_table
 from .resolutions import allowed_resolutions, parse_resolutions

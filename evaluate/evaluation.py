@@ -18,24 +18,35 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from petrov.common.outputs import check_outputs, claim_outputs
-from petrov.datasets import dataset_info, open_dataset, open_mesh_dataset
-from petrov.datasets.mesh.storage import is_mesh_file
-from petrov.datasets.recipes import is_trajectory
-from petrov.operators.models import sample_transform
-from petrov.train import distributed as dist_
-from petrov.train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
-from petrov.train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
-from petrov.train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
-
+from ..common.outputs import check_outputs, claim_outputs
+from ..datasets import dataset_info, open_dataset, open_mesh_dataset
+from ..datasets.mesh.storage import is_mesh_file
+from ..datasets.recipes import is_trajectory
+from ..operators.models import sample_transform
+from ..train import distributed as dist_
+from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
+from ..train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
+from ..train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from . import mesh_plots
 from . import plots as figures
 from .reports import format_table
 from .resolutions import (
-    allowed_resolutions, check_kind, check_resolutions, coarse_resolution, default_resolutions, parse_resolutions,
+    allowed_resolutions,
+    check_kind,
+    check_resolutions,
+    coarse_resolution,
+    default_resolutions,
+    parse_resolutions,
 )
 from .runs import (
-    EvalSetup, as_setup, data_file, default_batch, load_run, select_indices, setup_noise, warn_if_other_data,
+    EvalSetup,
+    as_setup,
+    data_file,
+    default_batch,
+    load_run,
+    select_indices,
+    setup_noise,
+    warn_if_other_data,
     warn_if_seen,
 )
 

@@ -41,7 +41,7 @@ import matplotlib.ticker  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from petrov.common.files import atomic_path  # noqa: E402
+from ..common.files import atomic_path  # noqa: E402
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 150) -> Path:

@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from petrov.datasets import get_recipe
-from petrov.datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
-from petrov.datasets.sampling import poolable
-
+from ..datasets import get_recipe
+from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
+from ..datasets.sampling import poolable
 from .runs import EvalSetup
 
 

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from petrov.datasets import dataset_info
-from petrov.datasets.loading import as_indices
-from petrov.common.files import require_dir, require_file
-from petrov.datasets.identity import data_identity, identity_change
-from petrov.train.checkpoint import load_run_checkpoint, operator_from_state
-from petrov.train.config import load_config_json
-from petrov.train.data import input_noise, split_indices
-from petrov.train.operator import NormalizedOperator
+from ..common.files import require_dir, require_file
+from ..datasets import dataset_info
+from ..datasets.identity import data_identity, identity_change
+from ..datasets.loading import as_indices
+from ..train.checkpoint import load_run_checkpoint, operator_from_state
+from ..train.config import load_config_json
+from ..train.data import input_noise, split_indices
+from ..train.operator import NormalizedOperator
 
 
 @dataclass

@@ -27,16 +27,15 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from petrov.common.config import asdict
-from petrov.common.files import atomic_write, write_csv, write_json
-from petrov.common.outputs import check_outputs, claim_outputs
-from petrov.datasets import average_pool, fit_normalizer
-from petrov.datasets.sampling import pool_kernel
-from petrov.datasets.storage import h5_image
-
-from petrov.train.checkpoint import load_operator
-from petrov.evaluate.plots import plot_inversion
-from petrov.evaluate.runs import load_run
+from ..common.config import asdict
+from ..common.files import atomic_write, write_csv, write_json
+from ..common.outputs import check_outputs, claim_outputs
+from ..datasets import average_pool, fit_normalizer
+from ..datasets.sampling import pool_kernel
+from ..datasets.storage import h5_image
+from ..evaluate.plots import plot_inversion
+from ..evaluate.runs import load_run
+from ..train.checkpoint import load_operator
 from .calibration import conformal_scale, expected_calibration_error, interval_coverage
 from .config import InversionConfig, inversion_config
 from .learned import output_grid, predict

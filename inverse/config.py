@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Mapping, Optional
 
-from petrov.common.config import from_dict
+from ..common.config import from_dict
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petrov.datasets.darcy import darcy_matrix, factorize
-from petrov.datasets.darcy_adjoint import coefficient_derivative, coefficient_gradient, observation_stride
-
+from ..datasets.darcy import darcy_matrix, factorize
+from ..datasets.darcy_adjoint import coefficient_derivative, coefficient_gradient, observation_stride
 from .config import InversionConfig
 
 

@@ -17,8 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from petrov.common.registry import Registry
-
+from ..common.registry import Registry
 from .config import InversionConfig
 from .laplace import laplace_uncertainty
 from .learned import invert_learned

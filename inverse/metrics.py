@@ -15,9 +15,8 @@ import warnings
 import numpy as np
 import torch
 
-from petrov.datasets import solve_darcy
-from petrov.train.losses import relative_l2_per_sample
-
+from ..datasets import solve_darcy
+from ..train.losses import relative_l2_per_sample
 from .parametrization import prolong
 
 

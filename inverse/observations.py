@@ -29,9 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from petrov.datasets import open_dataset
-
-from petrov.datasets import InputNoise
+from ..datasets import InputNoise, open_dataset
 
 ARRAY_SUFFIXES = (".npy", ".npz")
 

@@ -23,8 +23,7 @@ import numpy as np
 import scipy.sparse
 import torch
 
-from petrov.operators import transfer
-
+from ..operators import transfer
 from .config import InversionConfig
 
 _EDGE = 1e-4  # level-set start values are clipped this far inside (low, high) so the logit is finite

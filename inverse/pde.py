@@ -31,11 +31,10 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from petrov.common.progress import progress_bar
-from petrov.datasets import average_pool
-from petrov.datasets.darcy_adjoint import misfit_and_gradient, observation_stride
-from petrov.datasets.sampling import pool_kernel
-
+from ..common.progress import progress_bar
+from ..datasets import average_pool
+from ..datasets.darcy_adjoint import misfit_and_gradient, observation_stride
+from ..datasets.sampling import pool_kernel
 from .config import InversionConfig
 from .newton import fit_gauss_newton
 from .parametrization import from_coefficient, prolong, snap_to_phases, to_coefficient, total_variation

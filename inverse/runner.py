@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from petrov.common.config import asdict
-from petrov.common.files import atomic_path, exclusive_lock, write_json
-from petrov.common.progress import progress_bar
-from petrov.datasets.darcy import darcy_worker_pool
-
+from ..common.config import asdict
+from ..common.files import atomic_path, exclusive_lock, write_json
+from ..common.progress import progress_bar
+from ..datasets.darcy import darcy_worker_pool
 from .config import InversionConfig
 from .methods import Operators, invert_samples
 
@@ -88,7 +87,7 @@ def _operator(source: Any):
     if source is None or not isinstance(source, str):
         return source
     if source not in _LOADED:
-        from petrov.train.checkpoint import load_operator
+        from ..train.checkpoint import load_operator
 
         _LOADED[source] = load_operator(source)
     return _LOADED[source]

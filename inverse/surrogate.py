@@ -18,9 +18,8 @@ import time
 import numpy as np
 import torch
 
-from petrov.common.progress import progress_bar
-from petrov.operators.layout import grid_coordinates
-
+from ..common.progress import progress_bar
+from ..operators.layout import grid_coordinates
 from .config import InversionConfig
 from .parametrization import from_coefficient, prolong, to_coefficient, total_variation
 

@@ -1,10 +1,18 @@
 """petrov.operators: attention mixers, spectral layers, blocks and operator models."""
+from ..common.registry import Registry
 from .attention import Attention, AttentionConfig
+from .attention.mixers import MIXERS, list_mixers
 from .io import load_model, save_model
 from .layout import grid_coordinates
-from .attention.mixers import MIXERS, list_mixers
-from .models import MODELS, build_model, list_models, model_config, model_name, point_set_models, register_model
-from petrov.common.registry import Registry
+from .models import (
+    MODELS,
+    build_model,
+    list_models,
+    model_config,
+    model_name,
+    point_set_models,
+    register_model,
+)
 from .spectral import SpectralConv
 
 __all__ = [

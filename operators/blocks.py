@@ -27,10 +27,10 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from ..common.config import check_positive
+from ..common.registry import Registry
 from .attention import Attention, AttentionConfig
 from .layout import channels_first, channels_last
-from petrov.common.config import check_positive
-from petrov.common.registry import Registry
 from .spectral import SpectralConv
 
 ACTIVATIONS: Registry = Registry("activation")

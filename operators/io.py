@@ -28,9 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from petrov.common.files import atomic_write, serialized
-from petrov.common.version import petrov_version
-
+from ..common.files import atomic_write, serialized
+from ..common.version import petrov_version
 from .models import MODELS, build_model, model_config, model_name
 
 FORMAT = "petrov-model"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from petrov.common.dtypes import to_caller_dtype, upcast
+from ..common.dtypes import to_caller_dtype, upcast
 
 
 def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:

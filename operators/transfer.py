@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import torch
 
-from petrov.common.dtypes import to_caller_dtype, upcast
+from ..common.dtypes import to_caller_dtype, upcast
 
 
 def node_points(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:

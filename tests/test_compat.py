@@ -72,6 +72,7 @@ MOVED_NAMES = [
     ("petrov.operators.normalization", "petrov.operators.attention.norms"),
     ("petrov.operators.fused_galerkin", "petrov.operators.attention.fused"),
     ("petrov.operators.models.latent2d", "petrov.operators.models.latent"),
+    ("petrov.operators.latent", "petrov.operators.latent_encoder"),
 ]
 
 

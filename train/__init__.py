@@ -8,8 +8,7 @@
 - :mod:`.operator`: ``NormalizedOperator``, what ``load_operator`` gives back for inference;
 - :mod:`.checkpoint`: run checkpoints; :mod:`.distributed`: torchrun.
 """
-import warnings
-
+from ..common.moved import moved_attribute
 from .checkpoint import load_operator
 from .config import TrainConfig, load_config
 from .metrics import evaluate_relative_l2
@@ -20,11 +19,4 @@ __all__ = ["NormalizedOperator", "TrainConfig", "evaluate_relative_l2", "load_co
 
 
 def __getattr__(name: str):
-    # petrov 0.1 exported the inverse problems from here; they moved to petrov.inverse
-    if name == "invert":
-        warnings.warn("petrov.train.invert moved to petrov.inverse.invert; import it from there (the old "
-                      "name goes away in the next release)", DeprecationWarning, stacklevel=2)
-        from petrov.inverse import invert
-
-        return invert
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return moved_attribute(__name__, name)  # petrov 0.1's petrov.train.invert (common/moved.py)

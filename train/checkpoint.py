@@ -31,13 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from petrov.operators import save_model
-from petrov.operators.io import load_checkpoint, model_from_checkpoint
-
-from petrov.datasets import InputNoise
-
-from petrov.datasets.normalizers import normalizer_from_state
-
+from ..datasets import InputNoise
+from ..datasets.normalizers import normalizer_from_state
+from ..operators import save_model
+from ..operators.io import load_checkpoint, model_from_checkpoint
 from .operator import NormalizedOperator
 
 RUN_FORMAT = 1
@@ -110,7 +107,7 @@ def noise_from_state(state: dict[str, Any]) -> InputNoise:
 
 def _file_noise(path: str | None) -> float:
     """The input noise level a data file records (0 if none, or if the file is not there)."""
-    from petrov.datasets import dataset_info
+    from ..datasets import dataset_info
 
     if not path or not Path(path).exists():
         return 0.0

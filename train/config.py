@@ -32,11 +32,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from petrov.common.config import asdict, from_dict
-from petrov.common.files import write_json
-from petrov.common.quick import QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
-from petrov.datasets.noise import InputNoise
-
+from ..common.config import asdict, from_dict
+from ..common.files import write_json
+from ..common.quick import QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
+from ..datasets.noise import InputNoise
 from .rollout import training_mode
 
 if sys.version_info >= (3, 11):
@@ -213,7 +212,7 @@ def apply_overrides(raw: Mapping[str, Any], overrides: list[str]) -> dict[str, A
 
 def validate_model_options(model: ModelConfig) -> None:
     """Check the model name and its options against the model's config class."""
-    from petrov.operators.models import config_class
+    from ..operators.models import config_class
 
     # KeyError naming the registered models; ValueError naming a wrong option
     from_dict(config_class(model.name), model.options, context=f"model.options ({model.name!r})")

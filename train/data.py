@@ -28,15 +28,21 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from petrov.common.config import asdict
-from petrov.common.interrupts import held_signals, loader_worker
-from petrov.datasets import (
-    InputNoise, collate_points, dataset_info, fit_normalizer, fit_point_normalizer, generate_dataset, get_recipe,
-    open_dataset, open_mesh_dataset,
+from ..common.config import asdict
+from ..common.interrupts import held_signals, loader_worker
+from ..datasets import (
+    InputNoise,
+    collate_points,
+    dataset_info,
+    fit_normalizer,
+    fit_point_normalizer,
+    generate_dataset,
+    get_recipe,
+    open_dataset,
+    open_mesh_dataset,
 )
-from petrov.datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
-from petrov.datasets.mesh.storage import is_mesh_file
-
+from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
+from ..datasets.mesh.storage import is_mesh_file
 from .config import DataConfig
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from petrov.common.dtypes import upcast
+from ..common.dtypes import upcast
 
 EPS = 1e-12  # floor for denominators; never reached by a non-degenerate target
 

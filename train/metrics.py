@@ -19,9 +19,8 @@ from typing import Any, Callable
 
 import torch
 
-from petrov.common.files import write_csv, write_json
-from petrov.datasets import InputNoise
-
+from ..common.files import write_csv, write_json
+from ..datasets import InputNoise
 from . import distributed as dist_
 from .data import data_loader, sample_ids, to_batch
 from .losses import relative_l2_per_sample

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from petrov.datasets import InputNoise
+from ..datasets import InputNoise
 
 
 class NormalizedOperator(nn.Module):

@@ -27,10 +27,12 @@ from typing import Callable
 
 import torch
 
-from petrov.common.registry import Registry
-
+from ..common.registry import Registry
 from .losses import (
-    relative_l2_per_sample, trajectory_loss_per_sample, trajectory_relative_l2_per_sample, training_loss_per_sample,
+    relative_l2_per_sample,
+    training_loss_per_sample,
+    trajectory_loss_per_sample,
+    trajectory_relative_l2_per_sample,
 )
 
 TRAINING_MODES: Registry = Registry("training mode")

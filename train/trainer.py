@@ -43,22 +43,29 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 
-from petrov.common.files import atomic_write, ensure_dir, exclusive_lock, write_csv
-from petrov.common.interrupts import raise_if_interrupted
-from petrov.common.outputs import MANIFEST, check_outputs, claim_outputs
-from petrov.common.progress import progress_bar
-from petrov.datasets.mesh.loading import mesh_levels
-from petrov.datasets.recipes import is_trajectory
-from petrov.datasets.identity import data_identity, identity_change
-from petrov.operators import build_model
-from petrov.operators.models import sample_transform
-
+from ..common.files import atomic_write, ensure_dir, exclusive_lock, write_csv
+from ..common.interrupts import raise_if_interrupted
+from ..common.outputs import MANIFEST, check_outputs, claim_outputs
+from ..common.progress import progress_bar
+from ..datasets.identity import data_identity, identity_change
+from ..datasets.mesh.loading import mesh_levels
+from ..datasets.recipes import is_trajectory
+from ..operators import build_model
+from ..operators.models import sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
 from .data import (
-    TrainingData, batches, build_training_data, check_model_fits_data, data_loader, ensure_data_file, is_point_data,
-    open_split, sample_ids, to_batch,
+    TrainingData,
+    batches,
+    build_training_data,
+    check_model_fits_data,
+    data_loader,
+    ensure_data_file,
+    is_point_data,
+    open_split,
+    sample_ids,
+    to_batch,
 )
 from .losses import check_targets, per_time_relative_l2
 from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics

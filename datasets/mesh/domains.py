@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 from matplotlib.path import Path as MplPath
 
-from petrov.common.registry import Registry
+from ...common.registry import Registry
 from .geometry import segment_distance
 
 GAP = 3.0  # features at least GAP coarse spacings apart

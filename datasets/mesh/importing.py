@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
-from petrov.common.files import atomic_path
-from petrov.common.progress import progress_bar
-from petrov.datasets.storage import writing_h5
 
+from ...common.files import atomic_path
+from ...common.progress import progress_bar
+from ..storage import writing_h5
 from .checks import check_arrays, check_mesh
 from .geometry import orient_counterclockwise
 from .recipes import ImportedMeshParams, get_mesh_recipe

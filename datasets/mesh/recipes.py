@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from petrov.common.config import from_dict
-from petrov.common.registry import Registry
+from ...common.config import from_dict
+from ...common.registry import Registry
 from . import darcy
 
 

@@ -43,12 +43,12 @@ from typing import Any, Callable, Iterable, Iterator
 
 import h5py
 import numpy as np
-from petrov.common.config import asdict
-from petrov.common.files import exclusive_lock, replace_synced
-from petrov.common.outputs import check_outputs
-from petrov.common.progress import progress_bar
-from petrov.common.version import petrov_version
 
+from ...common.config import asdict
+from ...common.files import exclusive_lock, replace_synced
+from ...common.outputs import check_outputs
+from ...common.progress import progress_bar
+from ...common.version import petrov_version
 from ..darcy import darcy_worker_pool
 from ..storage import (
     MESH_FORMAT,

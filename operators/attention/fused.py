@@ -32,8 +32,7 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from petrov.common.dtypes import upcast
-
+from ...common.dtypes import upcast
 from .kernels import weighted_mean
 from .norms import ColumnNorm, NoNorm
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import torch
 
-from petrov.common.dtypes import upcast  # noqa: F401  (the mixers import it from here)
+from ...common.dtypes import upcast  # noqa: F401  (the mixers import it from here)
 
 
 @contextlib.contextmanager

@@ -48,10 +48,11 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..checks import check_finite
-from .mixers import MIXERS, build_mixer
 from .kernels import full_precision, upcast
+from .mixers import MIXERS, build_mixer
 from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
 from .norms import build_norm
+
 
 def _positive_int(name: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:

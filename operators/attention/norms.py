@@ -32,8 +32,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from petrov.common.dtypes import to_caller_dtype, upcast
-from petrov.common.registry import Registry
+from ...common.dtypes import to_caller_dtype, upcast
+from ...common.registry import Registry
 
 NORMS: Registry = Registry("norm")
 

@@ -19,8 +19,8 @@ package, declare it as a ``petrov.models`` entry point).
 """
 from __future__ import annotations
 
-from petrov.common.config import asdict, from_dict
-from petrov.common.registry import Registry
+from ...common.config import asdict, from_dict
+from ...common.registry import Registry
 
 MODELS: Registry = Registry("model", entry_point_group="petrov.models")
 _CONFIG_CLASSES: dict[str, type] = {}
@@ -91,5 +91,14 @@ def build_model(name: str, **config):
 
 # Importing the modules registers the models.
 from . import (  # noqa: E402,F401
-    arfno1d, fno, galerkin1d, galerkin2d, latent, marching1d, mesh_attention, mesh_fno, mesh_latent, transolver,
+    arfno1d,
+    fno,
+    galerkin1d,
+    galerkin2d,
+    latent,
+    marching1d,
+    mesh_attention,
+    mesh_fno,
+    mesh_latent,
+    transolver,
 )

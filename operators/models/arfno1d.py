@@ -22,8 +22,14 @@ from typing import Optional
 import torch
 
 from ..trajectory import (
-    batch_as_steps, check_scalar_state, check_state_modes, check_time_steps, limit_state, steps_as_batch,
-    teacher_states, time_coordinates,
+    batch_as_steps,
+    check_scalar_state,
+    check_state_modes,
+    check_time_steps,
+    limit_state,
+    steps_as_batch,
+    teacher_states,
+    time_coordinates,
 )
 from . import register_model
 from .base import GridOperator

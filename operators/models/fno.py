@@ -20,8 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from petrov.common.config import check_positive
-
+from ...common.config import check_positive
 from ..blocks import SpectralBlock, mlp
 from ..layout import channels_first, channels_last
 from . import register_model

@@ -40,7 +40,12 @@ import torch
 from torch import nn
 
 from ..blocks import (
-    EncoderConfig, PointwiseDecoderFields, SpectralDecoderFields, activation, encoder_stack, pointwise_decoder,
+    EncoderConfig,
+    PointwiseDecoderFields,
+    SpectralDecoderFields,
+    activation,
+    encoder_stack,
+    pointwise_decoder,
     spectral_decoder,
 )
 from ..layout import channels_first, channels_last, grid_to_points, points_to_grid

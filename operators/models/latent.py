@@ -11,7 +11,7 @@ is a discretization of one continuous operator and converges as the input grid i
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the m^d latent points
       --Linear--> z (b, *m, c_f) --P--> P z          (b, *n, c_f)   prolongation back to the input grid
 
-(the encoder up to ``P`` is :class:`petrov.operators.latent.LatentEncoder`), then
+(the encoder up to ``P`` is :class:`petrov.operators.latent_encoder.LatentEncoder`), then
 
 - ``latent1d`` / ``latent2d``: ``h = f + P z`` (pointwise skip) -> SpectralDecoder (lift of
   ``[h, c(pos)]`` to ``decoder_width``, spectral blocks with ``modes`` fixed Fourier modes, MLP);
@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import torch
 
 from ..blocks import PointwiseDecoderFields, SpectralDecoderFields, pointwise_decoder, spectral_decoder
-from ..latent import LatentEncoder, LatentGridConfig
+from ..latent_encoder import LatentEncoder, LatentGridConfig
 from ..layout import channels_first, channels_last
 from ..transfer import prolong, restrict
 from . import register_model

@@ -34,13 +34,18 @@ from typing import Optional
 import torch
 from torch import nn
 
-from petrov.common.config import check_positive
-
+from ...common.config import check_positive
 from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp
 from ..layout import channels_first, channels_last
 from ..trajectory import (
-    batch_as_steps, check_scalar_state, check_state_modes, check_time_steps, limit_state, steps_as_batch,
-    teacher_states, time_coordinates,
+    batch_as_steps,
+    check_scalar_state,
+    check_state_modes,
+    check_time_steps,
+    limit_state,
+    steps_as_batch,
+    teacher_states,
+    time_coordinates,
 )
 from . import register_model
 from .base import GridOperator

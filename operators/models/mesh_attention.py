@@ -23,8 +23,7 @@ from typing import Optional
 
 import torch
 
-from petrov.common.config import check_positive
-
+from ...common.config import check_positive
 from ..blocks import EncoderConfig, encoder_stack, mlp, pointwise_decoder
 from . import register_model
 from .base import PointSetOperator

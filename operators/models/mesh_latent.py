@@ -14,7 +14,7 @@
 :func:`~petrov.operators.transfer.prolong_points`: ``(R f)_i = Σ_j φ_i(x_j) w_j f_j / mass_i`` with
 ``mass_i = Σ_j φ_i(x_j) w_j ≈ ∫_Ω φ_i`` (φ_i the tensor hats of the latent grid), 0 where the hat meets
 no node (``mass_i = 0``, never divided).  The layers after ``R`` are those of ``latent2d``
-(:meth:`LatentEncoder.latent_operator <petrov.operators.latent.LatentEncoder.latent_operator>`, the
+(:meth:`LatentEncoder.latent_operator <petrov.operators.latent_encoder.LatentEncoder.latent_operator>`, the
 same modules and parameter names).
 
 The domain on the latent grid: the coverage ``ρ_i = min(1, 2 mass_i / ∫_{[0,1]²} φ_i)`` is 1 on the
@@ -53,10 +53,9 @@ from dataclasses import dataclass
 
 import torch
 
-from petrov.common.config import check_positive
-
+from ...common.config import check_positive
 from ..blocks import pointwise_decoder
-from ..latent import LatentEncoder, LatentGridConfig
+from ..latent_encoder import LatentEncoder, LatentGridConfig
 from ..layout import grid_coordinates, grid_to_points
 from ..transfer import prolong_points, restrict_points, trapezoid_weights
 from . import register_model

@@ -36,7 +36,7 @@ on):
   the points are the same on uniform periodic grids but not on node grids (the boundary nodes would
   count double).
 - Coordinates enter the preprocess as ``(cos 2πx, sin 2πx)`` on periodic grids
-  (:func:`petrov.operators.latent.coordinate_features`: a raw periodic coordinate jumps at the wrap,
+  (:func:`petrov.operators.latent_encoder.coordinate_features`: a raw periodic coordinate jumps at the wrap,
   and the slice integrals of a jump converge only at first order); raw ``x`` on node grids.  With
   ``unified_pos = R > 0`` they enter instead as the reference's Darcy features: the Euclidean distances
   to the ``R^d`` nodes of a uniform reference grid on ``[0, 1]^d`` (its Darcy run: ``R = 8``, 64
@@ -61,13 +61,12 @@ from typing import Optional
 import torch
 from torch import nn
 
-from petrov.common.config import check_positive
-
+from ...common.config import check_positive
 from ..attention import Attention
-from ..blocks import FeedForward, FullPrecisionLinear, activation
-from ..latent import coordinate_features
-from ..layout import grid_coordinates, grid_to_points, points_to_grid
 from ..attention.mixers.physics import check_temperature
+from ..blocks import FeedForward, FullPrecisionLinear, activation
+from ..latent_encoder import coordinate_features
+from ..layout import grid_coordinates, grid_to_points, points_to_grid
 from ..transfer import grid_weights
 from . import register_model
 from .base import GridOperator, zero_boundary

@@ -37,7 +37,7 @@ import inspect
 
 from torch import nn
 
-from petrov.common.registry import Registry
+from ....common.registry import Registry
 
 MIXERS: Registry = Registry("mixer", entry_point_group="petrov.mixers")
 

@@ -29,8 +29,7 @@ from typing import NamedTuple
 import torch
 from torch.nn import functional as F
 
-from petrov.common.dtypes import LOW_PRECISION
-
+from ....common.dtypes import LOW_PRECISION
 from ..kernels import full_precision, upcast
 
 DEFAULT_CHUNK_SIZE = 64

@@ -26,8 +26,8 @@ import math
 import torch
 from torch import nn
 
-from . import MIXERS
 from ..kernels import check_eps, full_precision, normalized_kernel_attention, upcast
+from . import MIXERS
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import MIXERS
 from ..kernels import apply_matrix, key_value_matrix
+from . import MIXERS
 from .causal import DEFAULT_CHUNK_SIZE, IdentityFeatures, causal_forward
 
 

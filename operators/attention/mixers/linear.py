@@ -13,8 +13,8 @@ from __future__ import annotations
 from torch import nn
 from torch.nn import functional as F
 
-from . import MIXERS
 from ..kernels import check_eps, feature_map_attention
+from . import MIXERS
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import MIXERS
 from ..kernels import check_eps, feature_map_attention, upcast
+from . import MIXERS
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
 
 KEY_HEADROOM = 60.0  # causal keys: exponents stay below this (exp(60) ~ 1e26, far from float32's 3e38)

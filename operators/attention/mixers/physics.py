@@ -51,8 +51,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import MIXERS
 from ..kernels import _OuterSum, autocast_dtype, check_eps, full_precision, upcast
+from . import MIXERS
 
 TEMPERATURE_RANGE = (0.1, 5.0)  # τ is clamped to this where it is used
 

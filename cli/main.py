@@ -1,10 +1,10 @@
 """The ``petrov`` command line.
 
-Subcommands live next to the code they drive; each module in ``COMMAND_MODULES`` exposes
-``register(subparsers)``, which adds its parsers and sets ``func`` (called with the parsed args,
-returning an exit code).  Adding a subcommand is one entry here.
+Each command group is a module of this package exposing ``register(subparsers)``, which adds its
+parsers and sets ``func`` (called with the parsed args, returning an exit code); ``COMMAND_GROUPS``
+lists them in the order ``petrov --help`` shows them.  Adding a command group is one entry here.
 
-Exit status: 0 success; 2 usage error (argparse's, or :class:`UsageError` raised by a command); 1 any
+Exit status: 0 success; 2 usage error (argparse's, or :class:`~petrov.cli.usage.UsageError` raised by a command); 1 any
 other failure, reported as one line ``petrov COMMAND: error: ...`` on stderr (``petrov --debug ...``
 shows the traceback instead; a full disk's line also says how to resume, where a command can); 130 on
 Ctrl-C and 143 on SIGTERM, after one line saying so (and how to resume), with the command's locks
@@ -19,27 +19,18 @@ shows warnings and errors only, ``petrov -v COMMAND`` adds DEBUG lines.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import traceback
 
-from petrov.common.files import NoSpace
-from petrov.common.interrupts import Terminated, exit_status, stop_on_signals
-from petrov.common.version import petrov_version
-
+from ..common.files import NoSpace
+from ..common.interrupts import Terminated, exit_status, stop_on_signals
+from ..common.version import petrov_version
+from . import catalog, data, inverse, training
 from .console import console_logging, level_for
+from .usage import UsageError
 
-
-class UsageError(ValueError):
-    """A command line that parsed but cannot be run as given (exit status 2, like argparse's errors)."""
-
-COMMAND_MODULES = [
-    "petrov.cli.catalog",
-    "petrov.cli.data",
-    "petrov.cli.training",
-    "petrov.cli.inverse",
-]
+COMMAND_GROUPS = [catalog, data, training, inverse]
 
 
 WORKFLOW = """\
@@ -67,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     chatter.add_argument("-v", "--verbose", action="store_true", help="also show debug messages")
     chatter.add_argument("-q", "--quiet", action="store_true", help="show warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for group in COMMAND_GROUPS:
+        group.register(sub)
     return parser
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 
-from petrov.common.quick import QUICK_ITERATIONS, quick_mode
-from petrov.evaluate import parse_indices
-from petrov.inverse import InversionConfig
-from petrov.inverse.api import invert
-from petrov.inverse.methods import METHODS
-from petrov.train.config import parse_override
+from ..common.quick import QUICK_ITERATIONS, quick_mode
+from ..evaluate import parse_indices
+from ..inverse import InversionConfig
+from ..inverse.api import invert
+from ..inverse.methods import METHODS
+from ..train.config import parse_override
 
 
 def parse_settings(items: list[str] | None) -> dict:

@@ -14,10 +14,9 @@ import dataclasses
 import json
 import typing
 
-from petrov.datasets.mesh.recipes import MESH_RECIPES
-from petrov.datasets.recipes import RECIPES
-
-from .main import UsageError
+from ..datasets.mesh.recipes import MESH_RECIPES
+from ..datasets.recipes import RECIPES
+from .usage import UsageError
 
 
 def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, annotation) -> None:
@@ -35,7 +34,7 @@ def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, ann
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from petrov.datasets import generate_dataset
+    from ..datasets import generate_dataset
 
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
     path = generate_dataset(
@@ -49,14 +48,14 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _generate_hint(args: argparse.Namespace) -> str:
     """What an interrupted generation says (one line, by ``petrov.cli.main``)."""
-    from petrov.datasets.storage import partial_path
+    from ..datasets.storage import partial_path
 
     partial = partial_path(args.output)
     return f"rerun the same command to resume from {partial}" if partial.exists() else ""
 
 
 def _import(args: argparse.Namespace) -> int:
-    from petrov.datasets.importing import import_arrays
+    from ..datasets.importing import import_arrays
 
     if args.mesh:
         return _import_meshes(args, UsageError)
@@ -83,7 +82,7 @@ _GRID_ONLY = ("x", "y", "grid", "x_axes", "y_axes", "domain", "coords")
 
 
 def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
-    from petrov.datasets.mesh.importing import import_meshes
+    from ..datasets.mesh.importing import import_meshes
 
     clash = [f"--{name.replace('_', '-')}" for name in _GRID_ONLY if getattr(args, name) is not None]
     if clash:
@@ -152,7 +151,7 @@ def _format_value(value) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from petrov.datasets.loading import dataset_info
+    from ..datasets.loading import dataset_info
 
     info = dataset_info(args.file)
     if args.json:

@@ -20,13 +20,18 @@ import json
 import os
 from pathlib import Path
 
-from petrov.evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
-from petrov.train.config import (
-    apply_overrides, check_resumable, config_from_dict, config_to_dict, load_config, load_config_json, preset_names,
+from ..evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
+from ..train.config import (
+    apply_overrides,
+    check_resumable,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    load_config_json,
+    preset_names,
 )
-from petrov.train.trainer import train
-
-from .main import UsageError
+from ..train.trainer import train
+from .usage import UsageError
 
 
 def _run_train(args: argparse.Namespace) -> int:

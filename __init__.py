@@ -1,7 +1,9 @@
 """petrov: neural operators for PDEs in PyTorch, built around softmax-free attention read as a
 Petrov–Galerkin projection.
 
-The package holds one room per concept:
+The repository's root folder is this package: each top-level folder is a subpackage of the same name
+(``operators/`` is :mod:`petrov.operators`), and every import inside the package is relative, so it
+resolves in the source tree as it does once installed. One room per concept:
 
 - :mod:`petrov.operators`: attention (layer, normalizations, mixers), spectral layers, blocks,
   grid transfers and the operator models (registered by name);
@@ -17,15 +19,9 @@ petrov logs through :mod:`logging` (one logger per module, ``petrov.<package>.<m
 ``petrov`` command does, see :mod:`petrov.cli.console`).
 """
 import logging
-from pkgutil import extend_path
 
-# Run from a source checkout, ``petrov/`` beside the other top-level folders would hide the installed
-# package's subpackages (they live in other folders of the checkout): extend the search path to every
-# ``petrov`` directory on sys.path, as a namespace package would.
-__path__ = extend_path(__path__, __name__)
-
-from petrov.common import moved as _moved  # noqa: E402
-from petrov.common.version import petrov_version  # noqa: E402
+from .common import moved as _moved
+from .common.version import petrov_version
 
 __version__ = petrov_version()
 

@@ -17,14 +17,12 @@ import json
 from importlib import resources
 from typing import Any
 
-from petrov.common.config import asdict
-from petrov.operators import list_mixers, list_models
-from petrov.operators.attention.mixers import MIXERS, mixer_options
-from petrov.operators.models import MODELS, config_class
-
-from petrov.train.config import preset_names
-
-from .main import UsageError
+from ..common.config import asdict
+from ..operators import list_mixers, list_models
+from ..operators.attention.mixers import MIXERS, mixer_options
+from ..operators.models import MODELS, config_class
+from ..train.config import preset_names
+from .usage import UsageError
 
 
 def _value(value: Any) -> str:
