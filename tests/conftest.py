@@ -1,4 +1,4 @@
-"""Shared test fixtures."""
+"""Shared test fixtures, and the ``cuda`` marker's rule: such tests are skipped where torch sees no GPU."""
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -6,6 +6,25 @@ import h5py
 import numpy as np
 import pytest
 import scipy.io
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> torch.device:
+    """Each device a numerical test should hold on: the CPU always, CUDA where there is one."""
+    return torch.device(request.param)
 
 
 def write_v5(path, arrays):
