@@ -221,10 +221,12 @@ def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
         index, phi = latent_corners(pos.to(u.dtype), size)
         a = phi * weights.to(u.dtype)[..., None]  # (b, n, 4)
         b, n, c = u.shape
-        flat = index.reshape(b, 4 * n)
-        mass = u.new_zeros(b, size[0] * size[1]).scatter_add(1, flat, a.reshape(b, 4 * n))
-        terms = (a[..., None] * u[:, :, None, :]).reshape(b, 4 * n, c)
-        total = u.new_zeros(b, size[0] * size[1], c).scatter_add(1, flat[..., None].expand(b, 4 * n, c), terms)
+        rows = batch_rows(index, size[0] * size[1])
+        # row sums (index_add_ over the rows of (b m_1 m_2, c)): ~1.5x faster on a CPU than scatter_add
+        # with an index expanded over the channels
+        mass = u.new_zeros(b * size[0] * size[1]).index_add_(0, rows, a.reshape(-1)).view(b, -1)
+        terms = (a[..., None] * u[:, :, None, :]).reshape(b * 4 * n, c)
+        total = u.new_zeros(b * size[0] * size[1], c).index_add_(0, rows, terms).view(b, -1, c)
         filled = mass > 0
         values = torch.where(filled[..., None], total / torch.where(filled, mass, 1.0)[..., None], 0.0)
     return to_caller_dtype(values.reshape(b, *size, c), dtype), mass.reshape(b, *size)
@@ -237,5 +239,13 @@ def prolong_points(z: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     b, m1, m2, c = z.shape
     index, phi = latent_corners(pos.to(z.dtype), (m1, m2))
     n = pos.shape[1]
-    corners = z.reshape(b, m1 * m2, c).gather(1, index.reshape(b, 4 * n, 1).expand(b, 4 * n, c))
-    return (corners.reshape(b, n, 4, c) * phi[..., None].to(z.dtype)).sum(dim=2)
+    # whole rows of (b m_1 m_2, c) (index_select; backward index_add_): ~1.5x faster on a CPU than gather
+    corners = z.reshape(b * m1 * m2, c).index_select(0, batch_rows(index, m1 * m2))
+    return (corners.view(b, n, 4, c) * phi[..., None].to(z.dtype)).sum(dim=2)
+
+
+def batch_rows(index: torch.Tensor, cells: int) -> torch.Tensor:
+    """``index (b, n, 4)`` latent node numbers per sample -> ``(b n 4,)`` row numbers of the batch's latent
+    nodes stacked as ``(b cells, ·)`` (sample k's nodes at rows ``k cells ..``)."""
+    offsets = cells * torch.arange(index.shape[0], device=index.device)
+    return (index + offsets[:, None, None]).reshape(-1)

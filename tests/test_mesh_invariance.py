@@ -64,7 +64,19 @@ def on_coarsest_nodes(out: torch.Tensor, mesh, k: int) -> torch.Tensor:
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_untrained_point_set_model_converges_under_mesh_refinement(name, mixer, features, meshes):
     torch.manual_seed(0)
-    model = build_model(name, **dict(TINY[name], mixer=mixer, boundary_features=features)).double().eval()
+    check_converges(build_model(name, **dict(TINY[name], mixer=mixer, boundary_features=features)), features, meshes)
+
+
+@pytest.mark.parametrize("features", [False, True])
+def test_untrained_mesh_transolver_converges_under_mesh_refinement(features, meshes):
+    """Transolver's slice tokens are quadratures with the mesh's weights: the same convergence."""
+    torch.manual_seed(0)
+    model = build_model("mesh_transolver", d_model=8, n_layers=1, n_heads=2, n_slices=4, boundary_features=features)
+    check_converges(model, features, meshes)
+
+
+def check_converges(model, features: bool, meshes) -> None:
+    model = model.double().eval()
     outs = [on_coarsest_nodes(run(model, meshes.grid(k, NOTCH)), meshes.grid(k, NOTCH), k) for k in NESTED]
     scale = outs[-1].norm()
     diffs = [float((b - a).norm() / scale) for a, b in zip(outs, outs[1:])]

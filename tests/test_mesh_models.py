@@ -1,4 +1,4 @@
-"""Point-set models (mesh_attention, mesh_latent, mesh_fno): padded batches, grids as meshes, errors.
+"""Point-set models (mesh_attention, mesh_latent, mesh_fno, mesh_transolver): padded batches, grids as meshes, errors.
 
 Invariants: padding invariance (a padded batch gives on each sample's nodes what the sample alone
 gives), permutation equivariance of the node order, exact zeros on boundary nodes and padding;
@@ -27,6 +27,7 @@ TINY = {
     "mesh_latent": dict(d_model=8, n_layers=2, n_heads=2, latent_size=5, fine_width=4, decoder_hidden=6,
                         latent_modes=2, latent_kernel=3),
     "mesh_fno": dict(width=4, modes=3, n_layers=2, proj_hidden=8, grid_size=GRID),
+    "mesh_transolver": dict(d_model=8, n_layers=2, n_heads=2, n_slices=4),
 }
 
 
@@ -161,6 +162,42 @@ def test_latent2d_with_the_pointwise_decoder_is_mesh_latent_on_a_grid(mixer, n):
     torch.testing.assert_close(points_to_grid(got, (n, n)), expected, rtol=1e-11, atol=1e-12)
 
 
+def test_the_mesh_path_converges_to_the_grid_path_on_a_triangulated_grid(meshes):
+    """A uniform grid stored as a mesh (each cell cut along one diagonal, lumped-mass weights, as
+    ``petrov import --mesh`` stores it) differs from the grid only in the weights of its 4 corners
+    (h²/3 and h²/6 where the trapezoid rule has h²/4): with those set to the trapezoid values the mesh
+    path computes the grid path's numbers; with the lumped weights the two differ by O(h²)."""
+    common = dict(mixer="galerkin", norm="layer", d_model=8, n_layers=2, n_heads=2, dim_feedforward=16,
+                  latent_size=6, latent_kernel=3, fine_width=4, decoder_hidden=6, decoder_layers=2)
+    torch.manual_seed(0)
+    grid_model = build_model("latent2d", **dict(common, decoder="pointwise")).double().eval()
+    with torch.no_grad():
+        for p in grid_model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    mesh_model = build_model("mesh_latent", **common, boundary_features=False).double().eval()
+    mesh_model.load_state_dict(grid_model.state_dict())
+    gaps = []
+    for k in (10, 20, 40):
+        n = k + 1
+        mesh = meshes.grid(k)
+        pos = torch.from_numpy(mesh.points)[None]
+        x = field(pos)[..., :1]
+        lumped = torch.from_numpy(mesh.weights)[None]
+        trapezoid = (trapezoid_weights(n)[:, None] * trapezoid_weights(n)[None]).reshape(1, -1)
+        differ = (lumped - trapezoid).abs() > 1e-12 / k**2
+        assert int(differ.sum()) == 4 and torch.allclose(lumped, trapezoid, rtol=0, atol=0.1 / k**2)
+        trapezoid = torch.where(differ, trapezoid, lumped)  # round-off aside, the lumped weights
+        boundary = torch.from_numpy(mesh.boundary)[None]
+        with torch.no_grad():
+            expected = grid_to_points(grid_model(points_to_grid(x, (n, n))))
+            same = mesh_model(x, pos, trapezoid, boundary=boundary)
+            got = mesh_model(x, pos, lumped, boundary=boundary)
+        torch.testing.assert_close(same, expected, rtol=1e-11, atol=1e-12)
+        gaps.append(float((got - expected).norm() / expected.norm()))
+    # second order, the halvings' ratios approaching 4 (seed 0: 2.7, 3.5; the gap 5e-6 at k = 40)
+    assert gaps[-1] > 0 and gaps[0] / gaps[1] > 2.2 and gaps[1] / gaps[2] > 3.0, gaps
+
+
 def test_latent2d_keeps_its_spectral_decoder_and_old_configs_by_default(tmp_path):
     config = dict(d_model=8, n_layers=1, n_heads=2, latent_size=5, fine_width=3, decoder_width=4, modes=2)
     model = build_model("latent2d", **config)
@@ -250,6 +287,7 @@ def test_checkpoint_round_trip(name, meshes, tmp_path):
     ("mesh_latent", dict(causal=True), "causal"),
     ("mesh_latent", dict(periodic=True), "periodic"),
     ("mesh_fno", dict(periodic=True), "periodic"),
+    ("mesh_transolver", dict(periodic=True), "periodic"),
     ("mesh_fno", dict(grid_size=1), "grid_size"),
     ("mesh_fno", dict(modes=5), "modes"),
     ("mesh_attention", dict(decoder_layers=0), "decoder_layers"),

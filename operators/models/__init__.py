@@ -100,5 +100,6 @@ from . import (  # noqa: E402,F401
     mesh_attention,
     mesh_fno,
     mesh_latent,
+    mesh_transolver,
     transolver,
 )
