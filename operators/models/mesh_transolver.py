@@ -47,7 +47,9 @@ class MeshTransolverConfig(Transolver2dConfig):
 
 @register_model("mesh_transolver", MeshTransolverConfig)
 class MeshTransolver(PointSetOperator):
-    """Point sets ``(b, n, c_in)``, ``pos (b, n, 2)``, ``weights (b, n)`` -> ``(b, n, c_out)``."""
+    """Transolver on meshes: physics attention over the nodes, slices weighted by the quadrature.
+
+    Point sets ``(b, n, c_in)``, ``pos (b, n, 2)``, ``weights (b, n)`` -> ``(b, n, c_out)``."""
 
     ndim = 2
 

@@ -1,0 +1,94 @@
+"""neuraloperator's GINO (``neuralop.models.GINO``, as installed) behind petrov's point-set interface.
+
+    x (b, n, c_in) [+ the distance to the boundary], pos (b, n, 2)    each sample's own mesh
+      --GNO in--> the latent grid of latent_size² nodes on [0, 1]²   mean over the nodes within in_gno_radius
+      --lifting, FNO blocks-->                                        on the latent grid
+      --GNO out--> the mesh's nodes                                   sum over the latent nodes within out_gno_radius
+      --projection--> (b, n, c_out), exact zeros on the boundary nodes and on padding
+
+GINO batches only samples that share one geometry, so every sample of a batch is a call of its own on its
+own nodes (the padding cut off).  The reductions run on neuraloperator's pure-PyTorch fallback (a Python
+loop over the output points of each GNO): its fast path, ``torch_scatter``, ships on PyPI only as a C++
+source distribution, and ``open3d``'s neighbour search is for 3-D points.  The quadrature weights enter
+nothing (GINO's input GNO averages the nodes within the radius with equal weights).  The radii must reach
+a node from every latent point inside the domain on the coarsest mesh (``level0`` spacing ~0.06).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn import functional as F
+
+from petrov.operators.layout import grid_coordinates
+from petrov.operators.models.base import PointSetOperator
+
+MODEL_NAME = "mesh_gino"
+
+
+@dataclass
+class MeshGinoConfig:
+    in_channels: int = 1
+    out_channels: int = 1
+    latent_size: int = 32
+    fno_n_modes: list = field(default_factory=lambda: [12, 12])
+    fno_hidden_channels: int = 32
+    fno_n_layers: int = 4
+    in_gno_radius: float = 0.08
+    out_gno_radius: float = 0.08
+    gno_embed_channels: int = 16
+    in_gno_channel_mlp_hidden_layers: list = field(default_factory=lambda: [64, 64])
+    out_gno_channel_mlp_hidden_layers: list = field(default_factory=lambda: [128, 64])
+    projection_channel_ratio: int = 2
+    dirichlet: bool = True
+    boundary_features: bool = True
+
+
+class MeshGino(PointSetOperator):
+    """Point sets ``(b, n, c_in)``, ``pos (b, n, 2)``, ``weights (b, n)`` -> ``(b, n, c_out)``."""
+
+    def __init__(self, config: MeshGinoConfig):
+        super().__init__(config)
+        from neuralop.models import GINO
+
+        c = config
+        self.gino = GINO(in_channels=self.feature_channels, out_channels=c.out_channels, gno_coord_dim=2,
+                         fno_n_modes=tuple(c.fno_n_modes), fno_hidden_channels=c.fno_hidden_channels,
+                         fno_n_layers=c.fno_n_layers,
+                         fno_in_channels=self.feature_channels,  # the linear kernel scales each input channel
+                         in_gno_radius=c.in_gno_radius, out_gno_radius=c.out_gno_radius,
+                         gno_embed_channels=c.gno_embed_channels,
+                         in_gno_channel_mlp_hidden_layers=list(c.in_gno_channel_mlp_hidden_layers),
+                         out_gno_channel_mlp_hidden_layers=list(c.out_gno_channel_mlp_hidden_layers),
+                         projection_channel_ratio=c.projection_channel_ratio,
+                         gno_use_open3d=False, gno_use_torch_scatter=False)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
+                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
+        pos = self.point_inputs(x, pos, weights, mask, boundary)
+        features = self.features(x, pos, boundary, mask)
+        m = self.config.latent_size
+        latent = grid_coordinates((m, m), dtype=pos.dtype, device=pos.device)[None]  # (1, m, m, 2)
+        counts = [x.shape[1]] * len(x) if mask is None else mask.sum(dim=1).tolist()
+        outs = []
+        for k, n in enumerate(counts):  # one geometry per call
+            nodes = pos[k:k + 1, :n]
+            out = self.gino(input_geom=nodes, latent_queries=latent, output_queries=nodes, x=features[k:k + 1, :n])
+            outs.append(F.pad(out.to(x.dtype), (0, 0, 0, x.shape[1] - n)))
+        return self.finish(torch.cat(outs), mask, boundary)
+
+    def state_dict(self, *args, **kwargs):
+        # neuraloperator adds its constructor arguments as "_metadata"; petrov's checkpoints hold tensors
+        # only (torch.load(weights_only=True)), and the config rebuilds the model
+        state = super().state_dict(*args, **kwargs)
+        for key in [k for k, v in state.items() if not isinstance(v, torch.Tensor)]:
+            del state[key]
+        return state
+
+
+def register_gino() -> None:
+    """Register ``mesh_gino`` (needs ``pip install neuraloperator==2.0.0``)."""
+    from petrov.operators.models import MODELS, register_model
+
+    if MODEL_NAME not in MODELS.names():
+        register_model(MODEL_NAME, MeshGinoConfig)(MeshGino)
