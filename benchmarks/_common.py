@@ -302,3 +302,15 @@ def verdict(met: bool | None) -> str:
 
 def gb(n_bytes: float | None) -> str:
     return "-" if n_bytes is None else f"{n_bytes / 1e9:.2f} GB"
+
+
+class TensorState:
+    """Mixin for modules that wrap a neuraloperator model: ``state_dict`` without neuraloperator's
+    ``"_metadata"`` entry (its constructor arguments, functions included).  petrov's checkpoints hold
+    tensors only (``torch.load(weights_only=True)``), and the config rebuilds the model."""
+
+    def state_dict(self, *args, **kwargs):
+        state = super().state_dict(*args, **kwargs)
+        for key in [k for k, v in state.items() if not isinstance(v, torch.Tensor)]:
+            del state[key]
+        return state

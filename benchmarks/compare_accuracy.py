@@ -88,7 +88,7 @@ from torch.nn import functional as F
 from petrov.common.files import atomic_write
 
 from _common import (
-    emit_result, exceeds_spread, format_spread, format_table, machine_info, median_seconds, print_machine, run_pinned,
+    TensorState, emit_result, exceeds_spread, format_spread, format_table, machine_info, median_seconds, print_machine, run_pinned,
     run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
@@ -158,7 +158,7 @@ class NeuralopFNOConfig:
     pad_to_even: bool = False
 
 
-class NeuralopFNO(torch.nn.Module):
+class NeuralopFNO(TensorState, torch.nn.Module):
     """``neuralop.models.FNO`` (as installed) on channels-last grids ``(b, *grid, c) -> (b, *grid, c)``.
 
     ``pos`` is ignored: the FNO appends its own grid coordinates (``positional_embedding="grid"``).
@@ -183,14 +183,6 @@ class NeuralopFNO(torch.nn.Module):
         out = self.fno(h)
         out = out[(..., *[slice(0, n) for n in grid])]
         return out.movedim(1, -1)
-
-    def state_dict(self, *args, **kwargs):
-        # neuraloperator adds its constructor arguments (functions included) as "_metadata"; petrov's
-        # checkpoints hold tensors only (torch.load(weights_only=True)), and the config rebuilds it.
-        state = super().state_dict(*args, **kwargs)
-        for key in [k for k, v in state.items() if not isinstance(v, torch.Tensor)]:
-            del state[key]
-        return state
 
 
 def register_neuralop() -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
+from _common import TensorState
 from petrov.operators.layout import grid_coordinates
 from petrov.operators.models.base import PointSetOperator
 
@@ -44,7 +45,7 @@ class MeshGinoConfig:
     boundary_features: bool = True
 
 
-class MeshGino(PointSetOperator):
+class MeshGino(TensorState, PointSetOperator):
     """Point sets ``(b, n, c_in)``, ``pos (b, n, 2)``, ``weights (b, n)`` -> ``(b, n, c_out)``."""
 
     def __init__(self, config: MeshGinoConfig):
@@ -76,14 +77,6 @@ class MeshGino(PointSetOperator):
             out = self.gino(input_geom=nodes, latent_queries=latent, output_queries=nodes, x=features[k:k + 1, :n])
             outs.append(F.pad(out.to(x.dtype), (0, 0, 0, x.shape[1] - n)))
         return self.finish(torch.cat(outs), mask, boundary)
-
-    def state_dict(self, *args, **kwargs):
-        # neuraloperator adds its constructor arguments as "_metadata"; petrov's checkpoints hold tensors
-        # only (torch.load(weights_only=True)), and the config rebuilds the model
-        state = super().state_dict(*args, **kwargs)
-        for key in [k for k, v in state.items() if not isinstance(v, torch.Tensor)]:
-            del state[key]
-        return state
 
 
 def register_gino() -> None:

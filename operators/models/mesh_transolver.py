@@ -26,12 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
-
-from ..blocks import FullPrecisionLinear, activation
 from . import register_model
 from .base import PointSetOperator
-from .transolver import Transolver2dConfig, TransolverBlock, _Transolver
+from .transolver import Transolver2dConfig, _Transolver, add_layers
 
 
 @dataclass
@@ -56,13 +53,7 @@ class MeshTransolver(PointSetOperator):
     def __init__(self, config: MeshTransolverConfig):
         super().__init__(config)
         c = config
-        coord_dim = c.unified_pos ** 2 if c.unified_pos else 2
-        hidden = c.preprocess_hidden or 2 * c.d_model
-        self.preprocess = nn.Sequential(nn.Linear(self.feature_channels + coord_dim, hidden), activation(c.activation),
-                                        nn.Linear(hidden, c.d_model))
-        self.blocks = nn.ModuleList(TransolverBlock(c) for _ in range(c.n_layers))
-        self.norm = nn.LayerNorm(c.d_model)
-        self.head = FullPrecisionLinear(c.d_model, c.out_channels)  # float32 output under autocast
+        add_layers(self, c, self.feature_channels + (c.unified_pos ** 2 if c.unified_pos else 2))
         self.reset_parameters()
 
     # transolver2d's: the reference's normal start, orthogonal slice projections; the coordinates as

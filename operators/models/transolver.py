@@ -158,17 +158,23 @@ class TransolverBlock(nn.Module):
         return h + self.mlp(self.norm2(h))
 
 
+def add_layers(model: nn.Module, c: Transolver1dConfig, in_features: int) -> None:
+    """Give ``model`` Transolver's layers: ``preprocess`` (``in_features`` -> d_model), ``blocks``, ``norm``,
+    ``head`` (shared by the grid models and ``mesh_transolver``)."""
+    hidden = c.preprocess_hidden or 2 * c.d_model
+    model.preprocess = nn.Sequential(nn.Linear(in_features, hidden), activation(c.activation),
+                                     nn.Linear(hidden, c.d_model))
+    model.blocks = nn.ModuleList(TransolverBlock(c) for _ in range(c.n_layers))
+    model.norm = nn.LayerNorm(c.d_model)
+    model.head = FullPrecisionLinear(c.d_model, c.out_channels)  # float32 output under autocast
+
+
 class _Transolver(GridOperator):
     def __init__(self, config: Transolver1dConfig):
         super().__init__(config)
         c = config
         coord_dim = c.unified_pos ** self.ndim if c.unified_pos else 2 * self.ndim if c.periodic else self.ndim
-        hidden = c.preprocess_hidden or 2 * c.d_model
-        self.preprocess = nn.Sequential(nn.Linear(c.in_channels + coord_dim, hidden), activation(c.activation),
-                                        nn.Linear(hidden, c.d_model))
-        self.blocks = nn.ModuleList(TransolverBlock(c) for _ in range(c.n_layers))
-        self.norm = nn.LayerNorm(c.d_model)
-        self.head = FullPrecisionLinear(c.d_model, c.out_channels)  # float32 output under autocast
+        add_layers(self, c, c.in_channels + coord_dim)
         self.reset_parameters()
 
     @torch.no_grad()
