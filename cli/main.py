@@ -10,7 +10,8 @@ shows the traceback instead; a full disk's line also says how to resume, where a
 Ctrl-C and 143 on SIGTERM, after one line saying so (and how to resume), with the command's locks
 removed and its partial files kept (worker processes stay quiet: :mod:`petrov.common.interrupts`).
 Output cut short by a closed pipe (``petrov info F | head``, ``petrov train ... | head -1``) ends
-quietly with the status 141 a SIGPIPE would give.
+quietly with the status 141 a SIGPIPE would give; a standard output closed from the start (``>&-``) is
+an error (status 1) before any work.
 
 Output: results are printed on stdout; the library's log lines (epoch lines, notices) go to stdout at
 the default level INFO, warnings to stderr (see :mod:`petrov.cli.console`). ``petrov -q COMMAND``
@@ -74,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    if sys.stdout is None:  # started with its standard output closed (petrov info F >&-): nowhere for results
+        print(f"petrov {args.command}: error: standard output is closed (`>&-`); send it somewhere instead, "
+              f"e.g. `> /dev/null` to discard it or `> petrov.log` to keep it", file=sys.stderr)
+        return 1
     try:
         with stop_on_signals(), console_logging(level_for(args.verbose, args.quiet)):
             code = int(args.func(args) or 0)

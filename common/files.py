@@ -74,7 +74,7 @@ def format_size(n_bytes: float) -> str:
 def free_space(path: str | os.PathLike) -> int | None:
     """Bytes free for this user on the file system holding ``path`` (or its nearest existing parent)."""
     try:
-        return shutil.disk_usage(_existing_ancestor(Path(path))).free
+        return shutil.disk_usage(existing_ancestor(Path(path))).free
     except OSError:
         return None
 
@@ -268,7 +268,7 @@ def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[
     path = Path(path)
     directory = path.parent
     if not directory.is_dir():
-        blocker = _existing_ancestor(directory)
+        blocker = existing_ancestor(directory)
         if not blocker.is_dir():
             raise NotADirectoryError(f"cannot write {path}: {str(blocker)!r} is a file, not a directory")
         with reporting_no_space(path):
@@ -384,7 +384,8 @@ def lock_holder(target: str | os.PathLike) -> int | None:
 
 # --- paths checked before the work ----------------------------------------------------------------
 
-def _existing_ancestor(path: Path) -> Path:
+def existing_ancestor(path: Path) -> Path:
+    """``path`` (made absolute) or its nearest parent that exists."""
     path = path.absolute()
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -396,7 +397,7 @@ def check_writable(path: str | os.PathLike, what: str = "directory") -> None:
     where it would be created) cannot be written: before the work, not after.  A file at ``path`` (or
     at a parent) is a ``NotADirectoryError``, an unwritable directory a ``PermissionError``."""
     path = Path(path)
-    base = _existing_ancestor(path)
+    base = existing_ancestor(path)
     if not base.is_dir():
         if base == path.absolute():
             raise NotADirectoryError(f"{what} {str(path)!r} is a file, not a directory; choose a directory")

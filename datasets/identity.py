@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from .content_hash import attrs_hash
 from .loading import open_source
 from .mesh.storage import is_mesh_file, open_mesh_h5
-from .storage import file_attrs
+from .hdf5_files import file_attrs
 
 
 def data_identity(path: str | os.PathLike) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from .loading import MeshDataset, collate_points, open_mesh_dataset
 from .mesher import mesh_domain
 from .recipes import MESH_RECIPES, get_mesh_recipe
 from .sample import MeshSample, mesh_sample
-from .storage import generate_mesh_dataset, mesh_info, read_domain
+from .generation import generate_mesh_dataset
+from .storage import mesh_info, read_domain
 
 __all__ = [
     "DOMAIN_FAMILIES",

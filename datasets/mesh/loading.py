@@ -38,7 +38,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
 from ..loading import as_indices
-from ..storage import file_attrs, open_h5
+from ..hdf5_files import file_attrs, open_h5
 from .storage import open_mesh_h5, read_offsets, read_sample
 
 
