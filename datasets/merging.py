@@ -36,7 +36,7 @@ from .write_path import SHARD_KEYS, Layout, already_generated, utc_now, write_da
 
 log = logging.getLogger(__name__)
 
-_OWN = {*SHARD_KEYS, "shard", "n_samples"}  # a shard's own attributes: where it lies in the dataset
+_OWN = {"shard_start", "shard_stop", "shard", "n_samples"}  # a shard's own attributes: where it lies
 _FIRST = ("format", "kind", "seed", "native_resolution", "total_samples", "petrov_version")  # named first
 _NAMES = {"native_resolution": "resolution", "total_samples": "n_samples (of the whole dataset)",
           "petrov_version": "petrov version"}
