@@ -4,9 +4,10 @@ Each registered dataset kind, grid (``recipes.RECIPES``) or mesh (``mesh.recipes
 own ``generate`` sub-command whose equation options are made from its parameter dataclass (``--nu``,
 ``--t``, ``--averaging``, ``--coarse-resolution``, ``--h``, ...), so a new recipe needs no CLI code; mesh
 kinds have no ``--resolution``. ``--shard K/N`` (or ``--indices A:B``) writes one shard of the samples
-and ``petrov merge SHARDS... -o FILE`` the whole file from the shards (``petrov.datasets.shards``). ``petrov import`` takes arrays on a grid (``--x/--y/--grid``) or meshes
-(``--mesh FILE ... --x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
-reported by ``train/cli.py``.
+and ``petrov merge SHARDS... -o FILE`` the whole file from the shards (``petrov.datasets.shards``).
+``petrov import`` takes arrays on a grid (``--x/--y/--grid``) or meshes (``--mesh FILE ...
+--x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
+reported by ``petrov.cli.main``.
 """
 from __future__ import annotations
 

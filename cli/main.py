@@ -37,13 +37,14 @@ COMMAND_GROUPS = [catalog, data, training, inverse]
 WORKFLOW = """\
 the workflow (each step writes files the next one reads):
   1. data      petrov generate burgers --n-samples 700 --resolution 8192 -o data/burgers-8192.h5
-               (or petrov import your own arrays; petrov info FILE shows what a file holds)
+               (or petrov import your own arrays; petrov info FILE shows what a file holds;
+               on a cluster: one --shard K/N per task, then petrov merge)
   2. train     petrov train burgers-quick --out runs/burgers      (a preset: petrov presets, or a .toml)
   3. evaluate  petrov evaluate runs/burgers --resolutions 256,1024,8192   (test split, any grid)
   4. invert    petrov invert ...  (inverse Darcy: recover the coefficient from observed solutions)
 
   petrov models / mixers / presets list what each name is for; petrov COMMAND --help for options.
-  Exit status: 0 success, 2 usage error, 1 other failure, 130 interrupted.
+  Exit status: 0 success, 2 usage error, 1 other failure, 130 interrupted, 143 terminated (SIGTERM).
   PETROV_QUICK=1 runs any command at toy size (a check that a workflow runs, not a result)."""
 
 

@@ -48,6 +48,10 @@ MOVED: dict[str, str] = {
 MOVED_ATTRIBUTES: dict[str, str] = {
     # inverse problems are not training
     "petrov.train.invert": "petrov.inverse.invert",
+    # the grid and mesh halves of generate_dataset (their storage modules now read files only)
+    "petrov.datasets.storage.generate_grid_dataset": "petrov.datasets.generate_dataset",
+    "petrov.datasets.mesh.generate_mesh_dataset": "petrov.datasets.generate_dataset",
+    "petrov.datasets.mesh.storage.generate_mesh_dataset": "petrov.datasets.generate_dataset",
 }
 
 

@@ -1,8 +1,8 @@
 """``generate_dataset``: one entry point for every registered kind, on grids or on meshes, whole or a shard.
 
-Grid kinds (``recipes.RECIPES``: burgers, darcy, ...) are written by ``grid_generation``, mesh kinds
-(``mesh.recipes.MESH_RECIPES``: darcy-mesh) by ``mesh.generation``; both follow the same rules and the
-same write path (``write_path``). A shard (``shards``) is a contiguous range of the samples;
+Grid kinds (``recipes.RECIPES``: burgers, darcy, ...) are written by ``grid_generation.generate_grid``,
+mesh kinds (``mesh.recipes.MESH_RECIPES``: darcy-mesh) by ``mesh.generation.generate_mesh``; both
+follow the same rules and the same write path (``write_path``). A shard (``shards``) is a contiguous range of the samples;
 ``merging.merge_shards`` makes the whole file of a set of them.
 """
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ..common.quick import quick_samples
-from .grid_generation import generate_grid_dataset
-from .mesh.generation import generate_mesh_dataset
+from .grid_generation import generate_grid
+from .mesh.generation import generate_mesh
 from .mesh.recipes import MESH_RECIPES
 from .recipes import RECIPES
 from .shards import sample_range
+from .write_path import WriteOptions
 
 
 def generate_dataset(
@@ -63,13 +64,12 @@ def generate_dataset(
     n_samples = quick_samples(n_samples) if counted else n_samples
     # a bad n_samples is reported by the generation's own checks
     part = sample_range(n_samples, shard, indices) if counted and n_samples >= 1 else None
-    options = dict(part=part, overwrite=overwrite, chunk_size=chunk_size, workers=workers, progress=progress,
-                   callback=callback)
+    options = WriteOptions(overwrite=overwrite, chunk_size=chunk_size, progress=progress, callback=callback)
     if kind in MESH_RECIPES:
         if resolution is not None:
             raise ValueError(f"{kind} is a mesh dataset: it has no resolution (its mesh spacing is the h parameter)")
-        return generate_mesh_dataset(kind, path, n_samples, seed, **options, **params)
-    return generate_grid_dataset(kind, path, n_samples, resolution, seed, **options, **params)
+        return generate_mesh(kind, path, n_samples, seed, params, options, workers, part)
+    return generate_grid(kind, path, n_samples, resolution, seed, params, options, workers, part)
 
 
 __all__ = ["generate_dataset"]

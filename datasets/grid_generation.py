@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from .grid_files import default_chunk_size, file_bytes, grid_attrs, grid_layout,
 from .recipes import Recipe, get_recipe
 from .resources import check_disk, check_memory
 from .shards import first_index, shard_attrs
-from .write_path import check_generation_args, write_dataset
+from .write_path import WriteOptions, check_generation_args, write_dataset
 
 
 def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size: int | None,
@@ -64,42 +64,28 @@ def _produced(recipe: Recipe, p, resolution: int, seed: int, offset: int, n_samp
     return blocks
 
 
-def generate_grid_dataset(
-    kind: str,
-    path: str | os.PathLike,
-    n_samples: int,
-    resolution: int | None = None,
-    seed: int = 0,
-    *,
-    part: Any = None,
-    overwrite: bool = False,
-    chunk_size: int | None = None,
-    workers: int = 0,
-    progress: bool = True,
-    callback: Callable[[int, int], None] | None = None,
-    **params: Any,
-) -> Path:
-    """Generate ``n_samples`` samples of the grid kind ``kind`` at native ``resolution`` into ``path``
-    (the grid half of ``petrov.datasets.generate_dataset``, whose docstring holds the rules; quick mode
-    and the shard, ``part`` from ``shards.sample_range``, are worked out there, once for both halves)."""
+def generate_grid(kind: str, path: str | os.PathLike, n_samples: int, resolution: int | None, seed: int,
+                  params: dict[str, Any], options: WriteOptions, workers: int = 0, part: Any = None) -> Path:
+    """Generate ``n_samples`` samples of the grid kind ``kind`` at native ``resolution`` into ``path``: the
+    grid half of ``petrov.datasets.generate_dataset``, whose docstring holds the rules (quick mode and the
+    shard, ``part`` from ``shards.sample_range``, are worked out there, once for both halves)."""
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
     resolution = recipe.native_resolution if resolution is None else resolution
     recipe.validate(p, resolution)
-    check_generation_args(n_samples, seed, workers, chunk_size)
-    attrs = shard_attrs(grid_attrs(recipe, p, resolution, seed, n_samples, chunk_size or 0), part)
+    check_generation_args(n_samples, seed, workers)
+    attrs = shard_attrs(grid_attrs(recipe, p, resolution, seed, n_samples, options.chunk_size or 0), part)
     count = int(attrs["n_samples"])
     directory = Path(path).parent
 
     def admit(already_written: int) -> None:
-        check_resources(recipe, resolution, count, chunk_size, directory, p, already_written)
+        check_resources(recipe, resolution, count, options.chunk_size, directory, p, already_written)
 
     desc = f"{kind} n={resolution}" + (f" shard {attrs['shard']}" if attrs.get("shard") else "")
     blocks = _produced(recipe, p, resolution, seed, first_index(attrs), count, workers)
-    return write_dataset(path, attrs, grid_layout(sample_shapes(recipe, p, resolution)), blocks,
-                         overwrite=overwrite, chunk_size=chunk_size,
+    return write_dataset(path, attrs, grid_layout(sample_shapes(recipe, p, resolution)), blocks, options,
                          default_chunk=default_chunk_size(math.prod(recipe.grid(resolution))), admit=admit,
-                         progress=progress, callback=callback, desc=desc)
+                         desc=desc)
 
 
-__all__ = ["check_resources", "generate_grid_dataset"]
+__all__ = ["check_resources", "generate_grid"]

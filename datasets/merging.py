@@ -32,7 +32,7 @@ from .hdf5_files import FORMAT, MESH_FORMAT, file_attrs, file_format, open_h5
 from .mesh.storage import DEFAULT_CHUNK_SIZE, mesh_file_layout, mesh_groups
 from .resources import check_disk
 from .shards import shard_range, whole_attrs
-from .write_path import SHARD_KEYS, Layout, already_generated, utc_now, write_dataset
+from .write_path import SHARD_KEYS, Layout, WriteOptions, already_generated, utc_now, write_dataset
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +227,7 @@ def merge_shards(
     chunk size); ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(output)``.
     """
     output = Path(output)
+    WriteOptions(chunk_size=chunk_size)  # checked before the shards are read
     checked = check_shards(shards)
     for shard in checked:
         if output.exists() and os.path.samefile(shard.path, output):
@@ -245,9 +246,9 @@ def merge_shards(
     def admit(already_written: int) -> None:
         check_disk(needed - already_written, output.parent, "free some space, or merge into another folder (-o)")
 
-    return write_dataset(output, attrs, layout, _copied(checked, layout), overwrite=overwrite, chunk_size=chunk,
-                         default_chunk=chunk, admit=admit, progress=progress, callback=callback,
-                         desc=f"merge {attrs['kind']}", command="merge", what="merged")
+    options = WriteOptions(overwrite=overwrite, chunk_size=chunk, progress=progress, callback=callback)
+    return write_dataset(output, attrs, layout, _copied(checked, layout), options, default_chunk=chunk,
+                         admit=admit, desc=f"merge {attrs['kind']}", command="merge", what="merged")
 
 
 def _default_chunk(first: Shard) -> int:

@@ -51,6 +51,23 @@ Blocks = Callable[[int, int, contextlib.ExitStack], Iterator[tuple[int, int, Any
 
 
 @dataclass(frozen=True)
+class WriteOptions:
+    """How a dataset file is written: ``overwrite`` an existing one (it is replaced only once the new one
+    is complete), ``chunk_size`` samples at a time (None: a resumed file's, else the format's default), a
+    ``progress`` bar, ``callback(n_complete, n_samples)`` after each chunk is on disk."""
+
+    overwrite: bool = False
+    chunk_size: int | None = None
+    progress: bool = True
+    callback: Callable[[int, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        size = self.chunk_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
+            raise ValueError(f"chunk_size must be an integer >= 1, got {size!r}")
+
+
+@dataclass(frozen=True)
 class Layout:
     """A file format as the write path sees it.
 
@@ -112,15 +129,11 @@ def start_hash(h5: h5py.File) -> None:
     h5.attrs["content_hash"] = np.bytes_(ContentHash.BLANK)
 
 
-def check_generation_args(n_samples: int, seed: int, workers: int, chunk_size: int | None) -> None:
-    """ValueError unless n_samples >= 1, seed >= 0, workers >= 0 and chunk_size (if given) >= 1 are integers."""
+def check_generation_args(n_samples: int, seed: int, workers: int) -> None:
+    """ValueError unless n_samples >= 1, seed >= 0 and workers >= 0 are integers."""
     for name, value, minimum in (("n_samples", n_samples, 1), ("seed", seed, 0), ("workers", workers, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
             raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
-    ):
-        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
 
 
 # --- the partial file -------------------------------------------------------------------------------
@@ -178,18 +191,18 @@ def claim_partial(path: Path, attrs: dict, overwrite: bool, identity: Sequence[s
 # --- the write ----------------------------------------------------------------------------------------
 
 
-def write_dataset(path: str | os.PathLike, attrs: dict, layout: Layout, blocks: Blocks, *, overwrite: bool,
-                  chunk_size: int | None, default_chunk: int, admit: Callable[[int], None], progress: bool = True,
-                  callback: Callable[[int, int], None] | None = None, desc: str = "", command: str = "generate",
+def write_dataset(path: str | os.PathLike, attrs: dict, layout: Layout, blocks: Blocks, options: WriteOptions, *,
+                  default_chunk: int, admit: Callable[[int], None], desc: str = "", command: str = "generate",
                   what: str = "generated") -> Path:
     """Write the dataset file ``path`` (attributes ``attrs``, format ``layout``, samples from ``blocks``)
-    along the module docstring's steps; returns ``Path(path)``.
+    along the module docstring's steps, as ``options`` say; returns ``Path(path)``.
 
-    ``chunk_size``: samples per chunk (default: a resumed file's, else ``default_chunk``);
-    ``admit(bytes_already_written)`` raises if the write cannot fit; ``callback(n_complete, n_samples)``
-    runs after each chunk is on disk; ``command``/``what`` name the writer in refusals."""
+    ``default_chunk``: samples per chunk unless ``options`` or a resumed file say otherwise;
+    ``admit(bytes_already_written)`` raises if the write cannot fit; ``command``/``what`` name the writer
+    in refusals."""
     path = output_file(path)
     n_samples = int(attrs["n_samples"])
+    overwrite = options.overwrite
     if not overwrite and already_generated(path, attrs, layout.identity):
         log.info(f"{path} already holds these {n_samples} samples; nothing to do")
         return path
@@ -201,11 +214,12 @@ def write_dataset(path: str | os.PathLike, attrs: dict, layout: Layout, blocks: 
         check_outputs(path.parent, command, [path.name], overwrite=overwrite, scope="file", flag="-o")
         old_chunk = claim_partial(path, attrs, overwrite, layout.identity)
         # a resumed file keeps its chunks, so its chunk layout is the same as an uninterrupted run's
-        chunk = int(chunk_size or old_chunk or default_chunk)
+        chunk = int(options.chunk_size or old_chunk or default_chunk)
         if not tmp.exists():
             layout.create(tmp, {**attrs, "chunk_size": chunk})
         try:
-            fill(tmp, layout, blocks, n_samples, chunk, progress=progress, callback=callback, desc=desc)
+            fill(tmp, layout, blocks, n_samples, chunk, progress=options.progress, callback=options.callback,
+                 desc=desc)
         except NoSpace as err:
             raise NoSpace(f"{err}; the samples written so far are kept in {tmp}: the same command resumes "
                           f"from there") from None
@@ -220,6 +234,7 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
     ``content_hash`` (steps 5 and 6 of the module docstring, before the rename); each block's data are
     flushed (errors raised) before the counter and the hash chain that claim them. ``options`` go to
     ``hdf5_files.writing_h5`` (``shown``, ``locking``)."""
+    named = options.get("shown") or tmp  # the file errors name
     with contextlib.ExitStack() as stack:
         h5 = stack.enter_context(writing_h5(tmp, "r+", **options))
         start = int(h5.attrs["n_complete"])
@@ -240,7 +255,7 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
             lo, hi, data = next(source)
             if lo != done or not lo < hi <= n_samples:
                 raise RuntimeError(f"{tmp}: a block of samples {lo}..{hi - 1} where sample {done} was due")
-            with reporting_no_space(tmp):
+            with reporting_no_space(named):
                 write(lo, data)
                 h5.flush()  # the data reach the file before the counter that claims them
                 if digest is not None:
@@ -253,12 +268,12 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
             bar.update(hi - lo)
             if callback is not None:
                 callback(hi, n_samples)
-        with reporting_no_space(tmp):
+        with reporting_no_space(named):
             if digest is not None:
                 h5.attrs.modify("content_hash", np.bytes_(digest.value))
             if "hash_chain" in h5.attrs:
                 del h5.attrs["hash_chain"]  # the chain's state; the file is complete
 
 
-__all__ = ["Blocks", "Layout", "SHARD_KEYS", "already_generated", "check_generation_args", "claim_partial",
-           "dataset_attrs", "fill", "start_hash", "utc_now", "write_dataset"]
+__all__ = ["Blocks", "Layout", "SHARD_KEYS", "WriteOptions", "already_generated", "check_generation_args",
+           "claim_partial", "dataset_attrs", "fill", "start_hash", "utc_now", "write_dataset"]

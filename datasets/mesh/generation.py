@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..darcy import darcy_worker_pool
 from ..resources import check_disk
 from ..shards import first_index, shard_attrs
-from ..write_path import check_generation_args, write_dataset
+from ..write_path import WriteOptions, check_generation_args, write_dataset
 from .domains import Domain
 from .recipes import MeshRecipe, get_mesh_recipe
 from .sample import MeshSample
@@ -77,36 +77,20 @@ def _made(recipe: MeshRecipe, p, seed: int, attrs: dict, workers: int):
     return blocks
 
 
-def generate_mesh_dataset(
-    kind: str,
-    path: str | os.PathLike,
-    n_samples: int,
-    seed: int = 0,
-    *,
-    part: Any = None,
-    overwrite: bool = False,
-    chunk_size: int | None = None,
-    workers: int = 0,
-    progress: bool = True,
-    callback: Callable[[int, int], None] | None = None,
-    **params: Any,
-) -> Path:
-    """Generate ``n_samples`` samples of the mesh kind ``kind`` (e.g. ``"darcy-mesh"``) into ``path``.
-
-    As ``petrov.datasets.generate_dataset`` (which calls this for mesh kinds, with ``part``, the shard,
-    from ``petrov.datasets.shards.sample_range``): ``params`` are the kind's parameters (unknown names are
-    a ValueError listing the valid ones); an existing ``path`` needs ``overwrite``; ``path.partial`` of the
-    same settings is resumed; one writer per path (a second is refused). ``workers`` > 0 makes samples in
-    that many single-threaded processes (same file whatever the count); ``chunk_size`` samples (default
-    16) are written at a time, then ``callback(n_complete, n_samples)`` runs. Returns ``Path(path)``.
-    """
+def generate_mesh(kind: str, path: str | os.PathLike, n_samples: int, seed: int, params: dict[str, Any],
+                  options: WriteOptions, workers: int = 0, part: Any = None) -> Path:
+    """Generate ``n_samples`` samples of the mesh kind ``kind`` (e.g. ``"darcy-mesh"``) into ``path``: the
+    mesh half of ``petrov.datasets.generate_dataset``, whose docstring holds the rules (quick mode and
+    the shard, ``part`` from ``petrov.datasets.shards.sample_range``, are worked out there). ``workers`` > 0
+    makes samples in that many single-threaded processes (the same file whatever the count); chunks of
+    16 samples unless ``options.chunk_size`` says otherwise."""
     recipe = get_mesh_recipe(kind)
     if not recipe.generatable:
         recipe.validate(recipe.make_params(params))  # raises, saying how such files are made
     p = recipe.make_params(params)
     recipe.validate(p)
-    check_generation_args(n_samples, seed, workers, chunk_size)
-    attrs = shard_attrs(mesh_attrs(recipe, p, n_samples, seed, chunk_size or 0), part)
+    check_generation_args(n_samples, seed, workers)
+    attrs = shard_attrs(mesh_attrs(recipe, p, n_samples, seed, options.chunk_size or 0), part)
     directory = Path(path).parent
 
     def admit(already_written: int) -> None:
@@ -115,9 +99,8 @@ def generate_mesh_dataset(
 
     desc = recipe.name + (f" shard {attrs['shard']}" if attrs.get("shard") else "")
     return write_dataset(path, attrs, mesh_file_layout(attrs, recipe.variant_attrs(p)),
-                         _made(recipe, p, seed, attrs, workers), overwrite=overwrite, chunk_size=chunk_size,
-                         default_chunk=DEFAULT_CHUNK_SIZE, admit=admit, progress=progress, callback=callback,
-                         desc=desc)
+                         _made(recipe, p, seed, attrs, workers), options, default_chunk=DEFAULT_CHUNK_SIZE,
+                         admit=admit, desc=desc)
 
 
-__all__ = ["generate_mesh_dataset"]
+__all__ = ["generate_mesh"]
