@@ -176,8 +176,9 @@ def _short(name: str, keep: int = 24) -> str:
     return name if len(name) <= keep + 3 else f"{name[:keep]}...{name[-8:]}"
 
 
-def output_file(path: str | os.PathLike, flag: str = "-o") -> Path:
-    """Check the path of an output file before the work and create its missing folders; returns it.
+def output_file(path: str | os.PathLike, flag: str = "-o", create: bool = True) -> Path:
+    """Check the path of an output file before the work and create its missing folders (unless not
+    ``create``: a check only); returns it.
 
     One line naming ``path`` and what to do otherwise: a file or folder name longer than the file system
     allows, counting the ``NAME_ROOM`` bytes of the temporary names petrov writes beside the file
@@ -202,8 +203,9 @@ def output_file(path: str | os.PathLike, flag: str = "-o") -> Path:
     if not os.access(base, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {path}: the folder {str(shown)!r} is not writable; choose another "
                               f"{flag}")
-    with reporting_no_space(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if create:
+        with reporting_no_space(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
 

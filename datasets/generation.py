@@ -2,8 +2,8 @@
 
 Grid kinds (``recipes.RECIPES``: burgers, darcy, ...) are written by ``grid_generation.generate_grid``,
 mesh kinds (``mesh.recipes.MESH_RECIPES``: darcy-mesh) by ``mesh.generation.generate_mesh``; both
-follow the same rules and the same write path (``write_path``). A shard (``shards``) is a contiguous range of the samples;
-``merging.merge_shards`` makes the whole file of a set of them.
+follow the same rules and the same write path (``write_path``). A shard (``shards``) is a contiguous
+range of the samples; ``merging.merge_shards`` makes the whole file of a set of them.
 """
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import h5py
 
+from ..common.outputs import output_file
 from ..common.progress import progress_bar
 from .content_hash import VOLATILE, ContentHash
 from .grid_files import FIELDS, default_chunk_size, grid_layout
@@ -122,7 +123,8 @@ def _missing_hint(shards: Sequence[Shard], lo: int, hi: int, total: int) -> str:
     if len(counts) != 1 or "" in labels:
         return f"`petrov generate ... --indices {lo}:{hi}`"
     count = counts.pop()
-    missing = [k for k in range(count) if shard_range(k, count, total)[0] < hi and shard_range(k, count, total)[1] > lo]
+    ranges = [shard_range(k, count, total) for k in range(count)]
+    missing = [k for k, (start, stop) in enumerate(ranges) if start < hi and stop > lo]
     return " and ".join(f"`--shard {k}/{count}`" for k in missing)
 
 
@@ -226,8 +228,8 @@ def merge_shards(
     FileExistsError unless ``overwrite``. ``chunk_size``: samples copied at a time (default: the shards'
     chunk size); ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(output)``.
     """
-    output = Path(output)
-    WriteOptions(chunk_size=chunk_size)  # checked before the shards are read
+    output = output_file(output, create=False)  # a bad path is refused before the shards are read
+    WriteOptions(chunk_size=chunk_size)
     checked = check_shards(shards)
     for shard in checked:
         if output.exists() and os.path.samefile(shard.path, output):

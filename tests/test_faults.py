@@ -401,7 +401,8 @@ def test_sigterm_to_the_main_process_stops_a_mesh_shard_and_the_same_command_fin
     wait_for(lambda: written(partial) > 0, what="a first chunk")
     workers = children(proc.pid)
     code, err = stop_with_sigterm(proc, group=False)
-    assert code == 143 and err.strip() == f"petrov generate: terminated; rerun the same command to resume from {partial}"
+    assert code == 143
+    assert err.strip() == f"petrov generate: terminated; rerun the same command to resume from {partial}"
     assert 0 < written(partial) < 100 and not out.exists() and leftovers(project) == []
     wait_for(lambda: not any(alive(p) for p in workers), timeout=20, what="the workers to end")
     code, _, err = finish(start(project, *args))
@@ -426,7 +427,8 @@ def test_sigterm_stops_an_inversion_that_keeps_its_finished_chunks_and_resumes(p
     for out in ("stopped", "whole"):
         code, _, err = finish(start(project, *base, "--out", out))
         assert code == 0, err
-    with h5py.File(project / "stopped" / "coefficients.h5") as h1, h5py.File(project / "whole" / "coefficients.h5") as h2:
+    stopped, whole = project / "stopped" / "coefficients.h5", project / "whole" / "coefficients.h5"
+    with h5py.File(stopped) as h1, h5py.File(whole) as h2:
         for key in ("a", "sample_ids"):
             np.testing.assert_array_equal(h1[key][()], h2[key][()])
     assert not chunks.exists()

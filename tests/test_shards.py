@@ -154,8 +154,10 @@ def test_shards_and_merge_from_the_command_line(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def burgers_shards(tmp_path_factory):
     root = tmp_path_factory.mktemp("refusals")
-    make = lambda name, **kw: generate_dataset("burgers", root / name, kw.pop("n", 10), kw.pop("resolution", 64),  # noqa: E731
-                                               kw.pop("seed", 0), progress=False, **kw)
+
+    def make(name, n=10, resolution=64, seed=0, **kw):
+        return generate_dataset("burgers", root / name, n, resolution, seed, progress=False, **kw)
+
     files = {f"s{k}": make(f"s{k}.h5", shard=(k, 3)) for k in range(3)}
     files.update(
         copy=make("copy.h5", shard=(1, 3)),
