@@ -125,6 +125,13 @@ class RunConfig:
     # mixed precision for the model's forward in training: bfloat16 on the CPU and on CUDA (float16
     # + gradient scaling on GPUs without bfloat16); weights, loss, optimizer and evaluation float32
     amp: bool = False
+    # torch.compile of the model in training and validation: "off", "default", "cuda-graphs" (torch.compile's
+    # mode="reduce-overhead": every step one captured CUDA graph); "auto": eager on the CPU and in a distributed
+    # run, CUDA graphs on one CUDA device for grid data (petrov.train.compilation says why)
+    compile: Literal["auto", "off", "default", "cuda-graphs"] = "auto"
+    # torch.set_float32_matmul_precision during the run: "highest" (float32), "high" (TF32 on GPUs that have
+    # it), "medium" (bfloat16 products); "auto": "highest" (petrov.train.precision says why)
+    matmul_precision: Literal["auto", "highest", "high", "medium"] = "auto"
     num_workers: int = 0
     threads: int | None = None  # torch.set_num_threads per process; None: torch's default
     time_budget_minutes: float | None = None  # stop cleanly after the epoch that exhausts it
@@ -148,7 +155,7 @@ class TrainConfig:
 # Keys that may differ between a run and its resumption (they do not change the result).
 RUNTIME_KEYS = {
     "run.device", "run.num_workers", "run.threads", "run.progress", "run.time_budget_minutes", "run.tensorboard",
-    "run.eval_batch_size",
+    "run.eval_batch_size", "run.compile",
 }
 
 

@@ -110,6 +110,15 @@ def all_sum(value: torch.Tensor, ctx: Context) -> torch.Tensor:
     return value
 
 
+def all_gather_tensor(value: torch.Tensor, ctx: Context) -> torch.Tensor:
+    """``(world_size, *value.shape)``: every rank's ``value``, on every rank (one process: ``value[None]``)."""
+    if not ctx.distributed:
+        return value.unsqueeze(0)
+    out = [torch.empty_like(value) for _ in range(ctx.world_size)]
+    dist.all_gather(out, value.contiguous())
+    return torch.stack(out)
+
+
 def gather_per_sample(
     values: torch.Tensor, indices: torch.Tensor, n: int, ctx: Context
 ) -> torch.Tensor:
