@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from ..datasets import InputNoise
 from ..datasets.normalizers import normalizer_from_state
 from ..operators import save_model
@@ -142,7 +143,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
     n = state["numpy"]
     np.random.set_state(
-        ("MT19937", n["keys"].cpu().numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+        ("MT19937", to_numpy(n["keys"], np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
     )
     p = state["python"]
     random.setstate((p["version"], tuple(int(v) for v in p["state"].tolist()), p["gauss_next"]))

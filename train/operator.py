@@ -90,7 +90,7 @@ class NormalizedOperator(nn.Module):
         x_hat = self.encode(x, pos)
         x_hat = x_hat if noise is None else noise.apply(x_hat, sample_ids)
         extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
-        out = self.decode((net or self.model)(x_hat, pos, **inputs, **extra).float(), pos)
+        out = self.decode((self.model if net is None else net)(x_hat, pos, **inputs, **extra).float(), pos)
         return self._keep_zeros(out, inputs)
 
     def _keep_zeros(self, out: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

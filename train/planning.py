@@ -21,9 +21,10 @@ from typing import Any, Iterable
 import torch
 
 from . import checkpoint as ckpt
+from . import timing
 from .metrics import score_batch
 from .step import EpochTotals
-from .timing import WARMUP_STEPS, clock
+from .timing import WARMUP_STEPS
 
 PROBE_STEPS = 5  # timed steps: the median of 5 is not moved by one slow step (a neighbour's spike)
 
@@ -70,9 +71,9 @@ def _timed(run, items: list, warmup: int, device: torch.device) -> tuple[list[fl
     first ``warmup`` items, and the time of those."""
     times = []
     for item in items:
-        start = clock(device)
+        start = timing.clock(device)
         run(item)
-        times.append(clock(device) - start)
+        times.append(timing.clock(device) - start)
     return times[warmup:], sum(times[:warmup])
 
 

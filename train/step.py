@@ -79,7 +79,7 @@ class EpochTotals:
                            self.first_bad, self.what, self.value])
         rows = dist_.all_gather_tensor(row, ctx).tolist()
         total, count = sum(r[0] for r in rows), sum(r[1] for r in rows)
-        bad = min(rows, key=lambda r: r[2])
+        bad = min(rows, key=lambda r: (r[2], r[3]))  # the first batch; its loss before its gradient
         diverged = None if bad[2] == _NONE else Diverged(_WHAT[int(bad[3])], bad[4], int(bad[2]))
         return total / max(count, 1), diverged
 
