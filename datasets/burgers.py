@@ -37,6 +37,8 @@ import math
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
+
 BAND_CONSTANT = 3.0  # K >= BAND_CONSTANT max|u0| / nu (calibrated, see module doc)
 MIN_BAND = 100
 DT_CONSTANT = 0.15  # dt <= DT_CONSTANT sqrt(nu / max|u0|^3) (calibrated, see module doc)
@@ -311,7 +313,7 @@ def solve_burgers_trajectory(
     if isinstance(u0, torch.Tensor):
         return out.to(dtype=u0.dtype if u0.is_floating_point() else torch.float64)
     dtype = np.asarray(u0).dtype
-    return out.cpu().numpy().astype(dtype if dtype.kind == "f" else np.float64, copy=False)
+    return to_numpy(out, dtype if dtype.kind == "f" else np.float64)
 
 
 def _is_power_of_two_multiple(m: int, n: int) -> bool:

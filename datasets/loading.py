@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ..common.host import to_numpy
 from ..operators.layout import grid_coordinates
 from .fno_files import open_mat
 from .recipes import get_recipe
@@ -60,7 +61,7 @@ def as_indices(indices: Any, n: int) -> np.ndarray:
     if isinstance(indices, (int, np.integer)) and not isinstance(indices, bool):
         indices = [indices]
     if isinstance(indices, torch.Tensor):
-        indices = indices.cpu().numpy()
+        indices = to_numpy(indices)
     idx = np.asarray(list(indices) if isinstance(indices, range) else indices)
     if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
         raise ValueError(f"indices must be a slice, range or 1-D integer sequence, got {indices!r}")

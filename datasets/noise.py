@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
+
 _NOISE_STREAM = 3
 
 
@@ -25,7 +27,7 @@ def add_noise(x: torch.Tensor, noise: float, seed: int, indices) -> torch.Tensor
     (the noise of sample ``i`` seeded by ``(seed, i)``: see the module docstring)."""
     if not (np.isfinite(noise) and noise >= 0):
         raise ValueError(f"noise must be a finite number >= 0, got {noise}")
-    idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices).reshape(-1)
+    idx = to_numpy(indices).reshape(-1)
     if idx.size and (not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0):
         raise ValueError("indices must be the samples' non-negative integer numbers in the file")
     if len(idx) != x.shape[0]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from ..operators.transfer import prolong, prolong_points, restrict_points
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
@@ -111,7 +112,7 @@ class PointwiseGaussianNormalizer:
             )
         if self.cells:  # block averages, as the data are coarsened (the std so is a scale, not a fit)
             k, n = stride_for(self.grid[0], resolution, False, cells=True), len(self.grid)
-            mean, std = (torch.from_numpy(cell_average(t.numpy(), k, 0, n)) for t in (self.mean, self.std))
+            mean, std = (torch.from_numpy(cell_average(to_numpy(t), k, 0, n)).to(t.device) for t in (self.mean, self.std))
             return PointwiseGaussianNormalizer(mean, std, self.eps, cells=True)
         try:
             stride = stride_for(self.grid[0], resolution, self.periodic)

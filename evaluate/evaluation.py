@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import dataset_info, open_dataset, open_mesh_dataset
 from ..datasets.mesh.storage import is_mesh_file
@@ -26,6 +27,7 @@ from ..operators.models import sample_transform
 from ..train import distributed as dist_
 from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
 from ..train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
+from ..train.memory import evaluation_advice, out_of_memory_advice
 from ..train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from . import mesh_plots
 from . import plots as figures
@@ -131,8 +133,10 @@ def evaluate_resolutions(
         noise = setup_noise(setup, dataset)
         log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
                   batch_size, noise.level)
-        errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
-                                      noise=noise, metric=metric)
+        with out_of_memory_advice(f"the evaluation at resolution {res}", batch_size, dev,
+                                  evaluation_advice("the batch size (petrov evaluate --batch-size)", batch_size)):
+            errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
+                                          noise=noise, metric=metric)
         rows.append(per_time_row(res, errors, per_sample) if per_time
                     else resolution_row(res, errors, keep_samples=per_sample))
     if out_dir is not None:
@@ -167,7 +171,7 @@ def predict(setup: EvalSetup, dataset, positions: Sequence[int], device: Any = N
     op = setup.operator.to(dev).eval()
     pos_idx = torch.as_tensor(list(positions), dtype=torch.long)
     if is_point_data(dataset):
-        part = dataset.subset(pos_idx.numpy())
+        part = dataset.subset(to_numpy(pos_idx))
         b = to_batch(next(iter(data_loader(part, len(part)))), part, dev)
         pred = op.predict(b.x, noise=setup_noise(setup, part), sample_ids=sample_ids(part), **b.inputs).cpu()
         return [pred[i, :n] for i, n in enumerate(part.node_counts)]
