@@ -84,6 +84,7 @@ def test_the_probe_times_steps_after_the_warm_up(tmp_path, slow_first_step):
     assert epochs_for_budget(estimate, 1.0, fraction=0.9) == 13 and epochs_for_budget(estimate, 1.0, 0.9, cap=5) == 5
     assert result.epochs_completed == 2
     assert load_run_checkpoint(tmp_path / "run" / "last.pt")["train_config"]["optim"]["epochs"] == 2
+    assert estimate.checkpoint_seconds == 0.0 and not list((tmp_path / "run").glob(".probe-*"))  # written, removed
 
 
 def test_a_planned_run_trains_as_a_run_configured_with_its_epochs(tmp_path):

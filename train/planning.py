@@ -5,7 +5,8 @@ first step.  ``train(config, run_dir, plan_epochs=fn)`` (a new run, not a resume
 :func:`probe`: :data:`WARMUP_STEPS` training steps and validation batches that are not timed (cuFFT
 plans, autotuning, compilation, CUDA graph capture), then ``PROBE_STEPS`` of each timed one by one with
 the device synchronized (:func:`petrov.train.timing.clock`), on the run's own model, batches, device
-and compiled code -- the compiled code stays warm for the run.  The model's weights and every random
+and compiled code -- the compiled code stays warm for the run -- and writes the epoch's checkpoints once
+into a temporary folder of the run directory (short epochs on a GPU spend a few percent there).  The model's weights and every random
 number generator are put back afterwards, and the optimizer and schedule are built afresh for the
 planned epochs, so a planned run trains exactly as a run configured with that many epochs.
 ``fn(estimate)`` gets an :class:`EpochEstimate` and returns the epochs (rank 0's answer is every rank's);
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import math
 import statistics
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 import torch
@@ -31,19 +34,21 @@ PROBE_STEPS = 5  # timed steps: the median of 5 is not moved by one slow step (a
 
 @dataclass(frozen=True)
 class EpochEstimate:
-    """One epoch's time from a probe: ``steps`` training steps of ``step_seconds`` (median, once warm) and
-    ``eval_batches`` validation batches of ``eval_seconds``; ``warmup_seconds``: what the probe's warm-up
-    took (not part of an epoch's pace; the run does not pay it again)."""
+    """One epoch's time from a probe: ``steps`` training steps of ``step_seconds`` (median, once warm),
+    ``eval_batches`` validation batches of ``eval_seconds`` and the checkpoints (``checkpoint_seconds``);
+    ``warmup_seconds``: what the probe's warm-up took (not part of an epoch's pace; the run does not pay
+    it again)."""
 
     step_seconds: float
     eval_seconds: float
     steps: int
     eval_batches: int
     warmup_seconds: float
+    checkpoint_seconds: float = 0.0
 
     @property
     def epoch_seconds(self) -> float:
-        return self.steps * self.step_seconds + self.eval_batches * self.eval_seconds
+        return self.steps * self.step_seconds + self.eval_batches * self.eval_seconds + self.checkpoint_seconds
 
 
 def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, cap: int | None = None) -> int:
@@ -100,7 +105,18 @@ def probe(trainer: Any, steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) ->
         ckpt.set_rng_state(rng)
         trainer.model.train()
     return EpochEstimate(statistics.median(step_times), statistics.median(eval_times), len(trainer.train_batches),
-                         len(val), warm + eval_warm)
+                         len(val), warm + eval_warm, _checkpoint_seconds(trainer))
+
+
+def _checkpoint_seconds(trainer: Any) -> float:
+    """What writing an epoch's ``best.pt`` and ``last.pt`` takes (rank 0 writes them; 0 elsewhere)."""
+    if not trainer.ctx.is_main:
+        return 0.0
+    trainer.run_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".probe-", dir=trainer.run_dir) as folder:
+        start = timing.clock(trainer.ctx.device)
+        trainer.write_checkpoints(Path(folder), True, [ckpt.rng_state()])
+        return timing.clock(trainer.ctx.device) - start
 
 
 __all__ = ["EpochEstimate", "PROBE_STEPS", "epochs_for_budget", "probe"]

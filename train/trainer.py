@@ -191,16 +191,20 @@ class Trainer:
     def save(self, best: bool) -> None:
         """``best.pt`` (if ``best``) then ``last.pt``; rank 0 writes, every rank must call."""
         rngs = dist_.all_gather_objects(ckpt.rng_state(), self.ctx)  # collective
-        if not self.ctx.is_main:
-            return
+        if self.ctx.is_main:
+            self.write_checkpoints(self.run_dir, best, rngs)
+
+    def write_checkpoints(self, folder: Path, best: bool, rngs: list) -> None:
+        """``folder/best.pt`` (if ``best``) and ``folder/last.pt`` of the current state (``rngs``: every rank's
+        RNG states)."""
         state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch,
                      best_metric=self.best_metric, best_epoch=self.best_epoch, data_identity=self.data_identity)
         norms, noise = self.operator.normalizer_states(), self.operator.noise
         if best:
-            ckpt.save_run_checkpoint(self.run_dir / "best.pt", self.model, norms, noise, **state)
-            log.debug("saved %s (epoch %d)", self.run_dir / "best.pt", self.epoch)
+            ckpt.save_run_checkpoint(folder / "best.pt", self.model, norms, noise, **state)
+            log.debug("saved %s (epoch %d)", folder / "best.pt", self.epoch)
         ckpt.save_run_checkpoint(
-            self.run_dir / "last.pt", self.model, norms, noise, **state,
+            folder / "last.pt", self.model, norms, noise, **state,
             optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
             scaler=None if self.scaler is None else self.scaler.state_dict(), rng=rngs,
         )
