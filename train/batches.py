@@ -1,10 +1,10 @@
-"""How batches reach the device: :class:`Batches`, one epoch's :class:`~petrov.train.data.Batch` es.
+"""How batches reach the device: ``Batches``, one epoch's ``Batch`` objects.
 
 Two ways, the same batches in the same order -- the sampler's (``DistributedSampler``: a function of
 (seed, epoch) only), so a run is reproducible and a distributed run equals one process:
 
-- *resident* (:class:`ResidentSplit`): a grid split held in memory as tensors whose size fits the device
-  (at most :data:`RESIDENT_FRACTION` of its free memory; always on the CPU, where it is in memory
+- *resident* (``ResidentSplit``): a grid split held in memory as tensors whose size fits the device
+  (at most ``RESIDENT_FRACTION`` of its free memory; always on the CPU, where it is in memory
   already) is copied there once.  Per epoch the sampler's order is copied once; a batch is an
   ``index_select`` there, its coordinates a view of one device copy, and the input noise is looked up
   in a table drawn once (the same draws ``InputNoise`` makes per sample): no host work per step.
@@ -128,7 +128,7 @@ def pad_batch(b: Batch, size: int) -> Batch:
 
 
 class Batches:
-    """One epoch of batches of ``dataset`` (a :class:`ResidentSplit` or any dataset the loader reads) in
+    """One epoch of batches of ``dataset`` (a ``ResidentSplit`` or any dataset the loader reads) in
     ``sampler``'s order, on ``device`` (``static``: every batch ``batch`` rows, see the module docstring)."""
 
     def __init__(self, dataset: Any, batch: int, sampler, device: torch.device, *, workers: int = 0,

@@ -4,8 +4,8 @@ Settings: ``"off"`` (eager), ``"default"`` (``torch.compile(model)``: fused kern
 launched op by op from Python), ``"cuda-graphs"`` (``torch.compile(model, mode="reduce-overhead")``:
 the compiled forward and backward captured as CUDA graphs and replayed, one launch per graph).  A CUDA
 graph replays the shapes it captured, so with ``"cuda-graphs"`` every batch has the same shape
-(:mod:`petrov.train.batches` pads the last partial batch with zero-weight copies of its own samples) and
-each step begins with ``torch.compiler.cudagraph_mark_step_begin()`` (:func:`mark_step`), which tells
+(``petrov.train.batches`` pads the last partial batch with zero-weight copies of its own samples) and
+each step begins with ``torch.compiler.cudagraph_mark_step_begin()`` (``mark_step``), which tells
 the graphs that the previous step's outputs are no longer read.
 
 ``"auto"`` chooses by device, from measurements of one training step (latent2d with the physics mixer,

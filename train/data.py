@@ -228,7 +228,7 @@ class Batch:
     ``weights``, ``mask``, ``boundary`` and the model's per-sample inputs); ``weights``: the point
     sets' quadrature weights, None on grids (uniform sums); ``n``: the number of real samples (the first
     ``n`` rows); ``sample_ids``: what the input noise is seeded by (the samples' numbers in the file, or
-    their positions in a device-resident split, see :mod:`petrov.train.batches`); ``sample_weight``:
+    their positions in a device-resident split, see ``petrov.train.batches``); ``sample_weight``:
     ``(b,)``, 1 for the real samples and 0 for the rows that pad a batch to a static shape (None: no
     padding)."""
 
@@ -251,7 +251,7 @@ _POINT_SET_ONLY = {"y", "indices", "positions", "triangles"}
 def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0, pin: bool = False) -> DataLoader:
     """Batches of ``dataset`` (turn each into a :class:`Batch` with :func:`to_batch`): a GridDataset-like
     one (``.x``, ``.y``) as ``(x, y, position)``, a point-set one padded by ``collate_points``.  ``pin``:
-    in page-locked host memory (batches for a CUDA device: :func:`to_batch` copies them without
+    in page-locked host memory (batches for a CUDA device: ``to_batch`` copies them without
     waiting)."""
     # workers leave Ctrl-C to this process, which shuts them down (no worker tracebacks); iterate with
     # batches(), which starts them with the signals held
@@ -287,7 +287,7 @@ class _WithPositions(torch.utils.data.Dataset):
 
 
 def to_batch(raw: Any, dataset: Any, device: torch.device, coords: torch.Tensor | None = None) -> Batch:
-    """A loader's raw batch (:func:`data_loader`) as a :class:`Batch` on ``device`` (copies from pinned
+    """A loader's raw batch (``data_loader``) as a ``Batch`` on ``device`` (copies from pinned
     memory do not wait for the device; ``coords``: the grid's coordinates already on ``device``)."""
     if isinstance(raw, dict):  # point sets
         inputs = {k: v.to(device, non_blocking=True) for k, v in raw.items() if k not in _POINT_SET_ONLY}

@@ -1,7 +1,7 @@
 """Out of device memory: one line naming the batch size and what to lower, never a traceback.
 
 ``torch.cuda.OutOfMemoryError`` raised in a training step, a validation pass, the test or
-``petrov evaluate`` becomes a :class:`DeviceOutOfMemory` whose message names where it happened, the
+``petrov evaluate`` becomes a ``DeviceOutOfMemory`` whose message names where it happened, the
 batch size, and the settings that lower the memory a step needs: the batch size, the model's
 ``checkpoint_layers`` (recompute each layer in backward instead of keeping its activations) where the
 model has that option, and ``run.amp`` (bfloat16 activations) in training.  Evaluation keeps no
@@ -21,7 +21,7 @@ class DeviceOutOfMemory(RuntimeError):
 
 @contextlib.contextmanager
 def out_of_memory_advice(what: str, batch: int, device: torch.device, lower: Sequence[str]) -> Iterator[None]:
-    """Inside the block, ``torch.cuda.OutOfMemoryError`` is raised again as a :class:`DeviceOutOfMemory`:
+    """Inside the block, ``torch.cuda.OutOfMemoryError`` is raised again as a ``DeviceOutOfMemory``:
     ``out of memory on DEVICE in WHAT at batch size BATCH; lower: ...``."""
     try:
         yield

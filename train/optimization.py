@@ -2,7 +2,7 @@
 
 The OneCycle warm-up starts at ``lr/div_factor`` and lasts at least ``optim.min_warmup_steps``
 batches (at most 90% of the run), so a schedule compressed into few epochs does not ramp to the maximum
-lr within a handful of steps.  Seeding: :func:`seed_all` seeds torch, numpy and Python's ``random``.
+lr within a handful of steps.  Seeding: ``seed_all`` seeds torch, numpy and Python's ``random``.
 """
 from __future__ import annotations
 

@@ -2,15 +2,15 @@
 
 A OneCycle schedule is laid out over the whole run, so the number of epochs must be known before the
 first step.  ``train(config, run_dir, plan_epochs=fn)`` (a new run, not a resumed one) first runs
-:func:`probe`: :data:`WARMUP_STEPS` training steps and validation batches that are not timed (cuFFT
+``probe``: ``WARMUP_STEPS`` training steps and validation batches that are not timed (cuFFT
 plans, autotuning, compilation, CUDA graph capture), then ``PROBE_STEPS`` of each timed one by one with
-the device synchronized (:func:`petrov.train.timing.clock`), on the run's own model, batches, device
+the device synchronized (``petrov.train.timing.clock``), on the run's own model, batches, device
 and compiled code -- the compiled code stays warm for the run -- and writes the epoch's checkpoints once
 into a temporary folder of the run directory (short epochs on a GPU spend a few percent there).  The model's weights and every random
 number generator are put back afterwards, and the optimizer and schedule are built afresh for the
 planned epochs, so a planned run trains exactly as a run configured with that many epochs.
-``fn(estimate)`` gets an :class:`EpochEstimate` and returns the epochs (rank 0's answer is every rank's);
-:func:`epochs_for_budget` is the usual rule.
+``fn(estimate)`` gets an ``EpochEstimate`` and returns the epochs (rank 0's answer is every rank's);
+``epochs_for_budget`` is the usual rule.
 """
 from __future__ import annotations
 

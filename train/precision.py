@@ -1,6 +1,6 @@
 """The arithmetic of a training run: ``run.amp`` and ``run.matmul_precision``.
 
-- ``run.amp``: the model's forward in training under 16-bit autocast (:func:`amp_dtype`: bfloat16 on the
+- ``run.amp``: the model's forward in training under 16-bit autocast (``amp_dtype``: bfloat16 on the
   CPU and on CUDA devices that have it, else float16 with gradient scaling); the weights, the
   normaliser's decode, the loss, the gradients, the optimizer, validation and test stay float32.
 - ``run.matmul_precision``: ``torch.set_float32_matmul_precision`` for the run (restored after it):

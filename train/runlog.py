@@ -1,9 +1,9 @@
 """What a run records: one row per epoch (``log.csv``, ``log.jsonl``, TensorBoard), its result, and the
-files of a run directory (``RUN_FILES``; :func:`check_run_dir`: what may be done with a folder).
+files of a run directory (``RUN_FILES``; ``check_run_dir``: what may be done with a folder).
 
 ``log.jsonl`` and ``log.csv`` are rewritten whole, atomically, after every epoch (before the checkpoint,
 so a resumed run drops the rows its checkpoint does not cover); ``seconds`` is the epoch's wall-clock
-time with the device synchronized (:mod:`petrov.train.timing`).
+time with the device synchronized (``petrov.train.timing``).
 """
 from __future__ import annotations
 

@@ -1,16 +1,16 @@
 """The training step, without reading anything back to the host.
 
-A step (:meth:`Stepper.step`): predictions as the training mode makes them (``petrov.train.rollout``),
+A step (``Stepper.step``): predictions as the training mode makes them (``petrov.train.rollout``),
 the per-sample loss ``relL2 + γ·relH1`` in raw units, its mean over the batch's real samples (a batch
 padded to a static shape weights its padding 0), backward, gradient clipping by global norm, the
 optimizer and the OneCycle schedule.  Nothing of it is read on the host: the loss statistics and a
-divergence flag accumulate on the device in :class:`EpochTotals`, read once per epoch (:meth:`finish`),
+divergence flag accumulate on the device in ``EpochTotals``, read once per epoch (``finish``),
 and every ``PROGRESS_EVERY`` steps for a progress bar that is drawn.  A host read would make the host
 wait for the device every step, and a CUDA graph cannot contain one.
 
 Divergence: the first batch whose loss or gradient norm is not finite is recorded on the device (its
 number, which of the two, the value).  The epoch then runs to its end -- its later steps are wasted on
-non-finite weights -- and :meth:`EpochTotals.finish` reports it before the epoch's validation and
+non-finite weights -- and ``EpochTotals.finish`` reports it before the epoch's validation and
 checkpoint, so ``last.pt`` keeps the last good epoch.  In a distributed run ``finish`` gathers every
 rank's totals in one collective, so every rank sees the same first bad batch and all stop together.
 With float16 autocast (GPUs without bfloat16) the GradScaler skips steps with non-finite gradients

@@ -1,15 +1,15 @@
 """Time on any device: the clock, the warm-up, and the time budget (``run.time_budget_minutes``).
 
 A CUDA device runs the work the host queued for it later, so the host's clock says when the work was
-queued, not when it was done: :func:`clock` waits for the device (``torch.cuda.synchronize``) before it
+queued, not when it was done: ``clock`` waits for the device (``torch.cuda.synchronize``) before it
 reads the time.  It is read at epoch boundaries and around the first steps only -- a synchronization
 per step would keep the host from running ahead of the device.
 
 The first steps of a process are not like the others: cuFFT plans, cuBLAS autotuning, the compilation
 of ``run.compile`` and the capture of CUDA graphs happen there (seconds to minutes against milliseconds
-per step).  :class:`WarmupTimer` times the first :data:`WARMUP_STEPS` steps of the process one by one;
-an epoch's *steady* time (:meth:`EpochTime.steady`) is its later steps' pace extrapolated to all its
-steps.  :class:`Budget` stops a run when the time spent plus the next epoch's steady estimate would pass
+per step).  ``WarmupTimer`` times the first ``WARMUP_STEPS`` steps of the process one by one;
+an epoch's *steady* time (``EpochTime.steady``) is its later steps' pace extrapolated to all its
+steps.  ``Budget`` stops a run when the time spent plus the next epoch's steady estimate would pass
 the budget: the warm-up counts as time spent (it was spent) but not as the pace of later epochs.
 """
 from __future__ import annotations
@@ -59,8 +59,8 @@ class EpochTime:
 
 
 class WarmupTimer:
-    """Times the first ``steps`` steps of a process one by one (each :meth:`step` block between two
-    :func:`clock` readings); later steps pass untimed.  :meth:`take` returns what the current epoch spent
+    """Times the first ``steps`` steps of a process one by one (each ``step`` block between two
+    ``clock`` readings); later steps pass untimed.  ``take`` returns what the current epoch spent
     in warm-up steps and how many, and starts the next epoch's count."""
 
     def __init__(self, device: torch.device, steps: int = WARMUP_STEPS):
@@ -85,7 +85,7 @@ class WarmupTimer:
 
 
 class Budget:
-    """``run.time_budget_minutes`` (None: no budget) as a stop rule, measured from :meth:`start`."""
+    """``run.time_budget_minutes`` (None: no budget) as a stop rule, measured from ``start``."""
 
     def __init__(self, minutes: float | None, device: torch.device):
         self.seconds = None if minutes is None else 60.0 * minutes

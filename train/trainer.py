@@ -1,14 +1,14 @@
 """The training loop: one function, :func:`train`, from a validated config to a run directory.
 
 Recipe (the reference Galerkin Transformer's): Adam/AdamW and OneCycleLR stepped per global batch
-(:mod:`.optimization`); gradient clipping by global norm; loss ``relL2 + γ·relH1`` in raw units
+(``optimization``); gradient clipping by global norm; loss ``relL2 + γ·relH1`` in raw units
 (predictions decoded by the y-normaliser, see ``petrov.train.data``; ``loss.mode`` picks how a batch
 becomes predictions, loss and validation metric: ``petrov.train.rollout``); model selection on the
 validation split (``best.pt``); the test split is only evaluated, after training, with the best model,
-at each ``data.eval_resolutions``.  The parts, one module each: the step (:mod:`.step`), the batches on
-the device (:mod:`.batches`), ``run.compile`` (:mod:`.compilation`), ``run.amp`` and
-``run.matmul_precision`` (:mod:`.precision`), time and budgets (:mod:`.timing`, :mod:`.planning`), the
-run log (:mod:`.runlog`), out-of-memory errors (:mod:`.memory`).
+at each ``data.eval_resolutions``.  The parts, one module each: the step (``step``), the batches on
+the device (``batches``), ``run.compile`` (``compilation``), ``run.amp`` and
+``run.matmul_precision`` (``precision``), time and budgets (``timing``, ``planning``), the
+run log (``runlog``), out-of-memory errors (``memory``).
 
 Run directory (rank 0 writes it)::
 
@@ -174,7 +174,7 @@ class Trainer:
 
     def plan(self, plan_epochs: Callable[[EpochEstimate], int]) -> EpochEstimate:
         """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer
-        and schedule for them (:mod:`petrov.train.planning`)."""
+        and schedule for them (``petrov.train.planning``)."""
         with self._out_of_memory("the timing probe", self.batch, self._training_advice()):
             estimate = probe(self)
         epochs = int(dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx))
@@ -388,7 +388,7 @@ def train(
     ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; then no
     test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each
     epoch's checkpoint; returning True stops the run cleanly.  ``plan_epochs(estimate)`` (a new run
-    only) sets ``optim.epochs`` from a timing probe of the run (:mod:`petrov.train.planning`), e.g. to
+    only) sets ``optim.epochs`` from a timing probe of the run (``petrov.train.planning``), e.g. to
     fill a time budget.  Launched by torchrun, every process calls this; rank 0 writes the run directory.
     """
     run_dir = Path(run_dir)
