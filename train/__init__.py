@@ -2,7 +2,10 @@
 
 - :mod:`.config`: ``TrainConfig`` and its tables, TOML presets (``configs/``), ``--set`` overrides;
 - :mod:`.data`: splits, normalisers, the input noise and batches of a data file;
-- :mod:`.trainer`: ``train`` (one run into a run directory, resumable);
+- :mod:`.trainer`: ``train`` (one run into a run directory, resumable), built from ``step`` (the sync-free
+  training step), ``batches`` (batches on the device), ``compilation`` (``run.compile``), ``precision``
+  (``run.amp``, ``run.matmul_precision``), ``timing`` and ``planning`` (clocks, warm-up, time budgets),
+  ``optimization``, ``runlog`` and ``memory`` (out-of-memory advice);
 - :mod:`.losses`, :mod:`.rollout`: the loss and the training modes (direct, marching);
 - :mod:`.metrics`: per-sample test errors and the metrics files (validation, test, ``petrov evaluate``);
 - :mod:`.operator`: ``NormalizedOperator``, what ``load_operator`` gives back for inference;
