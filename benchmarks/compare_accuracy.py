@@ -117,7 +117,8 @@ VERDICT_RULE = ("each figure is the mean over the seeds of the test relL2 mean, 
 
 # Transolver scaled to the 20-minute budget on one core (published: d_model 128, 8 layers, 8 heads of width
 # 16, 64 slices, batch 4).  CPU seconds of one training step, one thread, AMD EPYC, machine shared with other
-# jobs (2026-11-24; the step probe_epoch_seconds times: forward, relL2 + H1 loss, backward, clipping, Adam):
+# jobs (2026-11-24; a training step as the planning probe of that day timed it: forward, relL2 + H1 loss,
+# backward, clipping, Adam):
 #   Darcy 85 x 85, batch 4: published size 4.05; d_model 64 x 4 layers 0.64; 64 x 3 0.46 (16 slices 0.39);
 #   64 x 2 0.30; 48 x 3 0.43.  Chosen: 64 x 3, 4 heads of width 16, 32 slices (the published slices/width
 #   ratio), at the published batch 4: 250 steps x 0.46 s ~ 2 min per epoch, ~9 epochs in 90% of 20 minutes
