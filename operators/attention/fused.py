@@ -31,6 +31,7 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
+from torch.utils.checkpoint import checkpoint
 
 from ...common.dtypes import upcast
 from .kernels import weighted_mean
@@ -188,6 +189,8 @@ def _rstd(c: torch.Tensor, weights: torch.Tensor | None, eps: float) -> torch.Te
 
 def _head_apply(a: torch.Tensor, mat: torch.Tensor) -> torch.Tensor:
     """``a_h mat_h`` per head: ``(b, n, h, d), (b, h, d, e) -> (b, n, h, e)`` (contiguous)."""
+    if torch.compiler.is_compiling():  # dynamo takes no strided out= (the compiler plans the copy itself)
+        return torch.stack([torch.bmm(a[:, :, i], mat[:, i]) for i in range(a.shape[2])], dim=2)
     out = a.new_empty(*a.shape[:3], mat.shape[-1])
     for i in range(a.shape[2]):
         torch.bmm(a[:, :, i], mat[:, i], out=out[:, :, i])
@@ -277,6 +280,15 @@ def column_normalized_outer(k: torch.Tensor, v: torch.Tensor, n_heads: int, norm
                               norm_k.eps, norm_v.eps)
 
 
+def _plain_outer(layer: nn.Module, norm_k: nn.Module, norm_v: nn.Module, x: torch.Tensor,
+                 pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
+    """What :func:`normalized_outer` computes, with plain autograd (for ``torch.compile``)."""
+    kt, vt = (norm(layer._split_heads(proj(x)), weights) for norm, proj in ((norm_k, layer.k_proj),
+                                                                           (norm_v, layer.v_proj)))
+    with torch.autocast(x.device.type, enabled=False):  # sums over the points: float32 at least
+        return outer_blocks(upcast(kt), upcast(vt), pos, weights)
+
+
 def _autocast_state(device_type: str) -> dict:
     """``torch.autocast`` arguments that restore the current autocast state on ``device_type``."""
     return dict(device_type=device_type, dtype=torch.get_autocast_dtype(device_type),
@@ -335,6 +347,15 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
         s = column_normalized_outer(layer.k_proj(x), layer.v_proj(x), layer.n_heads, norm_k, norm_v,
                                     pos_or_none, weights)
         return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
+    if torch.compiler.is_compiling():
+        # _NormalizedOuter differentiates its recomputed sides with autograd.grad inside its backward,
+        # which dynamo cannot trace: plain autograd here (the same operator), recomputed by checkpoint
+        # with ``recompute``; the compiler chooses what to keep for backward
+        def layer_output(x):
+            s = _plain_outer(layer, norm_k, norm_v, x, pos_or_none, weights)
+            return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
+
+        return checkpoint(layer_output, x, use_reentrant=False) if recompute else layer_output(x)
     sides = []
     for norm, proj in ((norm_k, layer.k_proj), (norm_v, layer.v_proj)):
         if recompute:  # source x: the projection is recomputed too
