@@ -61,7 +61,10 @@ def raise_first(failures: Sequence[tuple[torch.Tensor, Callable[[], str]]]) -> N
     messages, which may read more values, are made only for a failure)."""
     if not failures:
         return
-    flags = torch.stack([flag.reshape(()) for flag, _ in failures]).tolist()
+    if len(failures) == 1:
+        flags = [bool(failures[0][0])]
+    else:
+        flags = torch.stack([flag.reshape(()) for flag, _ in failures]).tolist()
     for failed, (_, message) in zip(flags, failures):
         if failed:
             raise ValueError(message())

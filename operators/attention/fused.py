@@ -84,14 +84,17 @@ class Normalized(NamedTuple):
     params: Callable[[], list]
 
 
-def _recompute(side: Normalized, source: torch.Tensor, weights, grad_out: torch.Tensor):
-    """Gradients of ``<grad_out, make(source)>`` for the source and every parameter (None where not
-    wanted), ``make`` recomputed with autograd."""
+def _remake(side: Normalized, source: torch.Tensor, weights) -> tuple[torch.Tensor, list]:
+    """``make(source)`` recomputed with autograd from a fresh leaf: the output and its inputs (the
+    leaf, then every parameter), for :func:`_side_grads`."""
     with torch.enable_grad():
         leaf = source.detach().requires_grad_(source.requires_grad)
-        out = side.make(leaf, weights)
+        return side.make(leaf, weights), [leaf] + list(side.params())
+
+
+def _side_grads(out: torch.Tensor, inputs: list, grad_out: torch.Tensor) -> list:
+    """Gradients of ``<grad_out, out>`` for each of ``inputs`` (None where not wanted)."""
     grad_out = grad_out.to(out.dtype)  # under autocast the normalized side is float32, its gradient may not be
-    inputs = [leaf] + list(side.params())
     wanted = [t for t in inputs if t.requires_grad]
     found = dict(zip(map(id, wanted), torch.autograd.grad(out, wanted, grad_out, allow_unused=True)))
     return [found.get(id(t)) for t in inputs]
@@ -108,8 +111,9 @@ class _NormalizedOuter(torch.autograd.Function):
 
     Backward, with ``G = dL/dS`` split in blocks ``G_kk (d, d), G_kp (d, p), G_pk (p, d)``:
     ``dL/dK̃ = diag(w) (Ṽ G_kkᵀ + pos G_kpᵀ)``, ``dL/dṼ = diag(w) (K̃ G_kk + pos G_pk)``, then through
-    each side's ``make``, recomputed with autograd one side at a time (Ṽ once more without a graph
-    first), so that only one side's recomputed activations are alive at a time.
+    each side's ``make``, recomputed once with autograd (K̃ and Ṽ serve both the products above and
+    their own backward: two normalizations per backward, not four; both sides' recomputed values are
+    alive together for a moment, one ``(b, h, n, d)`` tensor more than one side at a time).
     """
 
     @staticmethod
@@ -141,20 +145,16 @@ class _NormalizedOuter(torch.autograd.Function):
                 add_thin_product_(out, pos_h, g_pos)
             return out if weights is None else out.mul_(weights[:, None, :, None])
 
-        with torch.no_grad():
-            vt = value.make(source_v, weights)
+        vt, inputs_v = _remake(value, source_v, weights)
         d = vt.shape[-1]
         grad = _uniform_scale(grad, vt.shape[-2], weights)
         g_kk, g_kp, g_pk = grad[..., :d, :d], grad[..., :d, d:], grad[..., d:, :d]
-        grad_kt = cross(vt, g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
-        del vt
-        with torch.no_grad():
-            kt = key.make(source_k, weights)
-        grad_vt = cross(kt, g_kk, g_pk)
-        del kt
-        grads_k = _recompute(key, source_k, weights, grad_kt)
-        del grad_kt
-        grads_v = _recompute(value, source_v, weights, grad_vt)
+        grad_kt = cross(vt.detach(), g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
+        kt, inputs_k = _remake(key, source_k, weights)
+        grad_vt = cross(kt.detach(), g_kk, g_pk)
+        grads_k = _side_grads(kt, inputs_k, grad_kt)
+        del kt, grad_kt
+        grads_v = _side_grads(vt, inputs_v, grad_vt)
         return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
 
 
