@@ -8,17 +8,17 @@ received value.
 Checks of sizes, dtypes and devices are plain Python on tensor metadata and always run.  Checks of
 values (NaN/inf, negative or zero-sum quadrature weights, coordinates outside the domain) read the
 tensor, which on an accelerator makes the host wait for the device: they run where
-:func:`checks_values` says, which is
+``checks_values`` says, which is
 
 - never while ``torch.compile`` traces or a CUDA graph is being captured (a compiled or captured step
   has no host read: the data pipeline checks every batch where it enters);
-- otherwise as :func:`set_finite_check` chose: ``"cpu"`` (default: tensors on the CPU, where a check
+- otherwise as ``set_finite_check`` chose: ``"cpu"`` (default: tensors on the CPU, where a check
   costs one pass over the input and no synchronization; data files are checked once when they are
   loaded), ``"always"`` or ``"never"``.
 
-A check that runs reads the host once (:func:`raise_first`: all the conditions of one call in one
-transfer), so a model called in eager mode answers bad values with its clear error, never with a
-silent NaN.
+A check that runs reads the host once (``raise_first``: all the conditions of one call in one
+transfer): a model called in eager mode on checked tensors (the CPU's by default) answers bad values
+with its clear error, never with a silent NaN.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def capturing(t: torch.Tensor) -> bool:
 
 def checks_values(t: torch.Tensor) -> bool:
     """Whether value checks look at ``t`` now (module docstring: never while capturing, else
-    :func:`set_finite_check`'s mode)."""
+    ``set_finite_check``'s mode)."""
     if capturing(t):
         return False
     mode = _FINITE_CHECK["mode"]
@@ -80,7 +80,7 @@ def _count_bad(t: torch.Tensor) -> str:
 
 
 def non_finite_failure(t: torch.Tensor, where: str) -> tuple[torch.Tensor, Callable[[], str]]:
-    """``t`` holds NaN or inf, as :func:`raise_first` takes it; the message counts the bad values."""
+    """``t`` holds NaN or inf, as ``raise_first`` takes it; the message counts the bad values."""
     return (non_finite(t), lambda: f"{where} contains NaN or inf ({_count_bad(t)}); one bad value would make "
                                    "every output NaN: check the input and its normalization")
 
@@ -113,7 +113,7 @@ def check_matches_weights(t: torch.Tensor, name: str, weight: torch.Tensor | Non
 def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str,
                      weight: torch.Tensor | None = None) -> None:
     """Check ``x`` is a finite channels-last grid tensor ``(b, *grid, channels)`` with ``ndim`` grid axes,
-    a non-empty batch and, if ``weight`` (a parameter of the model, :func:`first_weight`) is given, its
+    a non-empty batch and, if ``weight`` (a parameter of the model, ``first_weight``) is given, its
     floating dtype and device."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{where}: x must be a torch.Tensor, got {type(x).__name__}")
@@ -181,7 +181,7 @@ def _outside_message(where: str, pos: torch.Tensor, outside: torch.Tensor, real:
 
 def _point_value_failures(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor | None,
                          where: str) -> list[tuple[torch.Tensor, Callable[[], str]]]:
-    """The value checks of :func:`check_point_input`, as :func:`raise_first` takes them."""
+    """The value checks of ``check_point_input``, as ``raise_first`` takes them."""
     real = weights > 0
     tol = 1e-6
     outside = ((pos < -tol) | (pos > 1 + tol)).any(dim=-1) & real
@@ -221,7 +221,7 @@ def check_point_input(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
     - every tensor on ``x``'s device;
     - ``x`` finite.
 
-    The checks of values (everything but shapes, dtypes and devices) run where :func:`checks_values`
+    The checks of values (everything but shapes, dtypes and devices) run where ``checks_values``
     says, all in one host read.
     """
     if not isinstance(x, torch.Tensor) or x.dim() != 3:

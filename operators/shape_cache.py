@@ -3,7 +3,7 @@
 Transfer matrices, quadrature weights, grid coordinates and FFT index lists are the same at every
 call with the same sizes; rebuilding them costs a handful of kernel launches per forward (most of a
 step's time on a GPU at these sizes) and, where a builder checked a value, a host synchronization.
-:func:`shape_cached` wraps such a builder:
+``shape_cached`` wraps such a builder:
 
 - in eager mode the first call with a key (the call's arguments; a device is normalized, so
   ``"cuda"`` and ``"cuda:0"`` share an entry) builds the tensor and every later call returns that
@@ -57,7 +57,8 @@ def shape_cached(build: Callable[..., torch.Tensor]) -> Callable[..., torch.Tens
             return build(*args, **kwargs)
         # None and a device name may mean another device later: such calls always take the full key
         values = (*args, *kwargs.values())
-        written = None if any(v is None or isinstance(v, (str, list)) for v in values) else (args, tuple(kwargs.items()))
+        plain = not any(v is None or isinstance(v, (str, list)) for v in values)
+        written = (args, tuple(kwargs.items())) if plain else None
         out = as_called.get(written) if written is not None else None
         if out is None:
             bound = signature.bind(*args, **kwargs)

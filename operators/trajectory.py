@@ -81,10 +81,11 @@ def teacher_states(x: torch.Tensor, teacher: torch.Tensor, time_steps: int, wher
         raise ValueError(f"{where}: teacher must be a trajectory of shape ({b}, {n}, {time_steps + 1}) "
                          f"(batch, points, T + 1 snapshots) like the target, got {shape}")
     if teacher.device != x.device:
-        raise ValueError(f"{where}: teacher is on {teacher.device} but x is on {x.device}; move it (teacher.to(x.device))")
+        raise ValueError(f"{where}: teacher is on {teacher.device} but x is on {x.device}; move it "
+                         "(teacher.to(x.device))")
     if checks_values(teacher):
-        raise_first([(non_finite(teacher),
-                      lambda: f"{where}: teacher contains NaN or inf; check the trajectory data and its normalization")])
+        raise_first([(non_finite(teacher), lambda: f"{where}: teacher contains NaN or inf; check the trajectory data "
+                                                   "and its normalization")])
     return torch.cat([x, teacher[..., 1:time_steps].to(x.dtype)], dim=-1)
 
 
@@ -96,7 +97,7 @@ def steps_as_batch(states: torch.Tensor) -> torch.Tensor:
 
 def repeat_per_step(t: torch.Tensor, steps: int) -> torch.Tensor:
     """``(b, ...)`` -> ``(b T, ...)``: each sample repeated for its ``T = steps`` states, sample-major like
-    :func:`steps_as_batch` (``t.repeat_interleave(steps, dim=0)``, written as a broadcast copy: the
+    ``steps_as_batch`` (``t.repeat_interleave(steps, dim=0)``, written as a broadcast copy: the
     repeat count is a number, and no count tensor has to reach the device)."""
     return t.unsqueeze(1).expand(t.shape[0], steps, *t.shape[1:]).reshape(t.shape[0] * steps, *t.shape[1:])
 

@@ -28,7 +28,10 @@ def _plain(layer: Attention, x, pos, weights):
     ``z = Q (K̃ᵀ diag(w) Ṽ)`` per head, heads concatenated, output projection."""
     b, n, _ = x.shape
     h, d = layer.n_heads, layer.head_dim
-    w = torch.full((b, n), 1.0 / n, dtype=x.dtype, device=x.device) if weights is None else weights / weights.sum(-1, keepdim=True)
+    if weights is None:
+        w = torch.full((b, n), 1.0 / n, dtype=x.dtype, device=x.device)
+    else:
+        w = weights / weights.sum(-1, keepdim=True)
     weights = None if weights is None else w  # the layer normalizes the weights to sum 1
     heads = [p(x).view(b, n, h, d).transpose(1, 2) for p in (layer.q_proj, layer.k_proj, layer.v_proj)]
     q, k, v = (layer.norms[name](t, weights) if name in layer.norms else t for name, t in zip("qkv", heads))

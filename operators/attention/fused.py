@@ -86,7 +86,7 @@ class Normalized(NamedTuple):
 
 def _remake(side: Normalized, source: torch.Tensor, weights) -> tuple[torch.Tensor, list]:
     """``make(source)`` recomputed with autograd from a fresh leaf: the output and its inputs (the
-    leaf, then every parameter), for :func:`_side_grads`."""
+    leaf, then every parameter), for ``_side_grads``."""
     with torch.enable_grad():
         leaf = source.detach().requires_grad_(source.requires_grad)
         return side.make(leaf, weights), [leaf] + list(side.params())
@@ -282,7 +282,7 @@ def column_normalized_outer(k: torch.Tensor, v: torch.Tensor, n_heads: int, norm
 
 def _plain_outer(layer: nn.Module, norm_k: nn.Module, norm_v: nn.Module, x: torch.Tensor,
                  pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
-    """What :func:`normalized_outer` computes, with plain autograd (for ``torch.compile``)."""
+    """What ``normalized_outer`` computes, with plain autograd (for ``torch.compile``)."""
     kt, vt = (norm(layer._split_heads(proj(x)), weights) for norm, proj in ((norm_k, layer.k_proj),
                                                                            (norm_v, layer.v_proj)))
     with torch.autocast(x.device.type, enabled=False):  # sums over the points: float32 at least

@@ -96,7 +96,8 @@ def _check_step_weight(weight, x_t: torch.Tensor) -> None:
             raise ValueError(message)
         return
     if weight.device != x_t.device:
-        raise ValueError(f"weight_t is on {weight.device} but x_t is on {x_t.device}; move it (weight_t.to(x_t.device))")
+        raise ValueError(f"weight_t is on {weight.device} but x_t is on {x_t.device}; move it "
+                         "(weight_t.to(x_t.device))")
     if checks_values(weight):
         raise_first([(non_finite(weight) | (weight < 0).any(), lambda: message)])
 

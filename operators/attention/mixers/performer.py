@@ -24,7 +24,7 @@ Attention is then ``z_i = φ(q_i)ᵀ Σ_j w_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j 
   seed from torch's global generator (reproducible under ``torch.manual_seed``).  Counting and
   redrawing are host work (the count is kept on the host as well as in the ``calls`` buffer, so
   counting reads nothing back): a step compiled by ``torch.compile`` or captured in a CUDA graph
-  leaves them out, and a loop that runs such a step calls :func:`advance_feature_draws` on the model
+  leaves them out, and a loop that runs such a step calls ``advance_feature_draws`` on the model
   once per training step, outside it.
 - Under autocast the projections, exponentials, sums and normalizer are computed in float32.
 - ``causal=True`` (:mod:`petrov.operators.attention.mixers.causal`): the per-(batch, head) key max would look
@@ -176,7 +176,7 @@ class PerformerMixer(nn.Module):
     def count_training_call(self) -> None:
         """Count one training-mode forward and redraw the features when the interval says so.  The
         forward does this itself in eager mode; a compiled or captured step leaves it out (see
-        :func:`advance_feature_draws`).  The count is kept on the host too, so counting reads nothing
+        ``advance_feature_draws``).  The count is kept on the host too, so counting reads nothing
         back from the device."""
         if self.redraw_interval:
             calls = self._host_calls
