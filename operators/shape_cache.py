@@ -17,7 +17,8 @@ step's time on a GPU at these sizes) and, where a builder checked a value, a hos
 
 The returned tensor is shared: never modify it in place (``.clone()`` one to own it).  The public
 builders (``petrov.operators.transfer.restriction_matrix`` etc.) stay uncached and return fresh
-tensors; the models use their cached twins.
+tensors; the models use their cached twins.  ``clear_shape_caches()`` empties every cache (frees the
+memory; a CUDA graph captured before must not be replayed after it).
 """
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ import inspect
 from typing import Callable
 
 import torch
+
+_CACHES: list[Callable[[], None]] = []  # every shape_cached builder's cache_clear
+
+
+def clear_shape_caches() -> None:
+    """Empty the cache of every ``shape_cached`` builder."""
+    for clear in _CACHES:
+        clear()
 
 
 def _device(value) -> torch.device:
@@ -78,4 +87,5 @@ def shape_cached(build: Callable[..., torch.Tensor]) -> Callable[..., torch.Tens
 
     cached.cache = cache
     cached.cache_clear = cache_clear
+    _CACHES.append(cache_clear)
     return cached

@@ -5,8 +5,11 @@ graph break — a host read such as ``bool(t)`` or ``.item()``, Python control f
 a shape read from data — raises.  Each registered model (default config, tiny inputs) and the attention
 layer with each mixer (with and without quadrature weights, causal where the mixer has a causal form)
 are traced in forward and differentiated through the compiled output; values and gradients equal the
-eager ones.  On CUDA (``@pytest.mark.cuda``): forward and backward of every model and mixer with no host
-synchronization at all after a warm-up call (``torch.cuda.set_sync_debug_mode("error")`` raises on one).
+eager ones.  The same eager step on a GPU must not read a value either: on the CPU this is seen by running
+it on fake tensors (shapes without values, where any read raises) under the policy the models follow on
+an accelerator (value checks off, the boundary distance's masked form); on CUDA (``@pytest.mark.cuda``)
+by forward and backward of every model and mixer after a warm-up call under
+``torch.cuda.set_sync_debug_mode("error")``, which raises on any synchronization.
 
 Also here: the shape cache (cached transfer matrices equal fresh ones; one entry per shape, dtype and
 device; no autograd history), value checks that answer in eager mode and step aside while compiling,
@@ -19,13 +22,16 @@ import contextlib
 import pytest
 import torch
 import torch._dynamo
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
 from petrov.operators import Attention, build_model, list_mixers, list_models, point_set_models
 from petrov.operators.attention.mixers import MIXERS, mixer_options
 from petrov.operators.attention.mixers.performer import advance_feature_draws
+from petrov.operators import checks
 from petrov.operators.checks import checks_values, raise_first
 from petrov.operators.models import base
 from petrov.operators.p1_grid import p1_grid_interpolation
+from petrov.operators.shape_cache import clear_shape_caches
 from petrov.operators.transfer import (
     cached_prolongation_matrix,
     cached_restriction_matrix,
@@ -301,6 +307,51 @@ def test_boundary_distance_masked_on_every_node_equals_the_gathered_boundary_nod
     torch.testing.assert_close(base._nearest_masked(pos, boundary)[..., None], gathered, rtol=0, atol=0)
     torch.testing.assert_close(compiled(base.boundary_distance)(pos, boundary), gathered, rtol=0, atol=0)
     assert (gathered[boundary] == 0).all()
+
+
+# ---- no host read in an eager step on an accelerator, seen from the CPU -----------------------------------
+
+@pytest.fixture
+def accelerator_policy(monkeypatch):
+    """What the models do on a GPU by default: values unchecked, the boundary distance's masked form."""
+    monkeypatch.setitem(checks._FINITE_CHECK, "mode", "never")
+    monkeypatch.setattr(base, "_nearest_gathered", base._nearest_masked)
+    yield
+    clear_shape_caches()  # they hold fake tensors now
+
+
+def step_on_fake_tensors(module, args, kwargs):
+    """Forward and backward on fake tensors (shapes, no values): reading a value raises."""
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = {name: mode.from_tensor(t).requires_grad_(t.requires_grad)
+                for name, t in module.state_dict(keep_vars=True).items()}
+        args = tuple(None if t is None else mode.from_tensor(t) for t in args)
+        kwargs = {k: mode.from_tensor(t) for k, t in kwargs.items()}
+        x = args[0].requires_grad_()
+        torch.func.functional_call(module, fake, (x, *args[1:]), kwargs).sum().backward()
+
+
+@pytest.mark.parametrize("name, teacher", MODEL_CASES)
+def test_every_model_steps_without_reading_a_value_under_the_accelerator_policy(name, teacher, meshes,
+                                                                                 accelerator_policy):
+    model = _model(name)
+    args, kwargs = model_inputs(name, model, meshes, "cpu", teacher)
+    step_on_fake_tensors(model, args, kwargs)
+
+
+@pytest.mark.parametrize("mixer, weighted, causal", list(attention_cases()))
+def test_attention_steps_without_reading_a_value_under_the_accelerator_policy(mixer, weighted, causal,
+                                                                               accelerator_policy):
+    args, kwargs = attention_inputs(weighted)
+    step_on_fake_tensors(_attention(mixer, causal), args, kwargs)
+
+
+def test_a_value_read_is_what_the_fake_step_catches(accelerator_policy):
+    layer = _attention("galerkin", False)
+    (x, pos, weights), _ = attention_inputs(True)
+    checks._FINITE_CHECK["mode"] = "always"  # the weights checks read values
+    with pytest.raises(DataDependentOutputException):
+        step_on_fake_tensors(layer, (x, pos, weights), {})
 
 
 # ---- CUDA: no host synchronization in a training step, fused paths against the reference ----------------
