@@ -136,7 +136,8 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
         if not (recompute and torch.is_grad_enabled()):
             return self.net(x)
-        if self.training and self.net[2].p > 0:
+        # (under torch.compile too: dynamo cannot trace the autograd.grad in _RecomputedHidden's backward)
+        if self.training and self.net[2].p > 0 or torch.compiler.is_compiling():
             return checkpoint(self.net, x, use_reentrant=False)
         return _RecomputedHidden.apply(self, x, *self.parameters())
 

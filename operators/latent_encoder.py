@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp
-from .layout import channels_first, channels_last, grid_coordinates, grid_to_points, points_to_grid
+from .layout import cached_grid_coordinates, channels_first, channels_last, grid_to_points, points_to_grid
 from .transfer import fourier_resample, prolong, restrict
 
 
@@ -125,7 +125,7 @@ class LatentEncoder(nn.Module):
         fixed latent grid, so its wrap does not move with the input), or ``pos`` interpolated at the
         latent nodes."""
         if self.periodic:
-            grid = grid_coordinates(self.latent, periodic=True, dtype=pos.dtype, device=pos.device)
+            grid = cached_grid_coordinates(self.latent, True, pos.dtype, pos.device)
             return grid.expand(pos.shape[0], *grid.shape)
         return channels_last(prolong(channels_first(pos), self.latent))
 

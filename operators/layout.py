@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from .shape_cache import shape_cached
+
 
 def grid_to_points(x: torch.Tensor) -> torch.Tensor:
     """``(b, *grid, c) -> (b, n, c)`` with ``n = prod(grid)`` (row-major flattening)."""
@@ -74,3 +76,8 @@ def grid_coordinates(
             axes.append(torch.linspace(0.0, 1.0, n, dtype=dtype, device=device))
     mesh = torch.meshgrid(*axes, indexing="ij")
     return torch.stack(mesh, dim=-1)
+
+
+# the models' default coordinates: built once per (grid, kind, dtype, device) and shared (never modify
+# it in place; see petrov.operators.shape_cache)
+cached_grid_coordinates = shape_cached(grid_coordinates)

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from ..common.dtypes import to_caller_dtype, upcast
+from .shape_cache import shape_cached
 
 
 def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:
@@ -54,6 +55,9 @@ def kept_indices(n: int, m: int, device: torch.device | None = None) -> torch.Te
     return torch.cat(
         [torch.arange(m, device=device), torch.arange(n - m, n, device=device)]
     )
+
+
+_cached_kept_indices = shape_cached(kept_indices)  # built once per (n, m, device), shared
 
 
 class SpectralConv(nn.Module):
@@ -132,13 +136,13 @@ class SpectralConv(nn.Module):
             # would keep the whole half spectrum alive
             x_ft = torch.fft.rfft(x, dim=last).narrow(last, 0, self.modes[-1]).contiguous()
             for axis, n, m in others:  # gather frequencies 0..m-1, -m..-1
-                x_ft = torch.fft.fft(x_ft, dim=axis).index_select(axis, kept_indices(n, m, x.device))
+                x_ft = torch.fft.fft(x_ft, dim=axis).index_select(axis, _cached_kept_indices(n, m, x.device))
             weight = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
             out = torch.einsum("bi...,io...->bo...", x_ft, torch.view_as_complex(weight))
             for axis, n, m in reversed(others):  # scatter back into the full axis, inverse c2c
                 full = list(out.shape)
                 full[axis] = n
-                out = out.new_zeros(full).index_copy(axis, kept_indices(n, m, x.device), out)
+                out = out.new_zeros(full).index_copy(axis, _cached_kept_indices(n, m, x.device), out)
                 out = torch.fft.ifft(out, dim=axis)
             y = torch.fft.irfft(out, n=grid[-1], dim=last)  # zero-pads the half spectrum
         return to_caller_dtype(y, dtype)  # float32 under autocast, else the input's dtype

@@ -37,6 +37,7 @@ from __future__ import annotations
 import torch
 
 from ..common.dtypes import to_caller_dtype, upcast
+from .shape_cache import shape_cached
 
 
 def node_points(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
@@ -81,22 +82,30 @@ def restriction_matrix(m: int, n: int, dtype: torch.dtype = torch.float64, devic
     """``(m, n)``: ``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k`` (see the module docstring).
 
     Needs every latent hat to cover a fine node with weight > 0, i.e. a fine spacing below the
-    latent support width: ``n - 1 > (m - 1) / 2``; otherwise ``ValueError``.
+    latent support width: ``n - 1 > (m - 1) / 2``; otherwise ``ValueError``.  (For ``m >= 3`` the hat
+    of latent node 1 lies at distance 1/(m-1) from the fine node 0 and meets no fine node if the next
+    one is as far: the condition is exact, and a fact of sizes, checked without reading a value.)
     """
-    a = hat_functions(m, node_points(n, dtype, device)) * trapezoid_weights(n, dtype, device)
-    mass = a.sum(dim=1, keepdim=True)
-    if bool((mass <= 0).any()):
+    if m >= 3 and not 2 * (n - 1) > m - 1:
         raise ValueError(
             f"input grid of {n} points per axis is too coarse for a latent grid of {m} points: "
             f"some latent cells hold no input point; use an input grid with n - 1 > (m - 1)/2 "
             f"(n >= {(m - 1) // 2 + 2}) or a smaller latent_size"
         )
-    return a / mass
+    a = hat_functions(m, node_points(n, dtype, device)) * trapezoid_weights(n, dtype, device)
+    return a / a.sum(dim=1, keepdim=True)
 
 
 def prolongation_matrix(n: int, m: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
     """``(n, m)``: ``P[j, i] = φ_i(x_j)``, linear interpolation from the latent nodes to ``x_j``."""
     return hat_functions(m, node_points(n, dtype, device)).T.contiguous()
+
+
+# what the models use: built once per (sizes, dtype, device), shared (see petrov.operators.shape_cache)
+cached_restriction_matrix = shape_cached(restriction_matrix)
+cached_prolongation_matrix = shape_cached(prolongation_matrix)
+cached_trapezoid_weights = shape_cached(trapezoid_weights)
+cached_grid_weights = shape_cached(grid_weights)
 
 
 def apply_separable(u: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
@@ -117,7 +126,7 @@ def restrict(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
     """``(b, c, *n) -> (b, c, *m)`` on 1 or 2 axes: ``R u`` / ``R_1 u R_2ᵀ`` (quadrature-weighted hat
     averages)."""
     grid = u.shape[-len(size):]
-    return _apply_axes(u, [restriction_matrix(m, n, u.dtype, u.device) for n, m in zip(grid, size)])
+    return _apply_axes(u, [cached_restriction_matrix(m, n, u.dtype, u.device) for n, m in zip(grid, size)])
 
 
 def prolong(z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
@@ -129,7 +138,7 @@ def prolong(z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
     grid = tuple(z.shape[-len(size):])
     if grid == tuple(size):
         return z
-    return _apply_axes(z, [prolongation_matrix(n, m, z.dtype, z.device) for m, n in zip(grid, size)])
+    return _apply_axes(z, [cached_prolongation_matrix(n, m, z.dtype, z.device) for m, n in zip(grid, size)])
 
 
 def fourier_resample(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
@@ -178,6 +187,12 @@ def band_limit(u: torch.Tensor, modes: int) -> torch.Tensor:
     return to_caller_dtype(u, dtype)
 
 
+@shape_cached
+def _latent_sizes(size: tuple[int, ...], dtype: torch.dtype, device) -> torch.Tensor:
+    """``(len(size),)``: the sizes as a tensor (cached: a host-to-device copy per call would wait for the host)."""
+    return torch.tensor(size, dtype=dtype, device=device)
+
+
 def latent_corners(pos: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
     """The four latent nodes around each point and their hat values.
 
@@ -189,7 +204,7 @@ def latent_corners(pos: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tens
     """
     if len(size) != 2 or min(size) < 2:
         raise ValueError(f"the latent grid needs 2 axes of at least 2 points, got {tuple(size)}")
-    m = torch.tensor(size, dtype=pos.dtype, device=pos.device)
+    m = _latent_sizes(tuple(size), pos.dtype, pos.device)
     scaled = pos.clamp(0.0, 1.0) * (m - 1)
     low = torch.minimum(scaled.floor(), m - 2)  # a point on the last node line belongs to the last cell
     t = scaled - low  # (b, n, 2) in [0, 1]

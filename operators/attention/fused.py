@@ -31,6 +31,7 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
+from torch.utils.checkpoint import checkpoint
 
 from ...common.dtypes import upcast
 from .kernels import weighted_mean
@@ -83,14 +84,17 @@ class Normalized(NamedTuple):
     params: Callable[[], list]
 
 
-def _recompute(side: Normalized, source: torch.Tensor, weights, grad_out: torch.Tensor):
-    """Gradients of ``<grad_out, make(source)>`` for the source and every parameter (None where not
-    wanted), ``make`` recomputed with autograd."""
+def _remake(side: Normalized, source: torch.Tensor, weights) -> tuple[torch.Tensor, list]:
+    """``make(source)`` recomputed with autograd from a fresh leaf: the output and its inputs (the
+    leaf, then every parameter), for ``_side_grads``."""
     with torch.enable_grad():
         leaf = source.detach().requires_grad_(source.requires_grad)
-        out = side.make(leaf, weights)
+        return side.make(leaf, weights), [leaf] + list(side.params())
+
+
+def _side_grads(out: torch.Tensor, inputs: list, grad_out: torch.Tensor) -> list:
+    """Gradients of ``<grad_out, out>`` for each of ``inputs`` (None where not wanted)."""
     grad_out = grad_out.to(out.dtype)  # under autocast the normalized side is float32, its gradient may not be
-    inputs = [leaf] + list(side.params())
     wanted = [t for t in inputs if t.requires_grad]
     found = dict(zip(map(id, wanted), torch.autograd.grad(out, wanted, grad_out, allow_unused=True)))
     return [found.get(id(t)) for t in inputs]
@@ -107,8 +111,9 @@ class _NormalizedOuter(torch.autograd.Function):
 
     Backward, with ``G = dL/dS`` split in blocks ``G_kk (d, d), G_kp (d, p), G_pk (p, d)``:
     ``dL/dK̃ = diag(w) (Ṽ G_kkᵀ + pos G_kpᵀ)``, ``dL/dṼ = diag(w) (K̃ G_kk + pos G_pk)``, then through
-    each side's ``make``, recomputed with autograd one side at a time (Ṽ once more without a graph
-    first), so that only one side's recomputed activations are alive at a time.
+    each side's ``make``, recomputed once with autograd (K̃ and Ṽ serve both the products above and
+    their own backward: two normalizations per backward, not four; both sides' recomputed values are
+    alive together for a moment, one ``(b, h, n, d)`` tensor more than one side at a time).
     """
 
     @staticmethod
@@ -140,20 +145,16 @@ class _NormalizedOuter(torch.autograd.Function):
                 add_thin_product_(out, pos_h, g_pos)
             return out if weights is None else out.mul_(weights[:, None, :, None])
 
-        with torch.no_grad():
-            vt = value.make(source_v, weights)
+        vt, inputs_v = _remake(value, source_v, weights)
         d = vt.shape[-1]
         grad = _uniform_scale(grad, vt.shape[-2], weights)
         g_kk, g_kp, g_pk = grad[..., :d, :d], grad[..., :d, d:], grad[..., d:, :d]
-        grad_kt = cross(vt, g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
-        del vt
-        with torch.no_grad():
-            kt = key.make(source_k, weights)
-        grad_vt = cross(kt, g_kk, g_pk)
-        del kt
-        grads_k = _recompute(key, source_k, weights, grad_kt)
-        del grad_kt
-        grads_v = _recompute(value, source_v, weights, grad_vt)
+        grad_kt = cross(vt.detach(), g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
+        kt, inputs_k = _remake(key, source_k, weights)
+        grad_vt = cross(kt.detach(), g_kk, g_pk)
+        grads_k = _side_grads(kt, inputs_k, grad_kt)
+        del kt, grad_kt
+        grads_v = _side_grads(vt, inputs_v, grad_vt)
         return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
 
 
@@ -188,6 +189,8 @@ def _rstd(c: torch.Tensor, weights: torch.Tensor | None, eps: float) -> torch.Te
 
 def _head_apply(a: torch.Tensor, mat: torch.Tensor) -> torch.Tensor:
     """``a_h mat_h`` per head: ``(b, n, h, d), (b, h, d, e) -> (b, n, h, e)`` (contiguous)."""
+    if torch.compiler.is_compiling():  # dynamo takes no strided out= (the compiler plans the copy itself)
+        return torch.stack([torch.bmm(a[:, :, i], mat[:, i]) for i in range(a.shape[2])], dim=2)
     out = a.new_empty(*a.shape[:3], mat.shape[-1])
     for i in range(a.shape[2]):
         torch.bmm(a[:, :, i], mat[:, i], out=out[:, :, i])
@@ -277,6 +280,15 @@ def column_normalized_outer(k: torch.Tensor, v: torch.Tensor, n_heads: int, norm
                               norm_k.eps, norm_v.eps)
 
 
+def _plain_outer(layer: nn.Module, norm_k: nn.Module, norm_v: nn.Module, x: torch.Tensor,
+                 pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
+    """What ``normalized_outer`` computes, with plain autograd (for ``torch.compile``)."""
+    kt, vt = (norm(layer._split_heads(proj(x)), weights) for norm, proj in ((norm_k, layer.k_proj),
+                                                                           (norm_v, layer.v_proj)))
+    with torch.autocast(x.device.type, enabled=False):  # sums over the points: float32 at least
+        return outer_blocks(upcast(kt), upcast(vt), pos, weights)
+
+
 def _autocast_state(device_type: str) -> dict:
     """``torch.autocast`` arguments that restore the current autocast state on ``device_type``."""
     return dict(device_type=device_type, dtype=torch.get_autocast_dtype(device_type),
@@ -335,6 +347,15 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
         s = column_normalized_outer(layer.k_proj(x), layer.v_proj(x), layer.n_heads, norm_k, norm_v,
                                     pos_or_none, weights)
         return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
+    if torch.compiler.is_compiling():
+        # _NormalizedOuter differentiates its recomputed sides with autograd.grad inside its backward,
+        # which dynamo cannot trace: plain autograd here (the same operator), recomputed by checkpoint
+        # with ``recompute``; the compiler chooses what to keep for backward
+        def layer_output(x):
+            s = _plain_outer(layer, norm_k, norm_v, x, pos_or_none, weights)
+            return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
+
+        return checkpoint(layer_output, x, use_reentrant=False) if recompute else layer_output(x)
     sides = []
     for norm, proj in ((norm_k, layer.k_proj), (norm_v, layer.v_proj)):
         if recompute:  # source x: the projection is recomputed too

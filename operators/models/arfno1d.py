@@ -27,6 +27,7 @@ from ..trajectory import (
     check_state_modes,
     check_time_steps,
     limit_state,
+    repeat_per_step,
     steps_as_batch,
     teacher_states,
     time_coordinates,
@@ -73,7 +74,7 @@ class ArFNO1d(GridOperator):
         t = time_coordinates(steps, b, x.dtype, x.device)
         if teacher is not None:
             states = teacher_states(x, teacher, steps, where)
-            nxt = self._next(steps_as_batch(states), t.reshape(b * steps, 1), pos.repeat_interleave(steps, dim=0))
+            nxt = self._next(steps_as_batch(states), t.reshape(b * steps, 1), repeat_per_step(pos, steps))
             return torch.cat([x, batch_as_steps(nxt, b)], dim=-1)
         u, out = x, [x]
         for k in range(steps):

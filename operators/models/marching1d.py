@@ -43,6 +43,7 @@ from ..trajectory import (
     check_state_modes,
     check_time_steps,
     limit_state,
+    repeat_per_step,
     steps_as_batch,
     teacher_states,
     time_coordinates,
@@ -137,7 +138,7 @@ class Marching1d(GridOperator):
 
     def _teacher_forced(self, x: torch.Tensor, pos: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
         b, n, steps = states.shape
-        pos_steps = pos.repeat_interleave(steps, dim=0)
+        pos_steps = repeat_per_step(pos, steps)
         u = steps_as_batch(states)  # (b T, n, 1)
         h = self._encode(u, pos_steps)
         t = time_coordinates(steps, b, x.dtype, x.device)  # (b, T, 1)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import checks_values, raise_first
 from ..layout import points_to_grid
 from ..p1_grid import grid_interpolation_inputs, p1_to_grid
 from ..transfer import prolong_points
@@ -102,10 +103,18 @@ class MeshFNO(PointSetOperator):
             got = f"{tuple(bary.shape)} {bary.dtype}" if isinstance(bary, torch.Tensor) else type(bary).__name__
             raise ValueError(f"{where}: expected grid_barycentric of shape ({b}, {g}, 3) floating "
                              f"(p1_grid_interpolation at grid_size {self.config.grid_size}), got {got}")
-        if bool((index < 0).any() or (index >= n).any()):
-            raise ValueError(f"{where}: grid_index holds node indices outside 0..{n - 1}")
+        if index.device != x.device or bary.device != x.device:
+            raise ValueError(f"{where}: grid_index and grid_barycentric must be on x's device {x.device}, got "
+                             f"{index.device} and {bary.device}")
+        if not checks_values(x):  # the checks below read the values (petrov.operators.checks)
+            return
+        failures = [((index < 0).any() | (index >= n).any(),
+                     lambda: f"{where}: grid_index holds node indices outside 0..{n - 1}")]
         if mask is not None:
+            # (indices outside 0..n-1 clamped here: that failure comes first and is reported)
             used = bary != 0
-            if bool((used & ~mask.gather(1, index.flatten(1)).view(b, g, 3)).any()):
-                raise ValueError(f"{where}: grid_index points at padding nodes; its indices must refer to "
-                                 "each sample's own nodes (the first n_b of the batch)")
+            at_padding = used & ~mask.gather(1, index.clamp(0, n - 1).flatten(1)).view(b, g, 3)
+            failures.append((at_padding.any(), lambda: f"{where}: grid_index points at padding nodes; its indices "
+                                                       "must refer to each sample's own nodes (the first n_b of the "
+                                                       "batch)"))
+        raise_first(failures)

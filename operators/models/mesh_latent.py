@@ -56,7 +56,8 @@ import torch
 from ...common.config import check_positive
 from ..blocks import pointwise_decoder
 from ..latent_encoder import LatentEncoder, LatentGridConfig
-from ..layout import grid_coordinates, grid_to_points
+from ..layout import cached_grid_coordinates, grid_to_points
+from ..shape_cache import shape_cached
 from ..transfer import prolong_points, restrict_points, trapezoid_weights
 from . import register_model
 from .base import PointSetOperator
@@ -82,9 +83,14 @@ def latent_coverage(mass: torch.Tensor) -> torch.Tensor:
     """``mass (b, m_1, m_2)`` hat masses ``≈ ∫_Ω φ_i`` -> ``ρ = min(1, 2 mass / ∫_{[0,1]²} φ_i)``, same shape.
 
     ``∫_{[0,1]²} φ_i`` is the latent grid's product trapezoid weight (a hat's integral)."""
-    m1, m2 = mass.shape[-2:]
-    full = trapezoid_weights(m1, mass.dtype, mass.device)[:, None] * trapezoid_weights(m2, mass.dtype, mass.device)
-    return (2 * mass / full).clamp(max=1.0)
+    return (2 * mass / _hat_integrals(tuple(mass.shape[-2:]), mass.dtype, mass.device)).clamp(max=1.0)
+
+
+@shape_cached
+def _hat_integrals(size: tuple[int, int], dtype: torch.dtype, device) -> torch.Tensor:
+    """``(m_1, m_2)``: ``∫_{[0,1]²} φ_i``, the product trapezoid weights of the latent grid."""
+    m1, m2 = size
+    return trapezoid_weights(m1, dtype, device)[:, None] * trapezoid_weights(m2, dtype, device)
 
 
 @register_model("mesh_latent", MeshLatentConfig)
@@ -104,7 +110,7 @@ class MeshLatent(PointSetOperator):
         f = self.encoder.lift_features(self.features(x, pos, boundary, mask), pos)
         z, mass = restrict_points(f, pos, weights, self.latent)
         coverage = latent_coverage(mass)
-        pos_z = grid_to_points(grid_coordinates(self.latent, dtype=pos.dtype, device=pos.device)[None])
+        pos_z = grid_to_points(cached_grid_coordinates(self.latent, False, pos.dtype, pos.device)[None])
         z = self.encoder.latent_operator(z, pos_z.expand(x.shape[0], -1, -1), weights=coverage.flatten(1),
                                          coverage=coverage)
         h = f + prolong_points(z, pos)

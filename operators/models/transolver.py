@@ -66,8 +66,8 @@ from ..attention import Attention
 from ..attention.mixers.physics import check_temperature
 from ..blocks import FeedForward, FullPrecisionLinear, activation
 from ..latent_encoder import coordinate_features
-from ..layout import grid_coordinates, grid_to_points, points_to_grid
-from ..transfer import grid_weights
+from ..layout import cached_grid_coordinates, grid_to_points, points_to_grid
+from ..transfer import cached_grid_weights
 from . import register_model
 from .base import GridOperator, zero_boundary
 
@@ -130,7 +130,7 @@ def reference_distances(pos: torch.Tensor, nodes: int, periodic: bool) -> torch.
     grid ``linspace(0, 1, nodes)^d`` (nodes in row-major order); on the torus ``[0, 1)^d`` when
     ``periodic`` (per axis ``min(|x - r|, 1 - |x - r|)`` with ``x`` taken modulo 1)."""
     d = pos.shape[-1]
-    ref = grid_coordinates((nodes,) * d, dtype=pos.dtype, device=pos.device).reshape(-1, d)  # (nodes^d, d)
+    ref = cached_grid_coordinates((nodes,) * d, False, pos.dtype, pos.device).reshape(-1, d)  # (nodes^d, d)
     diff = (pos[..., None, :] - ref).abs()
     if periodic:
         diff = torch.remainder(diff, 1.0)
@@ -204,7 +204,7 @@ class _Transolver(GridOperator):
         if not c.periodic and min(grid) < 2:
             raise ValueError(f"{name}: a node grid needs at least 2 points per axis, got {grid}")
         # the slice tokens' quadrature (uniform on periodic grids: None takes the cheaper uniform path)
-        weights = None if c.periodic else grid_weights(grid, False, pos.dtype, x.device).unsqueeze(0)
+        weights = None if c.periodic else cached_grid_weights(grid, False, pos.dtype, x.device).unsqueeze(0)
         h = grid_to_points(self.preprocess(torch.cat([x, self.coordinate_features(pos)], dim=-1)))
         for block in self.blocks:
             h = block(h, weights)

@@ -125,8 +125,11 @@ def causal_step(
     if state.kv.shape[:3] != phi_k.shape or state.kv.shape[-1] != v.shape[-1]:
         raise ValueError(f"state of shape {tuple(state.kv.shape)} does not fit features "
                          f"{tuple(phi_k.shape)} and values {tuple(v.shape)}; build it with init_state")
-    w = torch.as_tensor(weight, dtype=phi_k.dtype, device=phi_k.device)
-    wk = phi_k * (w[:, None, None] if w.ndim else w)
+    if isinstance(weight, torch.Tensor):
+        w = weight.to(phi_k.dtype)
+        wk = phi_k * (w[:, None, None] if w.ndim else w)
+    else:  # a number multiplies as it is (a tensor made of it would be a host-to-device copy)
+        wk = phi_k * weight
     kv = state.kv + wk.unsqueeze(-1) * v.unsqueeze(-2)
     k_sum = state.k_sum + wk
     z = (phi_q.unsqueeze(-2) @ kv).squeeze(-2)
