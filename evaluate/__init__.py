@@ -4,7 +4,8 @@
   ``predict``, ``make_plots`` and ``run_evaluation`` (what ``petrov evaluate`` does);
 - :mod:`.runs`: which operator (a run directory, a bare model) and which samples (test split, slices);
 - :mod:`.resolutions`: which resolutions a run may be evaluated at;
-- :mod:`.reports`: the printed table; :mod:`.plots`: every figure petrov draws.
+- :mod:`.reports`: the printed table; :mod:`.plots`: every figure petrov draws (from :mod:`.figure_style`,
+  :mod:`.field_plots`, :mod:`.curve_plots`; :mod:`.mesh_plots` for meshes).
 
 The per-sample metric loop and the metrics files it shares with training are
 :mod:`petrov.train.metrics` (re-exported here).
