@@ -33,7 +33,7 @@ def plot_predictions(dataset: Any, pred: torch.Tensor, path: str | os.PathLike, 
                      title: str | None = None, labels: Sequence[str] | None = None) -> Path:
     """Prediction vs truth for the first ``n`` samples of ``dataset`` (GridDataset-like: ``.x``,
     ``.y``, ``.coords``, ``.coords_out``, ``.indices``, optional ``.attrs["domain"]``); ``pred`` has
-    ``y``'s shape for those samples. ``labels`` name the samples (e.g. from :func:`chosen_samples`:
+    ``y``'s shape for those samples. ``labels`` name the samples (e.g. from [`chosen_samples`][]:
     "first", "median", "worst"; shown as "sample 612 (median error)")."""
     k = min(n, len(pred), len(dataset))
     if k == 0:

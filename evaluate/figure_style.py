@@ -79,7 +79,7 @@ def chosen_samples(errors: Sequence[float] | np.ndarray | torch.Tensor) -> list[
 
 
 def sample_head(sample: int, label: str | None = None) -> str:
-    """How a figure names a sample: "sample 612", or with its :func:`chosen_samples` label
+    """How a figure names a sample: "sample 612", or with its [`chosen_samples`][] label
     "sample 612 (first)", "sample 650 (median error)", "sample 699 (worst error)"."""
     if not label:
         return f"sample {int(sample)}"
@@ -100,7 +100,7 @@ def grid_extent(coords: Any, domain: Any = None) -> tuple[float, float, float, f
 
 
 def node_extent(m: int) -> tuple[float, float, float, float]:
-    """:func:`grid_extent` of the ``m x m`` node grid of the unit square."""
+    """[`grid_extent`][] of the ``m x m`` node grid of the unit square."""
     h = 1.0 / max(m - 1, 1)
     return (-h / 2, 1 + h / 2, -h / 2, 1 + h / 2)
 

@@ -1,9 +1,9 @@
 """Figures of operators evaluated on meshes: fields drawn on each sample's own triangulation.
 
-- :func:`plot_mesh_predictions`: per chosen sample (the first, the median and the worst by error), the
+- [`plot_mesh_predictions`][]: per chosen sample (the first, the median and the worst by error), the
   coefficient, the true solution, the prediction (on the truth's colour scale) and the error, each
   with tripcolor on the triangles, physical axes of ``[0, 1]²`` and its own colour bar;
-- :func:`plot_error_vs_level`: relative L² per mesh level, the levels in the order of their mean node
+- [`plot_error_vs_level`][]: relative L² per mesh level, the levels in the order of their mean node
   count, the nested levels joined, the independent remesh marked apart, the training level marked.
 """
 from __future__ import annotations

@@ -5,21 +5,21 @@ physical domain with axis ticks and labels (x, y; x and t for space-time picture
 truth and prediction share one colour scale; a power of ten goes into the axis or colorbar label
 ("|error| (×10⁻³)") instead of an offset text that would collide with a neighbouring title; legends sit
 outside the data; samples are the first one, the one of median error and the worst one
-(:func:`chosen_samples`), named as such; "n" is a number of grid points, never of samples.
+([`chosen_samples`][]), named as such; "n" is a number of grid points, never of samples.
 
-- :func:`plot_predictions`: prediction vs truth on a few samples — 1-D: input, truth and prediction,
+- [`plot_predictions`][]: prediction vs truth on a few samples — 1-D: input, truth and prediction,
   point-wise error; 2-D: input, truth, prediction and |error| fields side by side. The fields are
-  named after the dataset kind (:func:`field_names`: Burgers u₀ -> u(·, 1), Darcy a -> u, imported
+  named after the dataset kind ([`field_names`][]: Burgers u₀ -> u(·, 1), Darcy a -> u, imported
   x -> y) and every colorbar is labelled.
-- :func:`plot_error_vs_resolution`: relative L² against the grid size, log-log: the median with a
-  percentile band of the per-sample errors (:func:`percentile_band`, default 10th–90th), the mean
+- [`plot_error_vs_resolution`][]: relative L² against the grid size, log-log: the median with a
+  percentile band of the per-sample errors ([`percentile_band`][], default 10th–90th), the mean
   and the max as markers, the training resolution marked. (Mean ± std bars would reach below zero
   on a log axis: the errors are skewed.)
-- :func:`plot_inversion`: inverse Darcy, per sample: u observed, a true, a recovered, error
+- [`plot_inversion`][]: inverse Darcy, per sample: u observed, a true, a recovered, error
   (and, with uncertainty, the probability of the high phase and the error interval).
-- :func:`plot_error_vs_time`, :func:`plot_spacetime`: trajectories (marching models): rollout error
+- [`plot_error_vs_time`][], [`plot_spacetime`][]: trajectories (marching models): rollout error
   against time per resolution; space-time pictures of truth, rollout and |error|.
-- :func:`plot_training_curves`: training loss, validation relative L² and learning rate per epoch,
+- [`plot_training_curves`][]: training loss, validation relative L² and learning rate per epoch,
   read from the run's ``log.jsonl`` (or ``log.csv``) written by the trainer.
 
 Every function takes plain data (tensors/arrays/dicts), writes one figure as ``NAME.png`` and

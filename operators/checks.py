@@ -1,12 +1,12 @@
 """Entry checks shared by the models: clear errors for wrong shapes, channel counts and NaN.
 
-Models call :func:`check_grid_input` on ``x`` and :func:`grid_pos` for ``pos`` at the top of
-``forward`` (once per model call, never per layer); point-set models call :func:`check_point_input`
+Models call [`check_grid_input`][] on ``x`` and [`grid_pos`][] for ``pos`` at the top of
+``forward`` (once per model call, never per layer); point-set models call [`check_point_input`][]
 on ``x, pos, weights, mask, boundary``.  All raise ``ValueError`` naming the expected and the
 received value.
 
 The NaN/inf check reads every input value and, on an accelerator, makes the host wait for the
-device at each forward.  :func:`set_finite_check` chooses: ``"cpu"`` (default: check tensors on
+device at each forward.  [`set_finite_check`][] chooses: ``"cpu"`` (default: check tensors on
 the CPU, where it costs one pass over the input and no synchronization; data files are checked
 once when they are loaded), ``"always"`` or ``"never"``.
 """
@@ -32,7 +32,7 @@ def _checks_finite(x: torch.Tensor) -> bool:
 
 
 def check_finite(t: torch.Tensor, where: str) -> None:
-    """ValueError if ``t`` holds NaN or inf (when :func:`set_finite_check` says to look)."""
+    """ValueError if ``t`` holds NaN or inf (when [`set_finite_check`][] says to look)."""
     if _checks_finite(t) and not bool(torch.isfinite(t).all()):
         n_bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{where} contains NaN or inf ({n_bad} of {t.numel()} values); one bad value would "
@@ -77,7 +77,7 @@ def grid_pos(
 ) -> torch.Tensor:
     """Coordinates ``(b, *grid, d)`` for the grid of ``x: (b, *grid, c)``.
 
-    ``pos=None`` gives the uniform grid of :func:`~petrov.operators.layout.grid_coordinates`
+    ``pos=None`` gives the uniform grid of [`grid_coordinates`][]
     (``periodic`` chooses ``i/n`` or ``i/(n-1)``); a given ``pos`` must be ``(b, *grid, d)`` or
     ``(1, *grid, d)`` with ``d`` the number of grid axes, and finite.
     """
@@ -117,7 +117,7 @@ def check_point_input(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                       channels: int, where: str, dtype: torch.dtype | None = None) -> None:
     """Check a padded batch of point sets, ``ValueError`` naming what is wrong:
 
-    - ``x (b, n, channels)`` floating, non-empty, in the model's ``dtype`` (see :func:`check_grid_input`);
+    - ``x (b, n, channels)`` floating, non-empty, in the model's ``dtype`` (see [`check_grid_input`][]);
     - ``pos (b, n, 2)`` floating and finite everywhere (padding included), inside ``[0, 1]²`` on the
       points of positive weight;
     - ``weights (b, n)`` finite, >= 0, with a positive sum in every sample;
@@ -125,7 +125,7 @@ def check_point_input(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
     - ``boundary (b, n)`` bool or None;
     - ``x`` finite.
 
-    The checks of values (everything but shapes and dtypes) run when :func:`set_finite_check` says so.
+    The checks of values (everything but shapes and dtypes) run when [`set_finite_check`][] says so.
     """
     if not isinstance(x, torch.Tensor) or x.dim() != 3:
         raise ValueError(f"{where}: expected x of shape (batch, n_points, {channels}), got {_shape(x)}")
