@@ -64,7 +64,7 @@ $(DOCS_VENDOR)/iframe-worker-shim.js: $(BIN)/python
 docs: $(VENV)/.installed-docs $(DOCS_VENDOR)/iframe-worker-shim.js
 	rm -rf build/docs-src && mkdir -p build/docs-src/petrov
 	for f in __init__.py __main__.py $(PACKAGES); do ln -s "$(CURDIR)/$$f" build/docs-src/petrov/$$f; done
-	$(BIN)/python docs/gallery.py
+	$(BIN)/python docs/gallery.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python docs/check_site.py site
 
