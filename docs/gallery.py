@@ -117,7 +117,9 @@ def example_facts(name: str, work: Path, cpu_seconds: float | None, previous: di
     if spec["run"]:
         facts["run"] = run_facts((work / spec["run"]).resolve())
     if name == "inversion":
-        facts["inversion"] = json.loads((work / "inv" / "metrics.json").read_text()).get("summary")
+        metrics = json.loads((work / "inv" / "metrics.json").read_text())
+        facts["inversion"] = {"mean": metrics["mean"], "noise": metrics["noise"], "grid": metrics["grid"],
+                              "interval": metrics["interval"], "observation_resolution": metrics["observation_resolution"]}
     if name == "mixers":
         facts["mixers"] = json.loads((work / "run" / "mixers.json").read_text())
     return facts
