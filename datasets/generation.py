@@ -1,8 +1,8 @@
 """``generate_dataset``: one entry point for every registered kind, on grids or on meshes.
 
 Grid kinds (``recipes.RECIPES``: burgers, darcy, ...) are written by
-:func:`petrov.datasets.storage.generate_grid_dataset`, mesh kinds (``mesh.recipes.MESH_RECIPES``:
-darcy-mesh) by :func:`petrov.datasets.mesh.storage.generate_mesh_dataset`; both follow the same rules.
+[`petrov.datasets.storage.generate_grid_dataset`][], mesh kinds (``mesh.recipes.MESH_RECIPES``:
+darcy-mesh) by [`petrov.datasets.mesh.storage.generate_mesh_dataset`][]; both follow the same rules.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def generate_dataset(
     complete ``path`` with the same kind, parameters, seed, resolution and ``n_samples`` is kept as it
     is (nothing to do); any other existing ``path`` is a FileExistsError unless ``overwrite`` (the old
     file is replaced only once the new one is complete). In quick mode (``PETROV_QUICK=1``, see
-    :mod:`petrov.common.quick`) at most ``QUICK_SAMPLES`` samples are generated. An existing
+    [`petrov.common.quick`][]) at most ``QUICK_SAMPLES`` samples are generated. An existing
     ``path.partial`` with the same kind, parameters, seed, resolution and ``n_samples`` is resumed
     (even with ``overwrite``); one with different settings is a ValueError unless ``overwrite``.
     ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(path)``.

@@ -17,7 +17,7 @@ Generation writes ``FILE.h5.partial`` in the same directory, chunk by chunk in i
 ``n_complete`` and flushing after each chunk, and renames it to ``FILE.h5`` (``os.replace``) when all
 samples are written and the file is closed without error. Rerunning an interrupted generation with the
 same parameters resumes from ``n_complete``; because sample ``i`` depends only on ``(seed, i)`` the result
-equals an uninterrupted run. A failed write (a full disk: :class:`~petrov.common.files.NoSpace`) stops the
+equals an uninterrupted run. A failed write (a full disk: [`NoSpace`][]) stops the
 generation with the partial file kept for the rerun. Complete files carry ``content_hash`` (see
 ``identity``): a run records it to test on the data it trained on.
 """
@@ -94,7 +94,7 @@ def _available_memory() -> int | None:
 def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size: int | None,
                     directory: Path, params=None, already_written: int = 0) -> None:
     """Refuse a generation that cannot fit: memory for one chunk (ValueError), disk for the rest of the
-    file (:class:`NoSpace`; ``already_written``: bytes of the partial file being resumed)."""
+    file ([`NoSpace`][]; ``already_written``: bytes of the partial file being resumed)."""
     params = recipe.params_cls() if params is None else params
     points = math.prod(recipe.grid(resolution))
     chunk = chunk_size or default_chunk_size(points)
@@ -113,7 +113,7 @@ def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size:
 
 
 def check_disk(need: int, directory: Path, advice: str) -> None:
-    """:class:`NoSpace` if ``directory`` has fewer than ``need`` bytes free (``advice``: what to do then)."""
+    """[`NoSpace`][] if ``directory`` has fewer than ``need`` bytes free (``advice``: what to do then)."""
     free = free_space(directory)
     if free is not None and need > free:
         raise NoSpace(f"disk full: the dataset needs about {format_size(need)} more on disk, {directory} has "
@@ -171,11 +171,11 @@ def writing_h5(path: str | os.PathLike, mode: str = "w", needed: int | None = No
     """An HDF5 file open for writing whose every write error is raised, closed when the block ends.
 
     h5py reports a failed write (a full disk) only when it frees the object that buffered it, as a
-    printed "Exception ignored"; here such errors are raised when the block ends (:func:`unraisable_errors`)
-    and a full disk is a :class:`NoSpace` naming ``path``. Keep the datasets written in a loop in
+    printed "Exception ignored"; here such errors are raised when the block ends ([`unraisable_errors`][])
+    and a full disk is a [`NoSpace`][] naming ``path``. Keep the datasets written in a loop in
     variables and call ``flush()`` where a write must be on disk (it raises too). ``shown``: the path
     to name in errors (the final name of a temporary file; pass ``locking=False`` for one from
-    :func:`~petrov.common.files.atomic_path`, whose lock HDF5's own would clash with). Without a chunk
+    [`atomic_path`][petrov.common.files.atomic_path], whose lock HDF5's own would clash with). Without a chunk
     cache (``rdcc_nbytes=0``, the default here) a failed write raises where it happens; with one, HDF5
     can be left in a state that crashes the interpreter at exit."""
     options.setdefault("rdcc_nbytes", 0)
@@ -222,7 +222,7 @@ def _attrs_for(recipe: Recipe, params, resolution: int, seed: int, n_samples: in
 
 def h5_image(arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> bytes:
     """The bytes of a small HDF5 file holding ``arrays`` and ``attrs``, made in memory (write them with
-    :func:`~petrov.common.files.atomic_write`: a full disk is then an ordinary, reported write error)."""
+    [`atomic_write`][petrov.common.files.atomic_write]: a full disk is then an ordinary, reported write error)."""
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as h5:
         for key, value in arrays.items():
@@ -339,7 +339,7 @@ def generate_grid_dataset(
     **params: Any,
 ) -> Path:
     """Generate ``n_samples`` samples of the grid kind ``kind`` at native ``resolution`` into ``path``
-    (the grid half of :func:`petrov.datasets.generate_dataset`, whose docstring holds the rules; quick
+    (the grid half of [`petrov.datasets.generate_dataset`][], whose docstring holds the rules; quick
     mode is applied there, once for both halves)."""
     recipe = get_recipe(kind)
     p = recipe.make_params(params)
@@ -503,7 +503,7 @@ class StoredData:
         return () if self.transposed or ds.ndim == 1 + self.dim else tuple(ds.shape[1 + self.dim:])
 
     def read_channels(self, name: str, indices: np.ndarray, stride: int) -> np.ndarray:
-        """:meth:`read` with a channel axis always: float32 ``(len(indices), *grid, c)``."""
+        """[`read`][] with a channel axis always: float32 ``(len(indices), *grid, c)``."""
         data = self.read(name, indices, stride)
         return data if self.channel_shape(name) else data[..., None]
 

@@ -1,7 +1,7 @@
 """Entry checks shared by the models: clear errors for wrong shapes, channel counts and NaN.
 
-Models call :func:`check_grid_input` on ``x`` and :func:`grid_pos` for ``pos`` at the top of
-``forward`` (once per model call, never per layer); point-set models call :func:`check_point_input`
+Models call [`check_grid_input`][] on ``x`` and [`grid_pos`][] for ``pos`` at the top of
+``forward`` (once per model call, never per layer); point-set models call [`check_point_input`][]
 on ``x, pos, weights, mask, boundary``.  All raise ``ValueError`` naming the expected and the
 received value.
 
@@ -144,7 +144,7 @@ def grid_pos(
 ) -> torch.Tensor:
     """Coordinates ``(b, *grid, d)`` for the grid of ``x: (b, *grid, c)``.
 
-    ``pos=None`` gives the uniform grid of :func:`~petrov.operators.layout.grid_coordinates`
+    ``pos=None`` gives the uniform grid of [`grid_coordinates`][petrov.operators.layout.grid_coordinates]
     (``periodic`` chooses ``i/n`` or ``i/(n-1)``; built once per grid, dtype and device, and shared);
     a given ``pos`` must be ``(b, *grid, d)`` or ``(1, *grid, d)`` with ``d`` the number of grid axes,
     on ``x``'s device, and finite.
@@ -212,7 +212,7 @@ def check_point_input(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
     """Check a padded batch of point sets, ``ValueError`` naming what is wrong:
 
     - ``x (b, n, channels)`` floating, non-empty, in the dtype and on the device of ``weight`` (a
-      parameter of the model, see :func:`check_grid_input`);
+      parameter of the model, see [`check_grid_input`][]);
     - ``pos (b, n, 2)`` floating and finite everywhere (padding included), inside ``[0, 1]²`` on the
       points of positive weight;
     - ``weights (b, n)`` finite, >= 0, with a positive sum in every sample;

@@ -3,7 +3,7 @@
 Models take and return channels-last grid tensors ``(b, *grid, c)`` (what datasets store).
 Attention works on point clouds ``(b, n, c)``; spectral layers on channels-first grids
 ``(b, c, *grid)``.  Coordinates of a uniform grid on the unit cube come from
-:func:`grid_coordinates`, so data, models and plots agree on where the points are.
+[`grid_coordinates`][], so data, models and plots agree on where the points are.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def grid_to_points(x: torch.Tensor) -> torch.Tensor:
 
 
 def points_to_grid(x: torch.Tensor, grid: tuple[int, ...] | torch.Size) -> torch.Tensor:
-    """``(b, n, c) -> (b, *grid, c)``; inverse of :func:`grid_to_points`."""
+    """``(b, n, c) -> (b, *grid, c)``; inverse of [`grid_to_points`][]."""
     return x.reshape(x.shape[0], *grid, x.shape[-1])
 
 

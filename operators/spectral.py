@@ -22,7 +22,7 @@ In 1-D this is just ``0..m-1``.  The weight is stored as a real tensor
 complex in ``forward``), so parameter counts, optimizers and checkpoints see real numbers.
 Indexing is by explicit index lists, never by ``fftshift``, so odd sizes (85, 141, 211, 421)
 are handled like even ones.  The pointwise linear skip of an FNO layer lives in
-:class:`petrov.operators.blocks.SpectralBlock`, not here.
+[`petrov.operators.blocks.SpectralBlock`][], not here.
 
 The transforms and the mode product run in float32 at least (torch's CPU FFT takes no bfloat16,
 and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input is upcast, also under
@@ -63,11 +63,10 @@ _cached_kept_indices = shape_cached(kept_indices)  # built once per (n, m, devic
 class SpectralConv(nn.Module):
     """``(b, c_in, *grid) -> (b, c_out, *grid)``: learned multiplier on the lowest Fourier modes.
 
-    Args:
-        in_channels, out_channels: channel counts.
-        modes: ``m`` (same on every axis) or ``(m_1, ..., m_d)``; see the module docstring for
-            exactly which frequencies are kept.
-        ndim: number of grid axes when ``modes`` is an int (default 1).
+    - ``in_channels``, ``out_channels``: channel counts;
+    - ``modes``: ``m`` (same on every axis) or ``(m_1, ..., m_d)``; the module docstring says exactly
+      which frequencies are kept;
+    - ``ndim``: number of grid axes when ``modes`` is an int (default 1).
     """
 
     def __init__(

@@ -103,6 +103,6 @@ def repeat_per_step(t: torch.Tensor, steps: int) -> torch.Tensor:
 
 
 def batch_as_steps(u: torch.Tensor, batch: int) -> torch.Tensor:
-    """Inverse of :func:`steps_as_batch`: ``(b T, n, 1)`` -> ``(b, n, T)``."""
+    """Inverse of [`steps_as_batch`][]: ``(b T, n, 1)`` -> ``(b, n, T)``."""
     bt, n, _ = u.shape
     return u.reshape(batch, bt // batch, n).permute(0, 2, 1)

@@ -17,20 +17,20 @@ the other latent nodes).  Two separable matrices per axis, both O(n·m):
   nodal values evaluated at the fine points (what bilinear interpolation with aligned corners
   computes), exact for linear functions.
 
-On a 2-D grid ``(…, n_1, n_2)`` a pair of matrices acts as ``A_1 u A_2ᵀ`` (:func:`apply_separable`).
+On a 2-D grid ``(…, n_1, n_2)`` a pair of matrices acts as ``A_1 u A_2ᵀ`` ([`apply_separable`][]).
 
 Point sets (nodes ``x_j`` of a mesh anywhere in ``[0, 1]²``, quadrature weights ``w_j``, 0 on
 padding) use the same two maps with the 2-D tensor hats ``φ_i(x) = φ_{i_1}(x_1) φ_{i_2}(x_2)`` of the
-latent node grid: :func:`restrict_points` (``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k``, together
+latent node grid: [`restrict_points`][] (``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k``, together
 with the hat mass ``Σ_k φ_i(x_k) w_k ≈ ∫_Ω φ_i``; a latent node whose hat covers no node of positive
-weight gets mass 0 and value 0, never a division by 0) and :func:`prolong_points` (the bilinear
+weight gets mass 0 and value 0, never a division by 0) and [`prolong_points`][] (the bilinear
 interpolant of the latent nodal values evaluated at the nodes).  Each node meets the hats of the
 four corners of its latent cell only, so both cost O(n) per channel.  On a node grid with the
 product trapezoid weights they are the separable maps above (up to round-off).
 
-Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use :func:`fourier_resample` both ways
+Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use [`fourier_resample`][] both ways
 instead: truncation of the Fourier series to the latent grid's frequencies, and its evaluation on
-the finer grid; :func:`band_limit` keeps a field's lowest modes on its own grid.
+the finer grid; [`band_limit`][] keeps a field's lowest modes on its own grid.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def trapezoid_weights(n: int, dtype: torch.dtype = torch.float64, device=None) -
 def grid_weights(grid: tuple[int, ...], periodic: bool, dtype: torch.dtype = torch.float64,
                  device=None) -> torch.Tensor:
     """``(prod(grid),)`` quadrature weights of a uniform grid on ``[0, 1]^d``, flattened row-major like
-    :func:`~petrov.operators.layout.grid_to_points`, summing to 1: the tensor product of the trapezoid
+    [`grid_to_points`][petrov.operators.layout.grid_to_points], summing to 1: the tensor product of the trapezoid
     weights of each axis on node grids, uniform ``1/prod(grid)`` on periodic grids (where the
     trapezoid rule is the plain mean)."""
     w = torch.ones(1, dtype=dtype, device=device)
@@ -221,7 +221,7 @@ def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
     """Quadrature-weighted hat averages of nodal values on a latent node grid.
 
     ``u: (b, n, c)`` at the points ``pos: (b, n, 2)`` with weights ``w = weights: (b, n)`` (0 on
-    padding) -> ``values (b, m_1, m_2, c)`` and ``mass (b, m_1, m_2)``::
+    padding) -> ``values (b, m_1, m_2, c)`` and ``mass (b, m_1, m_2)``:
 
         mass_i   = Σ_j φ_i(x_j) w_j                           (≈ ∫_Ω φ_i)
         values_i = Σ_j φ_i(x_j) w_j u_j / mass_i   if mass_i > 0,   0 otherwise

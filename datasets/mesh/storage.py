@@ -173,7 +173,7 @@ def create_mesh_file(path: Path, attrs: dict[str, Any], variant_attrs: dict[str,
                      **options: Any) -> None:
     """An empty mesh dataset file at ``path`` with groups for ``attrs["levels"]`` (and a domain group if
     the attributes name domain families); ``options`` go to ``h5py.File`` (``locking=False`` for a
-    temporary file of :func:`~petrov.common.files.atomic_path`, which holds its own lock)."""
+    temporary file of [`atomic_path`][petrov.common.files.atomic_path], which holds its own lock)."""
     n_samples = int(attrs["n_samples"])
     layout = mesh_layout(int(attrs["x_channels"]), int(attrs["y_channels"]))
     with h5py.File(path, "w", **options) as h5:

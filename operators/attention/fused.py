@@ -13,10 +13,10 @@ e = d + p, quadrature weights ``w`` or uniform ``1/n``):
 
 (the same operator as the unfused layer, products reassociated).  Q is never formed: the query
 projection and the product with S cost one n-sized product ``x A`` instead of two, in forward and in
-backward.  :class:`_NormalizedOuter` computes S from the raw projections without concatenating the
+backward.  ``_NormalizedOuter`` computes S from the raw projections without concatenating the
 coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
 normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
-For two column norms (the default; not under autocast or ``recompute``) :class:`_ColumnOuter` does
+For two column norms (the default; not under autocast or ``recompute``) ``_ColumnOuter`` does
 better: S from the centred K, V and d x d products, K̃, Ṽ never formed, and a closed-form backward
 (a few point-sized passes instead of recomputing and differentiating the normalization).
 
@@ -101,7 +101,7 @@ def _side_grads(out: torch.Tensor, inputs: list, grad_out: torch.Tensor) -> list
 
 
 class _NormalizedOuter(torch.autograd.Function):
-    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` from two :class:`Normalized` sides, saving only their
+    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` from two [`Normalized`][] sides, saving only their
     sources for backward.
 
     ``forward(key, value, n_key_params, weights, pos, source_k, source_v, *params_k, *params_v)``:
@@ -273,8 +273,8 @@ class _ColumnOuter(torch.autograd.Function):
 
 def column_normalized_outer(k: torch.Tensor, v: torch.Tensor, n_heads: int, norm_k: ColumnNorm, norm_v: ColumnNorm,
                             pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
-    """What :func:`normalized_outer` computes for two column norms, from the raw projections
-    ``k, v: (b, n, h d)`` in closed form (see :class:`_ColumnOuter`) -> ``(b, h, d + p, d + p)``."""
+    """What [`normalized_outer`][] computes for two column norms, from the raw projections
+    ``k, v: (b, n, h d)`` in closed form (see ``_ColumnOuter``) -> ``(b, h, d + p, d + p)``."""
     k, v = (t.view(*t.shape[:2], n_heads, -1) for t in (k, v))
     return _ColumnOuter.apply(k, v, pos, weights, norm_k.weight, norm_k.bias, norm_v.weight, norm_v.bias,
                               norm_k.eps, norm_v.eps)
@@ -298,7 +298,7 @@ def _autocast_state(device_type: str) -> dict:
 def normalized_outer(key: Normalized, value: Normalized, pos: torch.Tensor | None,
                      weights: torch.Tensor | None) -> torch.Tensor:
     """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` (each ``(b, h, n, d)``) -> ``(b, h, d + p, d + p)``, keeping only
-    the sources of K̃ and Ṽ for backward and recomputing the rest there (see :class:`_NormalizedOuter`)."""
+    the sources of K̃ and Ṽ for backward and recomputing the rest there (see ``_NormalizedOuter``)."""
     params_k = list(key.params())
     return _NormalizedOuter.apply(key, value, len(params_k), weights, pos, key.source, value.source,
                                   *params_k, *value.params())
@@ -334,10 +334,10 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
     K, V normalized inside one autograd Function that keeps only the raw projections for backward
     (only ``x`` with ``recompute``: the projections are then recomputed too), the query projection
     folded into the output one.  Two column norms (norms declaring ``closed_form = True``) are not
-    formed at all and are differentiated in closed form (:class:`_ColumnOuter`; autocast and
+    formed at all and are differentiated in closed form (``_ColumnOuter``; autocast and
     ``recompute`` take the generic path).  The same operator as the unfused layer.
 
-    The fused path of :class:`~petrov.operators.attention.mixers.galerkin.GalerkinMixer` (its
+    The fused path of [`GalerkinMixer`][petrov.operators.attention.mixers.galerkin.GalerkinMixer] (its
     ``fused_path``); ``x: (b, n, d_model)`` -> ``(b, n, d_model)``.
     """
     norm_k, norm_v = (layer.norms[name] if name in layer.norms else _NO_NORM for name in "kv")

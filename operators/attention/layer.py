@@ -6,7 +6,7 @@ For ``x: (b, n, d_model)`` sampled at points ``pos: (b, n, p)`` with quadrature 
 1. per head ``Q, K, V = x W^Q, x W^K, x W^V``                          ``(b, h, n, head_dim)``
    (only those the mixer reads, its ``inputs``; the others are None and have no projection)
 2. the matrices the mixer names in ``normalized`` are normalized (``norm``: "column", "layer" or
-   None; see :mod:`petrov.operators.attention.norms`), using the weights;
+   None; see [`petrov.operators.attention.norms`][]), using the weights;
 3. the coordinates are appended to Q, K and V of every head             ``(b, h, n, head_dim + p)``
 4. the mixer combines them, ``z = mixer(Q, K, V, pos, w)``              ``(b, h, n, head_dim + p)``
 5. heads are concatenated, dropout, output projection
@@ -25,7 +25,7 @@ mixer (so mixers stay interchangeable; linear kernels have no attention matrix t
 in ``eval()``.
 
 Causal attention (``causal=True``; galerkin, fourier, linear, performer, cosformer, softmax): point i
-attends to the points j <= i in index order (see :mod:`petrov.operators.attention.mixers.causal`).  The
+attends to the points j <= i in index order (see [`petrov.operators.attention.mixers.causal`][]).  The
 normalizations must then be point-wise: norm "layer" or None (the column norm's statistics are sums
 over all points, later ones included; running statistics are not implemented).  For the linear-cost
 mixers ``init_state`` / ``step`` run the same layer as a recurrence, one point at a time, with a
@@ -64,12 +64,25 @@ def _positive_int(name: str, value: object, low: int = 1) -> int:
 class AttentionConfig:
     """Everything an attention layer is built from besides its width and its coordinates.
 
-    ``head_dim`` defaults to ``d_model // n_heads`` but is independent of it; ``mixer_options`` go
-    to the mixer's constructor (unknown options raise ``ValueError``); ``dropout`` acts on the
-    concatenated mixer output; ``init_gain``/``init_diagonal`` set the Q/K/V initialization and
-    ``norm_eps`` the eps of the normalization; ``causal=True``: point i sees points j <= i only (the
-    mixer's ``chunk_size`` option sets the chunk of the parallel form).  Model configs extend this dataclass, so one config
-    object is passed whole from a TOML table down to every layer.
+    Model configs extend this dataclass, so one config object is passed whole from a TOML table down
+    to every layer.  Fields:
+
+    - ``n_heads``: attention heads.
+    - ``head_dim``: width of each head's Q, K and V (``None``: ``d_model // n_heads``; independent
+      of it otherwise).
+    - ``mixer``: the attention kernel by name (``petrov mixers`` lists them: ``galerkin``,
+      ``fourier``, ``softmax``, ``linear``, ``performer``, ``cosformer``, ``physics``).
+    - ``norm``: the normalization of the mixer's normalized pair (Galerkin: K and V; Fourier: Q and
+      K): ``"column"`` (zero mean, unit L² norm per channel over the points, with the quadrature
+      weights), ``"layer"`` (LayerNorm per point and head) or ``None``.
+    - ``mixer_options``: keyword options of the mixer (``petrov mixers NAME`` lists them; an
+      unknown one is an error).
+    - ``dropout``: dropout probability on the concatenated mixer output.
+    - ``init_gain``: gain of the Xavier-uniform initialization of the Q, K, V projections.
+    - ``init_diagonal``: added to the diagonal of the Q, K, V weights at initialization.
+    - ``norm_eps``: the eps of the normalization.
+    - ``causal``: point i sees the points j ≤ i only (in index order); needs a point-wise ``norm``
+      (``"layer"`` or ``None``); the mixer option ``chunk_size`` sets the chunk of the parallel form.
     """
 
     n_heads: int = 1
@@ -112,7 +125,7 @@ class AttentionState(NamedTuple):
 class Attention(nn.Module):
     """``Attention(d_model, config=None, *, pos_dim=0, **options)``.
 
-    ``config`` is an :class:`AttentionConfig` (or a config extending it, e.g. a model's);
+    ``config`` is an [`AttentionConfig`][] (or a config extending it, e.g. a model's);
     keyword ``options`` name its fields (``n_heads=4, mixer="fourier"``) and override it; any other
     keyword is a mixer option (``Attention(64, n_heads=4, mixer="performer", n_features=128)``).
 

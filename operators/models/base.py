@@ -1,14 +1,14 @@
 """What the models share: their config, their input checks, the Dirichlet boundary.
 
 Every model keeps its config dataclass as ``.config`` (``.cfg``, the 0.1 name, reads the same object):
-with the registered name that is all :func:`petrov.operators.build_model` needs to rebuild it.
+with the registered name that is all [`petrov.operators.build_model`][] needs to rebuild it.
 
-Grid models (:class:`GridOperator`) take channels-last grids ``x: (b, *grid, in_channels)`` with
+Grid models ([`GridOperator`][]) take channels-last grids ``x: (b, *grid, in_channels)`` with
 ``ndim`` grid axes and optional coordinates ``pos: (b, *grid, ndim)`` (default: the uniform grid of
-their config, ``i/n`` periodic or ``i/(n-1)`` node grid; see :func:`petrov.operators.checks.grid_pos`).
+their config, ``i/n`` periodic or ``i/(n-1)`` node grid; see [`petrov.operators.checks.grid_pos`][]).
 
-Point-set models (:class:`PointSetOperator`, ``point_set = True``) take meshes: a batch of samples
-with different node counts, padded to one length ``n``::
+Point-set models ([`PointSetOperator`][], ``point_set = True``) take meshes: a batch of samples
+with different node counts, padded to one length ``n``:
 
     x        (b, n, c_in)   nodal input values (0 on padding)
     pos      (b, n, 2)      node coordinates in [0, 1]² (finite on padding, e.g. 0)
@@ -45,7 +45,7 @@ class Operator(nn.Module):
 
 
 class GridOperator(Operator):
-    """Base of the grid models: ``.config``, and :meth:`grid_inputs` at the top of ``forward``.
+    """Base of the grid models: ``.config``, and [`grid_inputs`][] at the top of ``forward``.
 
     Subclasses set ``ndim`` (grid axes; 0: given by the config's ``ndim``) and, if their input is
     not ``config.in_channels`` wide, ``input_channels``."""
@@ -131,11 +131,11 @@ def _nearest_masked(pos: torch.Tensor, boundary: torch.Tensor) -> torch.Tensor:
 
 
 class PointSetOperator(Operator):
-    """Base of the point-set (mesh) models: ``.config``, :meth:`point_inputs` at the top of ``forward``
-    and :meth:`finish` at its end.  Point sets have no order: ``causal`` attention is refused.
+    """Base of the point-set (mesh) models: ``.config``, [`point_inputs`][] at the top of ``forward``
+    and [`finish`][] at its end.  Point sets have no order: ``causal`` attention is refused.
 
     With ``config.boundary_features`` the inputs gain a channel, the distance to the boundary
-    (:func:`boundary_distance`), so the model sees the domain's shape (holes, notches) at every node."""
+    ([`boundary_distance`][]), so the model sees the domain's shape (holes, notches) at every node."""
 
     point_set = True
 
@@ -155,7 +155,7 @@ class PointSetOperator(Operator):
 
     @property
     def feature_channels(self) -> int:
-        """Channels of :meth:`features`: the inputs, plus the boundary distance if configured."""
+        """Channels of [`features`][]: the inputs, plus the boundary distance if configured."""
         return self.config.in_channels + int(getattr(self.config, "boundary_features", False))
 
     def features(self, x: torch.Tensor, pos: torch.Tensor, boundary: torch.Tensor | None,

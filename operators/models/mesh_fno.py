@@ -13,12 +13,12 @@ so it is resolution-free in the grid size ``s`` (``grid_size``) but not in the m
 is seen depends on ``s`` (features finer than the grid spacing are lost by the interpolation; the
 boundary of Ω is a staircase of grid nodes).
 
-Forward contract (:mod:`petrov.operators.models.base`, plus the interpolation of each sample):
+Forward contract ([`petrov.operators.models.base`][], plus the interpolation of each sample):
 ``forward(x, pos, weights, mask=None, boundary=None, *, grid_index, grid_barycentric)`` with
 
 - ``grid_index (b, s², 3)`` int64 and ``grid_barycentric (b, s², 3)`` float: for each sample, the
-  ``(index, barycentric)`` pair :func:`petrov.operators.p1_grid.p1_grid_interpolation(points,
-  triangles, s) <petrov.operators.p1_grid.p1_grid_interpolation>` returns for its own nodes
+  ``(index, barycentric)`` pair [`p1_grid_interpolation`][petrov.operators.p1_grid.p1_grid_interpolation]
+  ``(points, triangles, s)`` returns for its own nodes
   (``points = pos[b, :n_b]``, indices into them, so into the padded batch too); the grid node order
   is row-major with ``x = i/(s-1)`` on the first axis.  Fixed shape per sample: a data loader
   computes them once per mesh and stacks them without padding.
@@ -44,6 +44,12 @@ from .fno import FNO2d, FNO2dConfig
 
 @dataclass
 class MeshFNOConfig(FNO2dConfig):
+    """The options of ``mesh_fno``: the ``fno2d`` fields of the grid part, and
+
+    - ``grid_size``: points per axis of the node grid of ``[0, 1]²`` the FNO runs on.
+    - ``dirichlet``: exact zeros on the boundary nodes of the output (needs the boundary flags).
+    """
+
     grid_size: int = 64
     dirichlet: bool = True
 

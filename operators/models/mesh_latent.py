@@ -10,11 +10,11 @@
       --P-----> h = f + P z                         (b, n, c_f)      bilinear interpolation at the nodes
       --PointwiseDecoder([h, pos])-->               (b, n, c_out)    exact zeros on boundary nodes, padding
 
-``R`` and ``P`` are :func:`~petrov.operators.transfer.restrict_points` /
-:func:`~petrov.operators.transfer.prolong_points`: ``(R f)_i = Σ_j φ_i(x_j) w_j f_j / mass_i`` with
+``R`` and ``P`` are [`restrict_points`][] /
+[`prolong_points`][]: ``(R f)_i = Σ_j φ_i(x_j) w_j f_j / mass_i`` with
 ``mass_i = Σ_j φ_i(x_j) w_j ≈ ∫_Ω φ_i`` (φ_i the tensor hats of the latent grid), 0 where the hat meets
 no node (``mass_i = 0``, never divided).  The layers after ``R`` are those of ``latent2d``
-(:meth:`LatentEncoder.latent_operator <petrov.operators.latent_encoder.LatentEncoder.latent_operator>`, the
+([`LatentEncoder.latent_operator`][petrov.operators.latent_encoder.LatentEncoder.latent_operator], the
 same modules and parameter names).
 
 The domain on the latent grid: the coverage ``ρ_i = min(1, 2 mass_i / ∫_{[0,1]²} φ_i)`` is 1 on the
@@ -41,7 +41,7 @@ spectral blocks there (a spectral block in front of the decoder would be one mor
 decoder combines, node by node, the prolonged latent features with the skip ``f``, which carries the
 input at the mesh's own resolution (e.g. a coefficient's jumps).
 
-Forward contract (:mod:`petrov.operators.models.base`): ``forward(x, pos, weights, mask=None,
+Forward contract ([`petrov.operators.models.base`][]): ``forward(x, pos, weights, mask=None,
 boundary=None) -> (b, n, c_out)``.  ``weights`` are the physical quadrature weights
 (``Σ_j w_j = |Ω|`` with Ω inside the unit square: ρ compares them with the hats' areas), not
 normalized ones.
@@ -65,6 +65,17 @@ from .base import PointSetOperator
 
 @dataclass
 class MeshLatentConfig(LatentGridConfig):
+    """The options of ``mesh_latent``: the latent-grid encoder's (on a latent grid over the bounding
+    box), and
+
+    - ``decoder_hidden``: hidden width of the pointwise decoder at the nodes.
+    - ``decoder_layers``: hidden layers of the pointwise decoder.
+    - ``decoder_activation``: activation of the pointwise decoder.
+    - ``dirichlet``: exact zeros on the boundary nodes of the output (needs the boundary flags).
+    - ``boundary_features``: the distance of each node to the nearest boundary node as an extra
+      input channel (``False``: ``latent2d``'s inputs).
+    """
+
     decoder_hidden: int = 64
     decoder_layers: int = 2
     decoder_activation: str = "silu"

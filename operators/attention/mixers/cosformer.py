@@ -11,7 +11,7 @@ kernel does not change with the resolution.  Each factor splits as
 linear-cost kernel attention of width ``2^p d``: O(n 2^p d²).  Needs ``pos``.
 
 ``causal=True``: the sums run over the tokens ``j ≤ i`` in point index order
-(:mod:`petrov.operators.attention.mixers.causal`), while the cos re-weighting keeps using the tokens'
+([`petrov.operators.attention.mixers.causal`][]), while the cos re-weighting keeps using the tokens'
 physical coordinates (not their index): both factors of ``c`` are point-wise, so the causal and
 recurrent forms apply unchanged.
 
@@ -55,8 +55,9 @@ def expand_features(features: torch.Tensor, terms: torch.Tensor) -> torch.Tensor
 class CosformerMixer(nn.Module):
     """``forward(q, k, v, pos, weights=None)``: ``(b,h,n,d)`` x3, ``pos: (b,n,p)`` -> ``(b,h,n,d)``.
 
-    ``domain = (low, high)``: the box the coordinates live in (every axis); points outside raise (where
-    ``petrov.operators.checks.checks_values`` says: not inside a compiled or captured step).
+    - ``domain``: ``(low, high)``, the box the coordinates live in (every axis); points outside raise
+      (where [`checks_values`][petrov.operators.checks.checks_values] says: not inside a compiled or
+      captured step).
     """
 
     normalized: tuple[str, ...] = ()

@@ -27,7 +27,7 @@ Attention is then ``z_i = φ(q_i)ᵀ Σ_j w_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j 
   leaves them out, and a loop that runs such a step calls ``advance_feature_draws`` on the model
   once per training step, outside it.
 - Under autocast the projections, exponentials, sums and normalizer are computed in float32.
-- ``causal=True`` (:mod:`petrov.operators.attention.mixers.causal`): the per-(batch, head) key max would look
+- ``causal=True`` ([`petrov.operators.attention.mixers.causal`][]): the per-(batch, head) key max would look
   at later tokens, so the keys subtract instead a constant that does not depend on the data:
   ``ω_r·x − |x|²/2 ≤ |ω_r|²/2``, so ``shift = max(0, max_r |ω_r|²/2 − KEY_HEADROOM)`` keeps every key
   exponent below ``KEY_HEADROOM`` (no float32 overflow) and is 0 for the usual head widths.  It
@@ -90,7 +90,7 @@ def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float 
 
     ``x`` is already scaled by ``d^{-1/4}``.  ``stabilize``: ``"row"`` subtracts the max over the
     features of each point (queries), ``"head"`` one max per (b, h) (keys), a number or a 0-d tensor
-    subtracts that constant (causal keys, :func:`key_shift`), ``None`` nothing (exact unstabilized features, for
+    subtracts that constant (causal keys, [`key_shift`][]), ``None`` nothing (exact unstabilized features, for
     tests).  The subtracted maxima are constants for autograd.  ``keep: (b, n)`` bool: the points
     not kept get features 0 and stay out of the ``"head"`` max (keys of weight 0).
     """
@@ -124,7 +124,13 @@ class PerformerMixer(nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``.
 
     ``head_dim`` is the width d of q and k as the mixer sees them (with coordinates appended).
-    ``n_features`` m defaults to ``ceil(d ln d)`` (at least d).
+
+    - ``n_features``: random features m (``None``: ``ceil(d ln d)``, at least d).
+    - ``redraw_interval``: in training, the features are redrawn every this many forward calls
+      (0: never; frozen in eval).
+    - ``seed``: seeds the draws (``None``: a seed from torch's global generator).
+    - ``ortho``: blocks of mutually orthogonal feature directions (lower variance) instead of
+      i.i.d. ones.
     """
 
     normalized: tuple[str, ...] = ()
@@ -199,7 +205,7 @@ class PerformerMixer(nn.Module):
 
     def features(self, q, k, pos=None, weights=None):
         """Query features (row-stabilized) and key features (``"head"``-stabilized over the keys of
-        positive weight, 0 for the others; or by the constant :func:`key_shift` when causal):
+        positive weight, 0 for the others; or by the constant [`key_shift`][] when causal):
         ``(b,h,n,d)`` x2 -> ``(b,h,n,m)`` x2."""
         d = q.shape[-1]
         if d != self.head_dim:

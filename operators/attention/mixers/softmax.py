@@ -30,7 +30,7 @@ from .causal import check_causal
 class SoftmaxMixer(nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``.
 
-    ``scale``: logit scale ``s`` (default ``1/sqrt(d)`` with d the width of q).
+    - ``scale``: the logit scale ``s`` (``None``: ``1/sqrt(d)`` with d the width of q).
     """
 
     normalized: tuple[str, ...] = ()
