@@ -7,6 +7,7 @@
 - no page shows a raw Sphinx role (``:class:`...```) or an unresolved cross-reference (``[name][]``);
 - no Markdown table fell apart (a row broken over two lines leaves ``| ... |`` text in a paragraph);
 - no page loads a script, a stylesheet or an image from the network, and no formula is left untypeset;
+- every link to an anchor of the same page (``href="#..."``) finds it there;
 - search works from ``site/index.html``: the search index is inlined (``search/search_index.js``)
   and holds the public names, every page loads the local worker shim, and, where a Chromium is
   installed, a headless Chromium opening ``index.html?q=build_model`` from the file system lists
@@ -113,6 +114,9 @@ def page_problems(html: str) -> list[str]:
             problems.append(f"<{tag}> loads {url} from the network")
     if 'class="arithmatex"' in html:
         problems.append("a formula left untypeset (arithmatex markup without MathML)")
+    ids = set(re.findall(r'\bid="([^"]+)"', html))
+    for anchor in sorted(set(re.findall(r'\bhref="#([^"]+)"', html)) - ids):
+        problems.append(f"a link to #{anchor}, which is not on the page (a README link included as it is?)")
     return problems
 
 

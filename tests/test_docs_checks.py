@@ -36,6 +36,7 @@ def test_a_clean_page_has_no_problems(check_site):
     ("<p>| a | b |</p>", "broken table row"),
     ('<script src="https://unpkg.com/iframe-worker/shim"></script>', "from the network"),
     ('<p><span class="arithmatex">\\(x\\)</span></p>', "untypeset"),
+    ('<h2 id="results">Results</h2><p>see <a href="#on-a-gpu">On a GPU</a></p>', "not on the page"),
 ])
 def test_each_kind_of_problem_is_found(check_site, body, what):
     problems = check_site.page_problems(page(body))

@@ -184,6 +184,13 @@ class RunConfig:
     - ``amp``: mixed precision for the model's forward in training: bfloat16 autocast on the CPU and
       on CUDA (float16 with gradient scaling on GPUs without bfloat16); weights, loss, optimizer and
       every evaluation stay float32.
+    - ``compile``: ``torch.compile`` of the model in training and validation: ``"off"``, ``"default"``,
+      ``"cuda-graphs"`` (``mode="reduce-overhead"``: each step replayed as captured CUDA graphs, the
+      last partial batch padded with zero-weight copies); ``"auto"``: eager on the CPU, for meshes and
+      under torchrun, CUDA graphs on one CUDA device for grid data ([`compilation`][petrov.train.compilation]).
+    - ``matmul_precision``: ``torch.set_float32_matmul_precision`` during the run: ``"highest"``
+      (float32), ``"high"`` (TF32 where the GPU has it), ``"medium"`` (bfloat16 products); ``"auto"``:
+      ``"highest"`` ([`precision`][petrov.train.precision]).
     - ``num_workers``: data-loader worker processes (0: load in the training process).
     - ``threads``: ``torch.set_num_threads`` per process (``None``: torch's default).
     - ``time_budget_minutes``: stop cleanly after the epoch that exhausts this budget (``None``: no
