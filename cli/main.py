@@ -4,17 +4,17 @@ Each command group is a module of this package exposing ``register(subparsers)``
 parsers and sets ``func`` (called with the parsed args, returning an exit code); ``COMMAND_GROUPS``
 lists them in the order ``petrov --help`` shows them.  Adding a command group is one entry here.
 
-Exit status: 0 success; 2 usage error (argparse's, or :class:`~petrov.cli.usage.UsageError` raised by a command); 1 any
+Exit status: 0 success; 2 usage error (argparse's, or [`UsageError`][] raised by a command); 1 any
 other failure, reported as one line ``petrov COMMAND: error: ...`` on stderr (``petrov --debug ...``
 shows the traceback instead; a full disk's line also says how to resume, where a command can); 130 on
 Ctrl-C and 143 on SIGTERM, after one line saying so (and how to resume), with the command's locks
-removed and its partial files kept (worker processes stay quiet: :mod:`petrov.common.interrupts`).
+removed and its partial files kept (worker processes stay quiet: [`petrov.common.interrupts`][]).
 Output cut short by a closed pipe (``petrov info F | head``, ``petrov train ... | head -1``) ends
 quietly with the status 141 a SIGPIPE would give; a standard output closed from the start (``>&-``) is
 an error (status 1) before any work.
 
 Output: results are printed on stdout; the library's log lines (epoch lines, notices) go to stdout at
-the default level INFO, warnings to stderr (see :mod:`petrov.cli.console`). ``petrov -q COMMAND``
+the default level INFO, warnings to stderr (see [`petrov.cli.console`][]). ``petrov -q COMMAND``
 shows warnings and errors only, ``petrov -v COMMAND`` adds DEBUG lines.
 """
 from __future__ import annotations

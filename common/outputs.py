@@ -1,10 +1,10 @@
 """Output folders: which files petrov wrote there and for which command, and the one rule every command follows.
 
-A folder petrov writes into keeps a small manifest, ``.petrov-outputs.json``::
+A folder petrov writes into keeps a small manifest, ``.petrov-outputs.json``:
 
     {"format": "petrov-outputs", "version": 1, "files": {"best.pt": "train", "metrics.json": "train", ...}}
 
-so petrov can tell its own files from a user's.  :func:`claim_outputs` is the rule, the same for
+so petrov can tell its own files from a user's.  [`claim_outputs`][] is the rule, the same for
 ``train``, ``evaluate``, ``invert``, ``generate`` and ``import``:
 
 - a command never writes over another command's outputs (``petrov evaluate RUN --out RUN`` would
@@ -17,17 +17,17 @@ so petrov can tell its own files from a user's.  :func:`claim_outputs` is the ru
   resumes), so a folder never mixes two invocations' results (the plots of an earlier evaluation
   beside new metrics);
 - a command writing one file into a shared folder (``generate``, ``import``: ``scope="file"``, checked
-  by :func:`check_outputs` alone, no manifest written into a data folder) checks that file only: an
+  by [`check_outputs`][] alone, no manifest written into a data folder) checks that file only: an
   existing one needs ``overwrite``, another command's output is refused.
 
 Hidden entries (locks, temporary files, the manifest) and sub-folders holding their own manifest are
-never counted as a user's files.
-
-:func:`output_file` checks an output file's path before the work and creates its folders: a name too
-long for the temporary files written beside it, a file where a folder must be and an unwritable folder
-are each one line naming the user's path; :func:`require_writable` does the same for a file written in
-place (a partial file being resumed).  A run directory of petrov 0.1 (``config.json`` and ``last.pt``, no
+never counted as a user's files.  A run directory of petrov 0.1 (``config.json`` and ``last.pt``, no
 manifest) is recognised as the training's.
+
+[`output_file`][] checks an output file's path before the work and creates its folders: a name too
+long for the temporary files written beside it, a file where a folder must be and an unwritable folder
+are each one line naming the user's path; [`require_writable`][] does the same for a file written in
+place (a partial file being resumed).
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def _shown(names: Iterable[str], limit: int = 4) -> str:
 
 @dataclass(frozen=True)
 class Claim:
-    """A folder claimed by :func:`claim_outputs`: ``directory`` exists and its manifest names ``files``
+    """A folder claimed by [`claim_outputs`][]: ``directory`` exists and its manifest names ``files``
     as ``command``'s; ``removed``: the earlier outputs of the command taken away."""
 
     directory: Path
@@ -155,7 +155,7 @@ def _check_folder(directory: Path, command: str, names: list[str], overwrite: bo
 
 def check_outputs(directory: str | os.PathLike, command: str, names: Iterable[str], *, overwrite: bool = False,
                   scope: str = "folder", flag: str = "--out", what: str = "output directory") -> None:
-    """Apply the rule (module docstring) without writing anything: :class:`OutputConflict` if refused
+    """Apply the rule (module docstring) without writing anything: [`OutputConflict`][] if refused
     (``scope="file"``: ``names`` is the one file the command writes into ``directory``; ``what`` names
     the folder in messages)."""
     names = list(names)
@@ -219,7 +219,7 @@ def require_writable(path: str | os.PathLike, what: str, advice: str) -> None:
 
 def claim_outputs(directory: str | os.PathLike, command: str, names: Iterable[str], *, overwrite: bool = False,
                   resume: bool = False, flag: str = "--out", what: str = "output directory") -> Claim:
-    """Check the rule (:func:`check_outputs`), create the output folder ``directory`` and record ``names``
+    """Check the rule ([`check_outputs`][]), create the output folder ``directory`` and record ``names``
     as ``command``'s; unless ``resume``, the command's earlier outputs there are removed first.
     Call it once the inputs are validated and just before writing the first output."""
     directory = Path(directory)

@@ -5,8 +5,8 @@
 A chain (not one hash over everything) because a generation is written chunk by chunk and resumed: the
 partial file keeps ``h`` after its ``n_complete`` samples in ``hash_chain``, so the hash does not depend
 on how the work was split (chunks, resumed runs, shards merged), and two files generated with the same
-kind, parameters, seed and size have the same hash. :func:`attrs_hash` hashes the attributes that
-describe the data. What a run records of a file (:func:`petrov.datasets.identity.data_identity`) is
+kind, parameters, seed and size have the same hash. [`attrs_hash`][] hashes the attributes that
+describe the data. What a run records of a file ([`petrov.datasets.identity.data_identity`][]) is
 built on both.
 """
 from __future__ import annotations

@@ -46,7 +46,7 @@ def generate_dataset(
     complete ``path`` with the same kind, parameters, seed, resolution and ``n_samples`` is kept as it
     is (nothing to do); any other existing ``path`` is a FileExistsError unless ``overwrite`` (the old
     file is replaced only once the new one is complete). In quick mode (``PETROV_QUICK=1``, see
-    ``petrov.common.quick``) at most ``QUICK_SAMPLES`` samples are generated. An existing
+    [`petrov.common.quick`][]) at most ``QUICK_SAMPLES`` samples are generated. An existing
     ``path.partial`` with the same kind, parameters, seed, resolution and ``n_samples`` is resumed
     (even with ``overwrite``); one with different settings is a ValueError unless ``overwrite``.
     ``callback(n_complete, n_samples)`` runs after each chunk is on disk. Returns ``Path(path)``.

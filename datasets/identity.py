@@ -1,12 +1,12 @@
 """The identity of a dataset file's content: what a run records so that it tests on the data it trained on.
 
 Generated, merged and imported files, on grids and on meshes, carry a content hash,
-``content_hash = "sha256:..."``, a chain over the samples (:mod:`petrov.datasets.content_hash`).
+``content_hash = "sha256:..."``, a chain over the samples ([`petrov.datasets.content_hash`][]).
 
-:func:`data_identity` is that hash plus a hash of the file's attributes (``created``, versions and
+[`data_identity`][] is that hash plus a hash of the file's attributes (``created``, versions and
 the chunking left out), or, for files without a content hash (FNO ``.mat``, files of petrov 0.1, mesh
-files of petrov 0.2.0 and before), size, modification time and the attribute hash.  :func:`identity_change` says how two
-differ.
+files of petrov 0.2.0 and before), size, modification time and the attribute hash.
+[`identity_change`][] says how two differ.
 """
 from __future__ import annotations
 

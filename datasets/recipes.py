@@ -1,6 +1,6 @@
 """Dataset recipes: the named kinds ``petrov generate`` knows, their parameters and how to make samples.
 
-A :class:`Recipe` says what one sample is (input field ``x``, target ``y``), on which grid (periodic or
+A [`Recipe`][] says what one sample is (input field ``x``, target ``y``), on which grid (periodic or
 node grid, native resolution), which parameters it takes (a strict dataclass: unknown names are an
 error) and how to produce the samples with given indices. Sample ``i`` depends only on ``(seed, i)``
 (the GRFs are seeded per index), so chunks can be produced in any order and a run can resume.
@@ -120,6 +120,7 @@ class Recipe:
 
 
 RECIPES: Registry[Recipe] = Registry("dataset kind")
+"""The dataset kinds by name (``petrov generate KIND``), each a [`Recipe`][]."""
 
 
 def get_recipe(kind: str) -> Recipe:
@@ -134,10 +135,12 @@ def is_trajectory(kind: str | None) -> bool:
 
 
 def list_kinds() -> list[str]:
+    """The registered dataset kinds (``petrov generate --help`` lists them)."""
     return RECIPES.names()
 
 
 def default_params(kind: str) -> dict[str, Any]:
+    """The parameters of dataset ``kind`` with their defaults (the options ``petrov generate`` takes)."""
     return asdict(get_recipe(kind).params_cls())
 
 

@@ -92,7 +92,7 @@ class StoredData:
         return () if self.transposed or ds.ndim == 1 + self.dim else tuple(ds.shape[1 + self.dim:])
 
     def read_channels(self, name: str, indices: np.ndarray, stride: int) -> np.ndarray:
-        """:meth:`read` with a channel axis always: float32 ``(len(indices), *grid, c)``."""
+        """[`read`][] with a channel axis always: float32 ``(len(indices), *grid, c)``."""
         data = self.read(name, indices, stride)
         return data if self.channel_shape(name) else data[..., None]
 

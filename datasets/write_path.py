@@ -13,7 +13,7 @@
    file kept.
 6. ``content_hash`` written, ``hash_chain`` removed, the file renamed to ``FILE`` (``os.replace``, synced).
 
-A file format is a :class:`Layout` (grid: ``grid_files``, mesh: ``mesh.storage``); what is written comes
+A file format is a [`Layout`][] (grid: ``grid_files``, mesh: ``mesh.storage``); what is written comes
 from a block source: a generation's samples (``grid_generation``, ``mesh.generation``) or the shards
 being merged (``merging``).
 """

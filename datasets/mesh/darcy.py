@@ -99,7 +99,7 @@ def _sample(mesh, a: np.ndarray, u: np.ndarray) -> MeshSample:
 
 
 def darcy_mesh_sample(p: DarcyMeshParams, seed: int, index: int) -> tuple[Domain, dict[str, MeshSample]]:
-    """Sample ``index``: its domain and ``{variant: MeshSample}`` in the order of :func:`variants`."""
+    """Sample ``index``: its domain and ``{variant: MeshSample}`` in the order of [`variants`][]."""
     domain = sample_domain(np.random.default_rng([seed, STREAM_DOMAIN, index]), p.h, parse_families(p.families),
                            p.max_holes)
     points, triangles = mesh_domain(domain, p.h, np.random.default_rng([seed, STREAM_MESH, index, 0]))
