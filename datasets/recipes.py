@@ -55,14 +55,31 @@ class BurgersTrajectoryParams(BurgersParams):
 
 
 @dataclass(frozen=True)
-class DarcyParams:
-    """Darcy equation, coefficient GRF and discretisation parameters."""
+class DarcyCoefficientParams:
+    """``-div(a grad u) = f`` with the two-valued ``a`` = ``high`` where a Neumann GRF ψ ~ N(0, (-Δ + tau² I)^-alpha)
+    is >= 0 and ``low`` elsewhere: the parameters the grid (``darcy``) and mesh (``darcy-mesh``) kinds share."""
 
     f: float = 1.0  # constant forcing
     high: float = 12.0  # coefficient where psi >= 0
     low: float = 3.0  # coefficient where psi < 0
     alpha: float = 2.0  # GRF smoothness exponent
     tau: float = 3.0  # GRF inverse length scale
+
+
+def validate_darcy_coefficient(p: DarcyCoefficientParams) -> None:
+    """ValueError unless ``high``, ``low``, ``tau`` > 0, ``f`` finite and ``alpha`` > 1 (a finite-variance
+    2-D field)."""
+    _positive(high=p.high, low=p.low, tau=p.tau)
+    if not math.isfinite(p.f):
+        raise ValueError(f"f must be finite, got {p.f}")
+    if not p.alpha > 1.0:
+        raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+
+
+@dataclass(frozen=True)
+class DarcyParams(DarcyCoefficientParams):
+    """Darcy equation, coefficient GRF and discretisation parameters."""
+
     averaging: Literal["arithmetic", "harmonic"] = "arithmetic"  # face coefficients
     solver: str = "auto"  # linear solver of solve_darcy: a name in petrov.datasets.darcy.SOLVERS
 
@@ -242,11 +259,7 @@ RECIPES.register("burgers-trajectory")(
 
 
 def _validate_darcy(p: DarcyParams, resolution: int) -> None:
-    _positive(high=p.high, low=p.low, tau=p.tau)
-    if not math.isfinite(p.f):
-        raise ValueError(f"f must be finite, got {p.f}")
-    if not p.alpha > 1.0:  # the 2-D field needs alpha > 1 to have finite variance
-        raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+    validate_darcy_coefficient(p)
     if p.solver not in SOLVERS:
         raise ValueError(SOLVERS.unknown_message(p.solver))
     _check_resolution(resolution, 3)
