@@ -57,10 +57,16 @@ at a time).  The tables then show, per resolution, the mean ± sample standard d
 the test relL2 mean, and a second table its min and max; the targets use ``VERDICT_RULE``.
 
 Equal budget: each contender gets ``--budget-minutes`` of training wall-clock (data loading, the timing
-probe and the final test evaluation excluded).  A short probe times its training step and forward
-pass; the number of epochs is chosen so the whole OneCycle schedule fits in the budget, and the trainer
-also stops at the budget (the table reports epochs done/planned and why it stopped).  ``--epochs N``
-trains every contender N epochs instead.
+probe and the final test evaluation excluded).  The trainer's own probe (``petrov.train.planning``: the
+run's model, batches, device and ``--compile`` setting; the first steps, which compile and plan, not
+counted as the pace; the device synchronized) times a training step and a validation batch; the number
+of epochs is chosen so the whole OneCycle schedule fills ``PLAN_FRACTION`` of the budget, and the trainer
+also stops at the budget (the table reports epochs done/planned, why it stopped and the share of the
+budget trained).  ``--epochs N`` trains every contender N epochs instead.
+
+Device: ``--device`` (default ``auto``: CUDA where there is one), ``--compile`` (``run.compile``, default
+``auto``: CUDA graphs on one GPU, eager on the CPU) and ``--amp`` (bfloat16 autocast) apply to every
+contender.
 
 Output: a table per problem (test relL2 mean per resolution, parameters, seconds per epoch, epochs;
 with ``--seeds`` mean ± std and min/max over the seeds),
@@ -73,7 +79,6 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
 import sys
 import time
@@ -88,7 +93,7 @@ from torch.nn import functional as F
 from petrov.common.files import atomic_write
 
 from _common import (
-    TensorState, emit_result, exceeds_spread, format_spread, format_table, machine_info, median_seconds, print_machine, run_pinned,
+    TensorState, emit_result, exceeds_spread, format_spread, format_table, machine_info, print_machine, run_pinned,
     run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
@@ -98,9 +103,10 @@ TARGET_UNSEEN_RATIO = 1.5
 # trained at 85 within 1.10x at 61...211; trained at 43 (zero-shot super-resolution) within 1.20x;
 # Burgers trained at 1024 within 1.05x from 256 to 8192.
 ATTENTION_FLAT = {("darcy", 85): 1.10, ("darcy", 43): 1.20, ("burgers", 1024): 1.05}
-# Epochs are planned to fill this fraction of the budget: the probe misses the data loader and
-# per-epoch bookkeeping, and a schedule cut short by the budget ends before its low-lr tail.
-PLAN_FRACTION = 0.9
+# Epochs are planned to fill this fraction of the budget: the probe times the run's own steps and validation
+# batches but not the per-epoch checkpoint and log writes, and a schedule cut short by the budget ends before
+# its low-lr tail.
+PLAN_FRACTION = 0.95
 
 # Seeds (--seeds N): how a target is judged from N runs per contender.  With one seed the std is 0 and
 # these are the plain comparisons.
@@ -111,7 +117,8 @@ VERDICT_RULE = ("each figure is the mean over the seeds of the test relL2 mean, 
 
 # Transolver scaled to the 20-minute budget on one core (published: d_model 128, 8 layers, 8 heads of width
 # 16, 64 slices, batch 4).  CPU seconds of one training step, one thread, AMD EPYC, machine shared with other
-# jobs (2026-11-24; the step probe_epoch_seconds times: forward, relL2 + H1 loss, backward, clipping, Adam):
+# jobs (2026-11-24; a training step as the planning probe of that day timed it: forward, relL2 + H1 loss,
+# backward, clipping, Adam):
 #   Darcy 85 x 85, batch 4: published size 4.05; d_model 64 x 4 layers 0.64; 64 x 3 0.46 (16 slices 0.39);
 #   64 x 2 0.30; 48 x 3 0.43.  Chosen: 64 x 3, 4 heads of width 16, 32 slices (the published slices/width
 #   ratio), at the published batch 4: 250 steps x 0.46 s ~ 2 min per epoch, ~9 epochs in 90% of 20 minutes
@@ -306,7 +313,7 @@ def train_config(problem: Problem, contender: dict, args: argparse.Namespace, ep
                   "grad_clip": 1.0, "min_warmup_steps": args.min_warmup_steps},
         "loss": {"h1_weight": problem.h1_weight},
         "run": {"seed": args.seed if seed is None else seed, "threads": args.threads, "progress": False,
-                "eval_batch_size": 4,
+                "eval_batch_size": 4, "device": args.device, "compile": args.compile, "amp": args.amp,
                 "time_budget_minutes": None if args.epochs else args.budget_minutes},
     }
 
@@ -333,42 +340,6 @@ def ensure_data(problem: Problem, workers: int) -> None:
 
 # --- one contender (worker) ------------------------------------------------------------------------
 
-def probe_epoch_seconds(cfg, data, repeats: int = 5) -> dict[str, float]:
-    """Time a training step and a forward pass of a fresh copy of the model on real batches."""
-    from petrov.operators import build_model
-    from petrov.train.losses import training_loss_per_sample
-
-    torch.manual_seed(cfg.run.seed)
-    model = build_model(cfg.model.name, **cfg.model.options)
-    b = cfg.optim.batch_size
-    x, y = data.train.x[:b], data.train.y[:b]
-    pos = data.train.coords.unsqueeze(0).expand(len(x), *data.train.coords.shape)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
-
-    params = list(model.parameters())
-    periodic = bool(data.train.periodic)
-
-    def step() -> None:  # what the trainer does per batch, minus the data loader
-        optimizer.zero_grad(set_to_none=True)
-        pred = data.y_normalizer.at_resolution(y.shape[1]).decode(model(x, pos)) if data.y_normalizer else model(x, pos)
-        training_loss_per_sample(pred, y, cfg.loss.h1_weight, periodic).mean().backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip or math.inf)
-        optimizer.step()
-
-    # two warm-ups (allocator, FFT plans, the other core's contender starting too), then the median:
-    # one slow step (a neighbour's spike) does not set the plan
-    t_step = median_seconds(step, repeats, warmup=2)
-    model.eval()
-    with torch.no_grad():
-        start = time.perf_counter()
-        model(data.val.x[:b], pos)
-        t_fwd = time.perf_counter() - start
-    steps = math.ceil(len(data.train) / b)
-    val_steps = math.ceil(len(data.val) / (cfg.run.eval_batch_size or b))
-    eval_b = cfg.run.eval_batch_size or b
-    return {"step": t_step, "forward": t_fwd, "epoch": steps * t_step + val_steps * t_fwd * eval_b / b}
-
-
 def evaluate_best(cfg, run_dir: Path, splits) -> dict[str, dict[str, float]]:
     """Test the best checkpoint at every resolution (used when a run diverged before its own test)."""
     from petrov.train import evaluate_relative_l2, load_operator
@@ -384,6 +355,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     from petrov.train import train
     from petrov.train.config import config_from_dict
     from petrov.train.data import build_training_data
+    from petrov.train.planning import epochs_for_budget
     from petrov.train.trainer import TrainingDiverged
 
     if spec.get("cpu") is not None:  # --jobs: one core per contender
@@ -396,27 +368,29 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
             register_neuralop()
         except ImportError as err:
             return {**result, "error": f"neuraloperator not importable ({err}); pip install neuraloperator==2.0.0"}
-    raw = spec["config"]
-    cfg = config_from_dict(raw)
+    cfg = config_from_dict(spec["config"])
     data = build_training_data(cfg.data)
     budget = cfg.run.time_budget_minutes
-    if budget is not None:
-        probe = probe_epoch_seconds(cfg, data)
-        planned = int(max(1, min(spec["max_epochs"], math.floor(PLAN_FRACTION * 60 * budget / probe["epoch"]))))
-        raw = {**raw, "optim": {**raw["optim"], "epochs": planned}}
-        cfg = config_from_dict(raw)
-        result["probe_seconds_per_epoch"] = probe["epoch"]
     result["epochs_planned"] = cfg.optim.epochs
+
+    def plan(estimate) -> int:  # from the trainer's probe of this very run (petrov.train.planning)
+        epochs = epochs_for_budget(estimate, budget, PLAN_FRACTION, cap=spec["max_epochs"])
+        result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds,
+                      probe_seconds_per_step=estimate.step_seconds, probe_warmup_seconds=estimate.warmup_seconds)
+        return epochs
+
     from petrov.operators import build_model
 
     result["parameters"] = sum(p.numel() for p in build_model(cfg.model.name, **cfg.model.options).parameters())
     run_dir = Path(spec["run_dir"])
     start = time.perf_counter()
     try:
-        out = train(cfg, run_dir, data=data)
+        out = train(cfg, run_dir, data=data, plan_epochs=plan if budget is not None else None)
         result.update(stopped=out.stopped, epochs=out.epochs_completed, best_epoch=out.best_epoch,
-                      best_val_rel_l2=out.best_val_rel_l2,
+                      best_val_rel_l2=out.best_val_rel_l2, train_seconds=out.train_seconds,
                       test={str(row["resolution"]): row for row in out.test})
+        if budget is not None:
+            result["budget_used"] = out.train_seconds / (60.0 * budget)
     except TrainingDiverged as err:
         result.update(stopped="diverged", diverged=str(err).split(";")[0])
         if (run_dir / "best.pt").is_file():
@@ -427,7 +401,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     if rows:
         seconds = sorted(r["seconds"] for r in rows)
         result["seconds_per_epoch"] = seconds[len(seconds) // 2]
-        result["train_seconds"] = sum(seconds)
+        result.setdefault("train_seconds", sum(seconds))
         result["epochs"] = rows[-1]["epoch"]
     return result
 
@@ -487,6 +461,9 @@ def aggregate(runs: list[dict], problem: Problem) -> dict[str, Any]:
         out["seconds_per_epoch"] = sum(per_epoch) / len(per_epoch)
     out["epochs"] = " ".join(f"{r.get('epochs', 0)}/{r.get('epochs_planned', '?')}" for r in ok)  # done/planned
     out["stopped"] = "/".join(sorted({str(r.get("stopped", "?")) for r in ok}))
+    used = [r["budget_used"] for r in ok if "budget_used" in r]
+    if used:
+        out["budget_used"] = " ".join(f"{u:.0%}" for u in used)  # per seed: the share of the budget trained
     out["unseen_ratios"] = [unseen_ratio(r, problem) for r in ok]
     return out
 
@@ -495,18 +472,18 @@ def report(problem: Problem, results: list[dict]) -> dict[str, Any]:
     """Print the tables and targets of ``results`` (one :func:`aggregate` per contender)."""
     res = problem.eval_res
     n_seeds = max((len(r["runs"]) for r in results), default=1)
-    headers = ["contender", "params", "s/epoch", "epochs", "stopped"] + [
+    headers = ["contender", "params", "s/epoch", "epochs", "stopped", "budget used"] + [
         f"{r}{'*' if r == problem.train_res else ''}" for r in res] + ["unseen/train", "note"]
     table, spread = [], []
     for r in results:
         if "error" in r:
-            table.append([r["label"], "-", "-", "-", "failed"] + ["-"] * len(res) + ["-", r["error"][:60]])
+            table.append([r["label"], "-", "-", "-", "failed", "-"] + ["-"] * len(res) + ["-", r["error"][:60]])
             continue
         ratio = unseen_ratio(r, problem)
         note = r.get("note", "") + (f" ({r['failed']} of {len(r['runs'])} runs failed)" if r["failed"] else "")
         table.append([
             r["label"], f"{r.get('parameters', 0):,}", f"{r['seconds_per_epoch']:.1f}" if "seconds_per_epoch" in r else "-",
-            r["epochs"], r.get("stopped", "?"),
+            r["epochs"], r.get("stopped", "?"), r.get("budget_used", "-"),
             *[format_spread(stats_at(r, x)) for x in res],
             f"{ratio:.2f}" if ratio else "-", note.strip(),
         ])
@@ -597,7 +574,7 @@ def write_csv(path: Path, results: dict[str, list[dict]], probs: dict[str, Probl
     w = csv.writer(sink)
     w.writerow(["problem", "contender", "parameters", "seconds_per_epoch", "epochs", "epochs_planned", "stopped",
                 "resolution", "train_resolution", "rel_l2_mean", "rel_l2_median", "rel_l2_max", "note", "error",
-                "seed", "rel_l2_seed_std", "rel_l2_seed_min", "rel_l2_seed_max"])
+                "seed", "rel_l2_seed_std", "rel_l2_seed_min", "rel_l2_seed_max", "budget_used"])
     for name, groups in results.items():
         for g in groups:
             for r in g["runs"]:
@@ -606,14 +583,15 @@ def write_csv(path: Path, results: dict[str, list[dict]], probs: dict[str, Probl
                     w.writerow([name, r["label"], r.get("parameters", ""), r.get("seconds_per_epoch", ""),
                                 r.get("epochs", ""), r.get("epochs_planned", ""), r.get("stopped", ""), res,
                                 probs[name].train_res, s.get("mean", ""), s.get("median", ""), s.get("max", ""),
-                                r.get("note", ""), r.get("error", ""), r.get("seed", ""), "", "", ""])
+                                r.get("note", ""), r.get("error", ""), r.get("seed", ""), "", "", "",
+                                r.get("budget_used", "")])
             if len(g["runs"]) > 1 and "error" not in g:
                 for res, entry in g["test"].items():
                     st = entry["seeds"]
                     w.writerow([name, g["label"], g.get("parameters", ""), g.get("seconds_per_epoch", ""),
                                 g.get("epochs", ""), "", g.get("stopped", ""), res,
                                 probs[name].train_res, st["mean"], "", "", g.get("note", ""), "", "all",
-                                st["std"], st["min"], st["max"]])
+                                st["std"], st["min"], st["max"], g.get("budget_used", "")])
     atomic_write(path, sink.getvalue())
 
 
@@ -634,7 +612,8 @@ def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | Non
         print(f"    {name} {tag} failed: {result['error']}", flush=True)
     else:
         at = mean_at(result, problem.train_res)
-        print(f"    {name} {tag}: {result.get('epochs')} epochs, stopped: {result.get('stopped')}, "
+        used = f", {result['budget_used']:.0%} of the budget trained" if "budget_used" in result else ""
+        print(f"    {name} {tag}: {result.get('epochs')} epochs, stopped: {result.get('stopped')}{used}, "
               + (f"relL2 at {problem.train_res}: {at:.3e}" if at is not None else "no test result"), flush=True)
     return result
 
@@ -656,6 +635,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="training wall-clock per contender (default 20; 0.05 with --quick)")
     parser.add_argument("--epochs", type=int, default=None, help="train every contender this many epochs instead")
     parser.add_argument("--max-epochs", type=int, default=1000, help="cap on the epochs chosen from the budget")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="run.device of every contender")
+    parser.add_argument("--compile", default="auto", choices=["auto", "off", "default", "cuda-graphs"],
+                        help="run.compile of every contender (auto: CUDA graphs on one GPU, eager on the CPU)")
+    parser.add_argument("--amp", action="store_true", help="run.amp = true (bfloat16 autocast) for every contender")
     parser.add_argument("--lr", type=float, default=1e-3, help="OneCycle maximum learning rate (all contenders)")
     parser.add_argument("--min-warmup-steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=8)

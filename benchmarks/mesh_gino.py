@@ -8,7 +8,7 @@
 
 GINO batches only samples that share one geometry, so every sample of a batch is a call of its own on its
 own nodes (the padding cut off).  Its neighbourhood reductions (``segment_csr``: a sum or a mean over the
-nodes within the radius) run through ``torch.segment_reduce`` (:func:`segment_sums`), the sums
+nodes within the radius) run through ``torch.segment_reduce`` (``segment_sums``), the sums
 ``torch_scatter.segment_csr`` computes (its fast path, which PyPI ships only as a C++ source distribution):
 neuraloperator's own fallback loops in Python over the output points of each GNO layer: 3.1 s per
 ``level1`` sample forward and backward against 0.6 s (AMD EPYC, one thread, loaded), which would leave
@@ -96,7 +96,7 @@ def segment_sums(src: torch.Tensor, indptr: torch.Tensor, reduction: str, use_sc
 
 def register_gino() -> None:
     """Register ``mesh_gino`` (needs ``pip install neuraloperator==2.0.0``), its reductions through
-    :func:`segment_sums`."""
+    ``segment_sums``."""
     from neuralop.layers import integral_transform
 
     from petrov.operators.models import MODELS, register_model

@@ -37,6 +37,8 @@ import math
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
+
 BAND_CONSTANT = 3.0  # K >= BAND_CONSTANT max|u0| / nu (calibrated, see module doc)
 MIN_BAND = 100
 DT_CONSTANT = 0.15  # dt <= DT_CONSTANT sqrt(nu / max|u0|^3) (calibrated, see module doc)
@@ -273,7 +275,7 @@ def solve_burgers_trajectory(
 ):
     """Snapshots u(., t_k) of the solution from u0 at increasing ``times`` t_0 < t_1 < ... (t_0 >= 0).
 
-    Returns (b, len(times), n), same type, dtype and device as u0 (see :func:`solve_burgers` for the other
+    Returns (b, len(times), n), same type, dtype and device as u0 (see [`solve_burgers`][] for the other
     arguments). One time stepping serves all snapshots: it is split at each t_k (the graded start in the
     first interval, then equal steps no longer than the main step in each interval), so u(., t_k) differs
     from ``solve_burgers(u0, nu, t_k)`` only by the solver's own error (<= ~2e-7 relative, module doc). A
@@ -311,7 +313,7 @@ def solve_burgers_trajectory(
     if isinstance(u0, torch.Tensor):
         return out.to(dtype=u0.dtype if u0.is_floating_point() else torch.float64)
     dtype = np.asarray(u0).dtype
-    return out.cpu().numpy().astype(dtype if dtype.kind == "f" else np.float64, copy=False)
+    return to_numpy(out, dtype if dtype.kind == "f" else np.float64)
 
 
 def _is_power_of_two_multiple(m: int, n: int) -> bool:

@@ -1,9 +1,9 @@
-"""The inverse problem's input noise: one object, :class:`InputNoise`, from the data to the operator.
+"""The inverse problem's input noise: one object, [`InputNoise`][], from the data to the operator.
 
 The reference protocol adds ``level · ξ`` with ``ξ ~ N(0, 1)`` to the point-wise normalised input,
 to training and test inputs alike.  ``ξ`` of a sample is drawn from its own generator
 ``np.random.default_rng([seed, 3, i])`` (``i`` its number in the data file; stream 3 separates it from
-the GRF streams 1 and 2 of :mod:`.grf`), so a sample's noise is the same whatever the batch, order or
+the GRF streams 1 and 2 of [`grf`][]), so a sample's noise is the same whatever the batch, order or
 process.  The level comes from the data (a darcy-inverse file records it) or the config
 (``data.noise``); the seed from ``data.noise_seed``.  A trained operator keeps its ``InputNoise``
 (``petrov.train.NormalizedOperator.noise``, saved in its checkpoint), so evaluation and inversion add
@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
+
 _NOISE_STREAM = 3
 
 
@@ -25,7 +27,7 @@ def add_noise(x: torch.Tensor, noise: float, seed: int, indices) -> torch.Tensor
     (the noise of sample ``i`` seeded by ``(seed, i)``: see the module docstring)."""
     if not (np.isfinite(noise) and noise >= 0):
         raise ValueError(f"noise must be a finite number >= 0, got {noise}")
-    idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices).reshape(-1)
+    idx = to_numpy(indices).reshape(-1)
     if idx.size and (not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0):
         raise ValueError("indices must be the samples' non-negative integer numbers in the file")
     if len(idx) != x.shape[0]:

@@ -1,12 +1,12 @@
 """``petrov evaluate``: a trained operator at several resolutions of a data file, on the same samples.
 
-- :func:`evaluate_resolutions`: one operator on the same samples at each resolution (the file strided
+- [`evaluate_resolutions`][]: one operator on the same samples at each resolution (the file strided
   from its native grid, the normalisers restricted to each grid), by default the run's test split;
-- :func:`predict`, :func:`make_plots`: predictions of a few samples and the evaluation figures;
-- :func:`run_evaluation`: what ``petrov evaluate RUN`` does (evaluate, write ``RUN/eval``, plot).
+- [`predict`][], [`make_plots`][]: predictions of a few samples and the evaluation figures;
+- [`run_evaluation`][]: what ``petrov evaluate RUN`` does (evaluate, write ``RUN/eval``, plot).
 
-The per-sample metric and the metrics files are :mod:`petrov.train.metrics` (the trainer's
-validation and test use them too); which samples and resolutions: :mod:`.runs`, :mod:`.resolutions`.
+The per-sample metric and the metrics files are [`petrov.train.metrics`][] (the trainer's
+validation and test use them too); which samples and resolutions: [`runs`][], [`resolutions`][].
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import dataset_info, open_dataset, open_mesh_dataset
 from ..datasets.mesh.storage import is_mesh_file
@@ -26,6 +27,7 @@ from ..operators.models import sample_transform
 from ..train import distributed as dist_
 from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
 from ..train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
+from ..train.memory import evaluation_advice, out_of_memory_advice
 from ..train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from . import mesh_plots
 from . import plots as figures
@@ -87,7 +89,7 @@ def evaluate_resolutions(
 ) -> list[dict[str, Any]]:
     """Relative L² of one trained operator at each resolution, on the same samples.
 
-    ``source``: a run directory (its ``best.pt`` and ``config.json``), an :class:`EvalSetup`, or a
+    ``source``: a run directory (its ``best.pt`` and ``config.json``), an [`EvalSetup`][], or a
     model/``NormalizedOperator`` (then ``config`` optionally gives the data settings).
     ``data_path``: default the run's training file.  ``resolutions``: default the config's
     ``eval_resolutions`` (else the training resolution).  ``indices``: ``"test"`` (default for runs:
@@ -96,8 +98,8 @@ def evaluate_resolutions(
     quadratic mixers (fourier, softmax) hold ``batch·n²`` numbers per layer at resolution n.
     Returns one row per resolution ``{"resolution", "n", "mean", "std", "median", "max"}`` (plus
     ``"per_sample"``, a list, if ``per_sample``); with ``out_dir`` also writes
-    ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`), under the output-folder rule of
-    :mod:`petrov.common.outputs` (``overwrite``: write into a folder holding other files).  A data file
+    ``metrics.csv``/``metrics.json`` there (see [`write_metrics`][]), under the output-folder rule of
+    [`petrov.common.outputs`][] (``overwrite``: write into a folder holding other files).  A data file
     whose content differs from what the run recorded for its training file is evaluated with a warning.
 
     ``per_time`` (default: when the data kind stores trajectories, snapshots as channels): the
@@ -131,8 +133,10 @@ def evaluate_resolutions(
         noise = setup_noise(setup, dataset)
         log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
                   batch_size, noise.level)
-        errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
-                                      noise=noise, metric=metric)
+        with out_of_memory_advice(f"the evaluation at resolution {res}", batch_size, dev,
+                                  evaluation_advice("the batch size (petrov evaluate --batch-size)", batch_size)):
+            errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
+                                          noise=noise, metric=metric)
         rows.append(per_time_row(res, errors, per_sample) if per_time
                     else resolution_row(res, errors, keep_samples=per_sample))
     if out_dir is not None:
@@ -167,7 +171,7 @@ def predict(setup: EvalSetup, dataset, positions: Sequence[int], device: Any = N
     op = setup.operator.to(dev).eval()
     pos_idx = torch.as_tensor(list(positions), dtype=torch.long)
     if is_point_data(dataset):
-        part = dataset.subset(pos_idx.numpy())
+        part = dataset.subset(to_numpy(pos_idx))
         b = to_batch(next(iter(data_loader(part, len(part)))), part, dev)
         pred = op.predict(b.x, noise=setup_noise(setup, part), sample_ids=sample_ids(part), **b.inputs).cpu()
         return [pred[i, :n] for i, n in enumerate(part.node_counts)]
@@ -268,11 +272,11 @@ def run_evaluation(
 ) -> list[dict[str, Any]]:
     """What ``petrov evaluate`` does: evaluate, write ``RUN_DIR/eval`` (or ``out_dir``), plot.
 
-    The output folder follows :mod:`petrov.common.outputs`: it must not hold another command's
+    The output folder follows [`petrov.common.outputs`][]: it must not hold another command's
     outputs (the run's own ``metrics.json``), nor, unless ``overwrite``, a user's files; an earlier
     evaluation's files there are replaced as a whole (no old plot beside new metrics).
 
-    Logs (INFO, logger ``petrov.evaluate.evaluation``) the table of :func:`format_table` if ``echo``, and
+    Logs (INFO, logger ``petrov.evaluate.evaluation``) the table of [`format_table`][] if ``echo``, and
     the files written. The rows (returned and in ``metrics.json``) carry the per-sample errors as
     ``"per_sample"``: the error-vs-resolution figure draws their percentiles."""
     dev = _device(device)

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from .parametrization import prolong
 from .surrogate import forward_on_grid
 
@@ -36,7 +37,7 @@ def predict(operator, u_obs: np.ndarray, batch_size: int = 16) -> np.ndarray:
     for lo in range(0, len(u_obs), batch_size):
         u = torch.as_tensor(u_obs[lo:lo + batch_size], dtype=dtype, device=device)
         try:
-            parts.append(forward_on_grid(operator, u).double().cpu().numpy())
+            parts.append(to_numpy(forward_on_grid(operator, u).double()))
         except (RuntimeError, ValueError) as err:
             raise ValueError(f"the operator cannot take inputs on a {u.shape[-1]} x {u.shape[-1]} grid: {err}") from None
     return np.concatenate(parts)
@@ -53,7 +54,7 @@ def invert_learned(operator, u_obs: np.ndarray, grid: int, batch_size: int = 16,
     t0 = time.process_time()
     a = predict(operator, u_obs, batch_size)
     if a.shape[-1] != grid:
-        a = prolong(torch.from_numpy(a), grid).numpy()
+        a = to_numpy(prolong(torch.from_numpy(a), grid))
     a = np.clip(a, *bounds)
     seconds = (time.process_time() - t0) / max(1, len(u_obs))
     return a, [{"cpu_seconds": seconds}] * len(u_obs)

@@ -15,18 +15,19 @@ import warnings
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from ..datasets import solve_darcy
 from ..train.losses import relative_l2_per_sample
 from .parametrization import prolong
 
 
 def relative_l2(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
-    """``(N,)`` relative L2 of fields ``(N, *grid)`` (:func:`petrov.train.losses.relative_l2_per_sample`
+    """``(N,)`` relative L2 of fields ``(N, *grid)`` ([`petrov.train.losses.relative_l2_per_sample`][]
     on float64 arrays)."""
     pred, true = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
     if pred.shape != true.shape:
         raise ValueError(f"shapes differ: {pred.shape} vs {true.shape}")
-    return relative_l2_per_sample(torch.from_numpy(pred)[..., None], torch.from_numpy(true)[..., None]).numpy()
+    return to_numpy(relative_l2_per_sample(torch.from_numpy(pred)[..., None], torch.from_numpy(true)[..., None]))
 
 
 def phase_accuracy(a: np.ndarray, a_true: np.ndarray, low: float = 3.0, high: float = 12.0,
@@ -49,7 +50,7 @@ def phase_accuracy(a: np.ndarray, a_true: np.ndarray, low: float = 3.0, high: fl
 
 def solve_recovered(a: np.ndarray, n: int, f: float = 1.0, averaging: str = "arithmetic") -> np.ndarray:
     """The finite-difference solution ``(N, n, n)`` for coarse coefficients ``a (N, k, k)`` prolonged to n."""
-    a_f = prolong(torch.as_tensor(np.asarray(a, dtype=np.float64)), n).numpy()
+    a_f = to_numpy(prolong(torch.as_tensor(np.asarray(a, dtype=np.float64)), n))
     return solve_darcy(a_f, f, averaging=averaging, solver="auto")
 
 

@@ -1,11 +1,11 @@
 """PDE-constrained inversion by projected Gauss-Newton with conjugate gradients (``optimizer="gauss-newton"``).
 
-The objective is the pde method's (:mod:`.pde`), with the box parametrization ``a_c = theta`` on the
+The objective is the pde method's ([`pde`][]), with the box parametrization ``a_c = theta`` on the
 unknown's ``n_u`` node grid and ``P`` the bilinear prolongation to the solve grid:
 
     J(theta) = 1/2 s ||S u(P theta) - u_obs||_h^2 + reg_weight * TV_delta(theta),   s = 1/||u_obs||_h^2
 
-Each outer iteration factorizes ``A(P theta)`` once (:func:`.linearization.forward_state`) and uses that
+Each outer iteration factorizes ``A(P theta)`` once ([`linearization.forward_state`][]) and uses that
 factorization for the gradient and for every product with the Gauss-Newton Hessian
 
     H v = s P^T J^T W J P v + reg_weight * Hess(TV) v,      W = h^2 (the misfit's quadrature weight)
@@ -24,7 +24,7 @@ here the curvature comes from the cheap solves, so a few dozen factorizations do
 Stops when the data misfit ``||S u - u_obs||_h`` reaches the target (``stop="discrepancy"``), after
 ``max_iter`` outer iterations, when a step lowers ``J`` by less than ``FTOL`` of it, or when the line
 search fails. Same contract as
-:func:`petrov.inverse.pde.fit_sample`.
+[`petrov.inverse.pde.fit_sample`][].
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse.linalg
 import torch
 
+from ..common.host import to_numpy
 from .config import InversionConfig
 from .linearization import Linearization, forward_state
 from .parametrization import prolong, total_variation, total_variation_hessian
@@ -51,7 +52,7 @@ def _axis_prolongation(n_u: int, n_solver: int) -> np.ndarray:
     axis. Two small matrix products per use instead of a torch call and its autograd adjoint (~1.4 ms per
     Hessian product at 36 -> 141, about half a solve pair)."""
     fields = np.eye(n_u)[:, :, None] * np.ones(n_u)[None, None, :]
-    return prolong(torch.from_numpy(fields), n_solver)[:, :, 0].numpy().T
+    return to_numpy(prolong(torch.from_numpy(fields), n_solver)[:, :, 0]).T
 
 
 class _Problem:
@@ -81,7 +82,7 @@ class _Problem:
         leaf = torch.tensor(theta[None], dtype=torch.float64, requires_grad=True)
         tv = self.cfg.reg_weight * total_variation(leaf, self.cfg.tv_delta).sum()
         (g_tv,) = torch.autograd.grad(tv, leaf)
-        return 0.5 * self.scale * data + tv.item(), float(np.sqrt(data)), lin, r, g_tv.numpy()[0]
+        return 0.5 * self.scale * data + tv.item(), float(np.sqrt(data)), lin, r, to_numpy(g_tv)[0]
 
     def gradient(self, lin: Linearization, r: np.ndarray, g_tv: np.ndarray) -> np.ndarray:
         return self.scale * self.prolong_t(lin.vjp(self.h2 * r[None])[0]) + g_tv
@@ -130,7 +131,7 @@ def fit_gauss_newton(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: I
                          f"parametrization='box' or optimizer='lbfgs' (got {cfg.parametrization!r})")
     t0, excluded = time.process_time(), 0.0
     problem = _Problem(obs, start.shape[-1], n_solver, cfg)
-    theta = np.clip(start.detach().numpy().astype(np.float64), cfg.low, cfg.high)
+    theta = np.clip(to_numpy(start, np.float64), cfg.low, cfg.high)
     value, misfit, lin, r, g_tv = problem.evaluate(theta)
     stop_on_misfit = cfg.stop == "discrepancy"
     iteration, products, message, alpha = 0, 0, "iteration limit reached", 0.5

@@ -1,6 +1,6 @@
 """Observed solutions u to invert: read from a petrov dataset file or an array file, plus the noise.
 
-An :class:`Observations` holds ``u (N, m, m)`` as observed (physical units, node grid of [0, 1]^2),
+An [`Observations`][] holds ``u (N, m, m)`` as observed (physical units, node grid of [0, 1]^2),
 and when known the clean solution and the true coefficient on the same grid.
 
 Sources:
@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from ..datasets import InputNoise, open_dataset
 
 ARRAY_SUFFIXES = (".npy", ".npz")
@@ -135,9 +136,9 @@ def from_dataset(path: str | os.PathLike, resolution: int | None = None, indices
     data = open_dataset(path, resolution=resolution, indices=indices, kind="darcy", dtype=torch.float64)
     if len(data) == 0:
         raise ValueError(f"no samples selected from {path} (indices {indices!r})")
-    u = data.y[..., 0].numpy()
+    u = to_numpy(data.y[..., 0])
     return Observations(u=u.copy(), sample_ids=np.asarray(data.indices), u_clean=u,
-                        a_true=data.x[..., 0].numpy(), noise=0.0, source=str(path))
+                        a_true=to_numpy(data.x[..., 0]), noise=0.0, source=str(path))
 
 
 def load_observations(source: str | os.PathLike, resolution: int | None = None,
@@ -173,4 +174,5 @@ def add_observation_noise(obs: Observations, noise: float, normalizer, seed: int
         sigma = noise.level * (norm.decode(torch.ones_like(x[:1])) - norm.decode(torch.zeros_like(x[:1])))
     except ValueError as err:
         raise ValueError(f"cannot add noise on the {obs.resolution}-point grid: {err}") from None
-    return dataclasses.replace(obs, u=noisy[..., 0].numpy(), noise=noise.level, noise_std=sigma[0, ..., 0].numpy())
+    return dataclasses.replace(obs, u=to_numpy(noisy[..., 0]), noise=noise.level,
+                               noise_std=to_numpy(sigma[0, ..., 0]))

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
+from ..common.host import to_numpy
 from ..common.progress import progress_bar
 from ..datasets import average_pool
 from ..datasets.darcy_adjoint import misfit_and_gradient, observation_stride
@@ -67,11 +68,11 @@ def objective(theta: np.ndarray, u_obs: np.ndarray, n_solver: int, cfg: Inversio
     a_c = to_coefficient(th, cfg)
     a_f = prolong(a_c, n_solver)
     scale = 1.0 / float((u_obs**2).sum() / (u_obs.shape[0] - 1) ** 2)  # 1 / ||u_obs||_h^2
-    misfit, grad_f, _ = misfit_and_gradient(a_f[0].detach().numpy(), u_obs, cfg.f, cfg.averaging)
+    misfit, grad_f, _ = misfit_and_gradient(to_numpy(a_f[0]), u_obs, cfg.f, cfg.averaging)
     reg = cfg.reg_weight * total_variation(a_c, cfg.tv_delta).sum()
     # backward of <a_f, dJ/da_f> + reg gives dJ/dtheta through the prolongation and parametrization
     ((a_f[0] * torch.from_numpy(scale * grad_f)).sum() + reg).backward()
-    value, grad = scale * misfit + reg.item(), th.grad.numpy().ravel().copy()
+    value, grad = scale * misfit + reg.item(), to_numpy(th.grad).ravel().copy()
     return (value, grad, float(np.sqrt(2.0 * misfit))) if with_misfit else (value, grad)
 
 
@@ -95,12 +96,12 @@ def output_coefficients(a_u: torch.Tensor, n_solver: int, cfg: InversionConfig) 
     the output grid, else their prolongation to the solve grid average-pooled; values snapped first when
     ``cfg.snap > 0``."""
     a = a_u if a_u.shape[-1] == cfg.grid else prolong(a_u, n_solver)
-    a = (snap_to_phases(a, cfg.low, cfg.high, cfg.snap) if cfg.snap > 0 else a).numpy()
+    a = to_numpy(snap_to_phases(a, cfg.low, cfg.high, cfg.snap) if cfg.snap > 0 else a)
     return a if a.shape[-1] == cfg.grid else average_pool(a, cfg.grid)
 
 
 def output_coefficient(a_u: torch.Tensor, n_solver: int, cfg: InversionConfig) -> np.ndarray:
-    """:func:`output_coefficients` of the first unknown of ``a_u (b, n_u, n_u)``: ``(grid, grid)``."""
+    """[`output_coefficients`][] of the first unknown of ``a_u (b, n_u, n_u)``: ``(grid, grid)``."""
     return output_coefficients(a_u[:1], n_solver, cfg)[0]
 
 
@@ -179,10 +180,10 @@ def trace_arrays(records: list[tuple[int, float, float, np.ndarray]]) -> dict[st
 def fit_sample(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: InversionConfig,
                noise_std=None, trace: bool = False) -> tuple[torch.Tensor, dict[str, Any]]:
     """One sample: the unknown ``a_u (1, n_u, n_u)`` after L-BFGS-B (or, with ``optimizer="gauss-newton"``,
-    :func:`petrov.inverse.newton.fit_gauss_newton`) from ``start (n_u, n_u)`` for the
+    [`petrov.inverse.newton.fit_gauss_newton`][]) from ``start (n_u, n_u)`` for the
     observation ``obs (m, m)`` on the misfit grid (already thinned), and its info (objective,
     iterations, solves, CPU seconds, the stop reason, the final data misfit, with ``trace`` the
-    iterates' output coefficients at :func:`trace_points` with their CPU seconds and misfits)."""
+    iterates' output coefficients at [`trace_points`][] with their CPU seconds and misfits)."""
     n_u = start.shape[-1]
     u_norm = float(np.sqrt((obs**2).sum())) / (obs.shape[0] - 1)
     target = cfg.discrepancy * max(noise_norm(noise_std, obs.shape[0]), cfg.discrepancy_floor * u_norm)
@@ -200,7 +201,7 @@ def fit_sample(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: Inversi
     # one Bounds object, not n_u^2 (low, high) pairs: scipy converts a list of pairs in a Python loop
     bounds = scipy.optimize.Bounds(cfg.low, cfg.high) if cfg.parametrization == "box" else None
     run = _Run(obs, n_solver, n_u, cfg, target, trace)
-    x0 = from_coefficient(start, cfg).numpy().ravel()
+    x0 = to_numpy(from_coefficient(start, cfg)).ravel()
     if trace:
         run.record(x0, run.misfit_at(x0))
     res = scipy.optimize.minimize(run, x0, jac=True, method="L-BFGS-B", bounds=bounds, callback=run.callback,
@@ -225,7 +226,7 @@ def invert_pde(u_obs: np.ndarray, cfg: InversionConfig, start: np.ndarray | None
     to ``pde_grid`` when that is finer).
 
     ``noise_std``: the point-wise noise standard deviation, ``(m, m)`` or ``(N, m, m)`` (None: no noise),
-    for ``stop="discrepancy"``. ``trace``: record the iterates (:func:`fit_sample`). ``posterior``:
+    for ``stop="discrepancy"``. ``trace``: record the iterates ([`fit_sample`][]). ``posterior``:
     called per sample as ``posterior(i, a_fine, obs, noise_std)`` with the sample's position, the
     solver's coefficient ``a_fine (n_solver, n_solver)`` at the answer, its observation on the misfit
     grid and noise std; its dict is stored under ``info[i]["uncertainty"]``.
@@ -248,7 +249,7 @@ def invert_pde(u_obs: np.ndarray, cfg: InversionConfig, start: np.ndarray | None
         out[i] = output_coefficient(a_u, n_solver, cfg)
         if posterior is not None:
             t0 = time.process_time()
-            record["uncertainty"] = posterior(i, prolong(a_u, n_solver)[0].numpy(), obs, sigma)
+            record["uncertainty"] = posterior(i, to_numpy(prolong(a_u, n_solver)[0]), obs, sigma)
             record["uncertainty_cpu_seconds"] = time.process_time() - t0
         info.append(record)
     return out, info

@@ -18,6 +18,7 @@ import time
 import numpy as np
 import torch
 
+from ..common.host import to_numpy
 from ..common.progress import progress_bar
 from ..operators.layout import grid_coordinates
 from .config import InversionConfig
@@ -92,7 +93,7 @@ def invert_surrogate(operator, u_obs: np.ndarray, cfg: InversionConfig, start: n
             theta.requires_grad_(True)
             history = _batch(operator, obs, theta, cfg)
             with torch.no_grad():
-                out[lo:hi] = to_coefficient(theta, cfg).double().cpu().numpy()
+                out[lo:hi] = to_numpy(to_coefficient(theta, cfg).double())
             seconds = (time.process_time() - t0) / (hi - lo)
             info += [{"objective_start": history[0], "objective": history[-1], "steps": cfg.steps,
                       "cpu_seconds": seconds}] * (hi - lo)

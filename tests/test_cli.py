@@ -147,7 +147,7 @@ def test_presets_list_and_show(runs):
     code, out, _ = runs["show"]
     assert code == 0 and tomllib.loads(out) == read_toml("burgers-quick")
     code, _, err = runs["show_unknown"]
-    assert code == 2 and "no shipped preset 'burgers-slow'; presets: burgers-arfno, burgers-latent, burgers-marching, burgers-paper-2048" in err
+    assert code == 2 and "no shipped preset 'burgers-slow'; presets: burgers-arfno, burgers-gpu, burgers-latent, burgers-marching" in err
 
 
 def described(text: str) -> dict[str, str]:

@@ -1,14 +1,14 @@
-"""Train/val/test data from a :class:`DataConfig`: splits, normalisers, input noise, batches.
+"""Train/val/test data from a [`DataConfig`][]: splits, normalisers, input noise, batches.
 
 Splits (file order, N complete samples): train ``[0, n_train)``, val ``[n_train, n_train + n_val)``
 (model selection only), test ``[N − n_test, N)`` (only ever evaluated); they must not overlap.
 The normalisers are fitted on the train indices at the file's native resolution (see
-:mod:`petrov.train.operator` for how the trained operator uses them); the input noise of the inverse
-problem is one :class:`~petrov.datasets.InputNoise`, the config's level (else the file's) and seed.
+[`petrov.train.operator`][] for how the trained operator uses them); the input noise of the inverse
+problem is one [`InputNoise`][], the config's level (else the file's) and seed.
 Grid files and mesh files (point sets, ``petrov.datasets.open_mesh_dataset``: each sample on its own
-mesh, stored at several levels) go through the same calls: :func:`open_split` opens a split at a
+mesh, stored at several levels) go through the same calls: [`open_split`][] opens a split at a
 resolution (grids: points per axis) or a mesh level (``data.level``; names like ``"level0"``,
-``"remesh"``), and :func:`data_loader` + :func:`to_batch` give a :class:`Batch`: the model's inputs
+``"remesh"``), and [`data_loader`][] + [`to_batch`][] give a [`Batch`][]: the model's inputs
 (``pos``; for point sets also ``weights``, ``mask``, ``boundary`` and what the model's
 ``sample_transform`` adds) and the quadrature weights of the metric.  Grid data are normalised point
 by point, point-set data per channel with quadrature-weighted statistics.
@@ -226,25 +226,37 @@ class Batch:
     ``positions``: the samples' positions in the dataset (``sample_ids(dataset)[positions]`` are their
     numbers in the file); ``inputs``: ``pos`` (grids: the coordinates, a view; point sets also
     ``weights``, ``mask``, ``boundary`` and the model's per-sample inputs); ``weights``: the point
-    sets' quadrature weights, None on grids (uniform sums)."""
+    sets' quadrature weights, None on grids (uniform sums); ``n``: the number of real samples (the first
+    ``n`` rows); ``sample_ids``: what the input noise is seeded by (the samples' numbers in the file, or
+    their positions in a device-resident split, see ``petrov.train.batches``); ``sample_weight``:
+    ``(b,)``, 1 for the real samples and 0 for the rows that pad a batch to a static shape (None: no
+    padding)."""
 
     x: torch.Tensor
     y: torch.Tensor
     positions: torch.Tensor
     inputs: dict[str, torch.Tensor]
     weights: torch.Tensor | None = None
+    n: int = 0
+    sample_ids: torch.Tensor | None = None
+    sample_weight: torch.Tensor | None = None
+
+    def __post_init__(self):
+        self.n = self.n or len(self.x)
 
 
 _POINT_SET_ONLY = {"y", "indices", "positions", "triangles"}
 
 
-def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0) -> DataLoader:
-    """Batches of ``dataset`` (turn each into a :class:`Batch` with :func:`to_batch`): a GridDataset-like
-    one (``.x``, ``.y``) as ``(x, y, position)``, a point-set one padded by ``collate_points``."""
+def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0, pin: bool = False) -> DataLoader:
+    """Batches of ``dataset`` (turn each into a [`Batch`][] with [`to_batch`][]): a GridDataset-like
+    one (``.x``, ``.y``) as ``(x, y, position)``, a point-set one padded by ``collate_points``.  ``pin``:
+    in page-locked host memory (batches for a CUDA device: ``to_batch`` copies them without
+    waiting)."""
     # workers leave Ctrl-C to this process, which shuts them down (no worker tracebacks); iterate with
     # batches(), which starts them with the signals held
     options = dict(batch_size=batch, sampler=sampler, num_workers=workers,
-                   worker_init_fn=loader_worker if workers else None)
+                   worker_init_fn=loader_worker if workers else None, pin_memory=pin)
     if is_point_data(dataset):
         return DataLoader(dataset, collate_fn=collate_points, **options)
     if not hasattr(dataset, "x"):  # read per batch (LazyGridDataset)
@@ -254,7 +266,7 @@ def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0) -> Dat
 
 def batches(loader: DataLoader) -> Iterator:
     """The batches of ``loader``, its worker processes started inside
-    :func:`~petrov.common.interrupts.held_signals` (no worker sees the process group's Ctrl-C or
+    [`held_signals`][] (no worker sees the process group's Ctrl-C or
     SIGTERM before its initializer, the parent takes it once they are started)."""
     with held_signals():
         iterator = iter(loader)
@@ -274,14 +286,17 @@ class _WithPositions(torch.utils.data.Dataset):
         return (*self.dataset[k], k)
 
 
-def to_batch(raw: Any, dataset: Any, device: torch.device) -> Batch:
-    """A loader's raw batch (:func:`data_loader`) as a :class:`Batch` on ``device``."""
+def to_batch(raw: Any, dataset: Any, device: torch.device, coords: torch.Tensor | None = None) -> Batch:
+    """A loader's raw batch (``data_loader``) as a ``Batch`` on ``device`` (copies from pinned
+    memory do not wait for the device; ``coords``: the grid's coordinates already on ``device``)."""
     if isinstance(raw, dict):  # point sets
-        inputs = {k: v.to(device) for k, v in raw.items() if k not in _POINT_SET_ONLY}
+        inputs = {k: v.to(device, non_blocking=True) for k, v in raw.items() if k not in _POINT_SET_ONLY}
         inputs.pop("x")
-        return Batch(raw["x"].to(device), raw["y"].to(device), raw["positions"], inputs, inputs["weights"])
+        return Batch(raw["x"].to(device, non_blocking=True), raw["y"].to(device, non_blocking=True),
+                     raw["positions"], inputs, inputs["weights"])
     x, y, idx = raw
-    return Batch(x.to(device), y.to(device), idx, {"pos": batch_pos(dataset.coords, len(x), device)})
+    pos = batch_pos(dataset.coords if coords is None else coords, len(x), device)
+    return Batch(x.to(device, non_blocking=True), y.to(device, non_blocking=True), idx, {"pos": pos})
 
 
 def batch_pos(coords: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Data-parallel training with torch.distributed, launched by ``torchrun`` (or nothing).
 
 ``torchrun --nproc-per-node=N -m petrov train ...`` sets RANK/WORLD_SIZE/LOCAL_RANK and
-MASTER_ADDR/PORT; :func:`setup` then joins the group (``env://``; gloo on CPU, nccl on CUDA).
+MASTER_ADDR/PORT; [`setup`][] then joins the group (``env://``; gloo on CPU, nccl on CUDA).
 Run with plain ``python`` the same code sees a world of one process and no collective is called.
 
 Conventions: the batch size in the config is the global batch (each rank takes batch/N samples);
@@ -108,6 +108,15 @@ def all_sum(value: torch.Tensor, ctx: Context) -> torch.Tensor:
         value = value.clone()
         dist.all_reduce(value, op=dist.ReduceOp.SUM)
     return value
+
+
+def all_gather_tensor(value: torch.Tensor, ctx: Context) -> torch.Tensor:
+    """``(world_size, *value.shape)``: every rank's ``value``, on every rank (one process: ``value[None]``)."""
+    if not ctx.distributed:
+        return value.unsqueeze(0)
+    out = [torch.empty_like(value) for _ in range(ctx.world_size)]
+    dist.all_gather(out, value.contiguous())
+    return torch.stack(out)
 
 
 def gather_per_sample(

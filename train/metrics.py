@@ -1,12 +1,12 @@
 """Scoring a trained operator on a dataset: per-sample errors and the one metrics format.
 
-- :func:`evaluate_relative_l2`: per-sample relative L² ``‖p − y‖ / ‖y‖`` (raw units) of an operator
+- [`evaluate_relative_l2`][]: per-sample relative L² ``‖p − y‖ / ‖y‖`` (raw units) of an operator
   on one dataset, batched, with the input noise of its protocol, sharded over ranks in a distributed
-  run: the trainer's validation and test, and ``petrov evaluate`` (:mod:`petrov.evaluate`), use it;
-- :func:`resolution_row` / :func:`per_time_row`: the one metrics format, a row ``{"resolution", "n",
+  run: the trainer's validation and test, and ``petrov evaluate`` ([`petrov.evaluate`][]), use it;
+- [`resolution_row`][] / [`per_time_row`][]: the one metrics format, a row ``{"resolution", "n",
   "mean", "std", "median", "max"}`` per resolution (points per axis of a grid, or the name of a mesh
   level; trajectories add per-snapshot statistics);
-- :func:`write_metrics` / :func:`read_metrics` store rows as ``metrics.csv`` + ``metrics.json``
+- [`write_metrics`][] / [`read_metrics`][] store rows as ``metrics.csv`` + ``metrics.json``
   (``{**meta, "rows": [...]}``), for training (``RUN_DIR/metrics.json``) and ``petrov evaluate``
   (``RUN_DIR/eval/``) alike.
 """
@@ -22,11 +22,15 @@ import torch
 from ..common.files import write_csv, write_json
 from ..datasets import InputNoise
 from . import distributed as dist_
-from .data import data_loader, sample_ids, to_batch
+from .batches import Batches
+from .compilation import mark_step, static_shapes
+from .data import Batch
 from .losses import relative_l2_per_sample
 from .operator import NormalizedOperator
 
 ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
+"""The columns of a metrics row (``metrics.csv``): the resolution, the number of samples, and the mean,
+standard deviation, median and maximum of their relative L² errors."""
 
 
 @torch.no_grad()
@@ -40,6 +44,8 @@ def evaluate_relative_l2(
     noise_seed: int = 0,
     ctx: dist_.Context | None = None,
     metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = relative_l2_per_sample,
+    net: Callable[..., torch.Tensor] | None = None,
+    compile_mode: str = "off",
 ) -> torch.Tensor:
     """Per-sample relative L² ``(N,)`` of ``operator`` on ``dataset`` (raw units, dataset order).
 
@@ -47,33 +53,46 @@ def evaluate_relative_l2(
     e.g. ``per_time_relative_l2`` for one column per snapshot, ``(N, S)``).
 
     ``dataset`` is GridDataset-like (``.x (N,*grid,c)``, ``.y``, ``.coords``, optional ``.indices``
-    = file sample numbers used to seed the input noise) or holds point sets (a ``MeshDataset``: the
+    = file sample numbers used to seed the input noise), a device-resident split
+    (``petrov.train.batches.ResidentSplit``) or holds point sets (a ``MeshDataset``: the
     metric then takes the quadrature weights).  ``noise``: the input noise added to the
     normalised inputs, by default the operator's own (``operator.noise``, the protocol it was trained
     with); a bare level is taken with ``noise_seed``.  In a distributed run each rank evaluates its
-    share and every rank receives the full, de-duplicated result.
+    share and every rank receives the full, de-duplicated result.  ``net``: the network in place of
+    ``operator.model`` (the trainer's compiled one, ``compile_mode`` its resolved ``run.compile``: under
+    CUDA graphs every batch is padded to ``batch_size`` and only its real rows are scored).
     """
     if device is None:
         device = ctx.device if ctx is not None else next(operator.parameters()).device
     device = torch.device(device)
     ctx = ctx or dist_.Context(device=device)
-    ids = sample_ids(dataset)
     if noise is None:
         noise = getattr(operator, "noise", InputNoise())
     elif not isinstance(noise, InputNoise):
         noise = InputNoise(float(noise), int(noise_seed))
+    source = Batches(dataset, batch_size, dist_.sampler(dataset, ctx, shuffle=False), device,
+                     static=static_shapes(compile_mode))
+    noise = source.noise_for(noise)
     was_training = operator.training
     operator.eval()
     values, where = [], []
-    for raw in data_loader(dataset, batch_size, dist_.sampler(dataset, ctx, shuffle=False)):
-        b = to_batch(raw, dataset, device)
-        pred = operator.predict(b.x, noise=noise, sample_ids=ids[b.positions], **b.inputs)
-        values.append(metric(pred, b.y) if b.weights is None else metric(pred, b.y, b.weights))
-        where.append(b.positions.to(device))
+    for b in source:
+        values.append(score_batch(operator, b, noise, metric, net, compile_mode))
+        where.append(b.positions[:b.n].to(device))
     operator.train(was_training)
     if not values:
         return torch.zeros(0)
     return dist_.gather_per_sample(torch.cat(values), torch.cat(where), len(dataset), ctx)
+
+
+@torch.no_grad()
+def score_batch(operator: NormalizedOperator, b: Batch, noise: Any, metric: Callable, net=None,
+                compile_mode: str = "off") -> torch.Tensor:
+    """``metric`` of ``operator``'s predictions on the real rows of batch ``b`` (no gradients)."""
+    mark_step(compile_mode)
+    pred = operator.predict(b.x, noise=noise, sample_ids=b.sample_ids, net=net, **b.inputs)[:b.n]
+    y = b.y[:b.n]
+    return metric(pred, y) if b.weights is None else metric(pred, y, b.weights[:b.n])
 
 
 def summarize(per_sample: torch.Tensor) -> dict[str, float]:
@@ -96,7 +115,7 @@ def resolution_row(resolution: int, per_sample: torch.Tensor, keep_samples: bool
 
 
 def per_time_row(resolution: int, per_time: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
-    """The metrics row of a trajectory at one resolution: :func:`resolution_row` of the final
+    """The metrics row of a trajectory at one resolution: [`resolution_row`][] of the final
     snapshot's errors plus ``per_time_mean/median/max`` over the samples, per snapshot
     (``per_time: (N, T + 1)``)."""
     row = resolution_row(resolution, per_time[:, -1], keep_samples=keep_samples)
@@ -118,12 +137,12 @@ def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
 
 
 def read_metrics(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows saved by :func:`write_metrics` (from the JSON file)."""
+    """The rows saved by [`write_metrics`][] (from the JSON file)."""
     path = Path(out_dir) / "metrics.json"
     if not path.is_file():
         raise FileNotFoundError(f"no evaluation results at {str(path)!r}; run `petrov evaluate` first")
     return json.loads(path.read_text())["rows"]
 
 
-__all__ = ["ROW_FIELDS", "evaluate_relative_l2", "per_time_row", "read_metrics", "resolution_row", "summarize",
-           "write_metrics"]
+__all__ = ["ROW_FIELDS", "evaluate_relative_l2", "per_time_row", "read_metrics", "resolution_row", "score_batch",
+           "summarize", "write_metrics"]

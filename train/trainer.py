@@ -1,23 +1,25 @@
-"""The training loop: one function, :func:`train`, from a validated config to a run directory.
+"""The training loop: one function, [`train`][], from a validated config to a run directory.
 
-Recipe (the reference Galerkin Transformer's): Adam/AdamW; OneCycleLR stepped per global batch; gradient clipping by global
-norm; loss ``relL2 + γ·relH1`` in raw units (predictions decoded by the y-normaliser, see
-``petrov.train.data``; ``loss.mode`` picks how a batch becomes predictions, loss and validation
-metric: teacher forcing, pushforward or unrolled rollouts for marching models, see
-``petrov.train.rollout``); model selection on the validation split (``best.pt``); the test split is only
-evaluated, after training, with the best model, at each ``data.eval_resolutions``.
+Recipe (the reference Galerkin Transformer's): Adam/AdamW and OneCycleLR stepped per global batch
+(``optimization``); gradient clipping by global norm; loss ``relL2 + γ·relH1`` in raw units
+(predictions decoded by the y-normaliser, see ``petrov.train.data``; ``loss.mode`` picks how a batch
+becomes predictions, loss and validation metric: ``petrov.train.rollout``); model selection on the
+validation split (``best.pt``); the test split is only evaluated, after training, with the best model,
+at each ``data.eval_resolutions``.  The parts, one module each: the step (``step``), the batches on
+the device (``batches``), ``run.compile`` (``compilation``), ``run.amp`` and
+``run.matmul_precision`` (``precision``), time and budgets (``timing``, ``planning``), the
+run log (``runlog``), out-of-memory errors (``memory``).
 
-Run directory (rank 0 writes it)::
+Run directory (rank 0 writes it):
 
     config.json      the resolved config          log.csv / log.jsonl   one row per epoch
     last.pt          resume point (each epoch)    best.pt               best validation model
     metrics.json/csv test relL2 per resolution    tensorboard/          if run.tensorboard
                      (petrov.train.metrics' rows)
 
-Robustness: a non-finite loss or gradient norm stops the run with a ``TrainingDiverged`` naming the
-epoch and batch; ``last.pt`` then still holds the last completed (finite) epoch.  The OneCycle warm-up
-starts at ``lr/div_factor`` and lasts at least ``optim.min_warmup_steps`` batches, so a schedule
-compressed into few epochs does not ramp to the maximum lr within a handful of steps.
+Robustness: a non-finite loss or gradient norm stops the run at the end of its epoch with a
+``TrainingDiverged`` naming the epoch and the first bad batch; ``last.pt`` then still holds the last
+completed (finite) epoch.  Out of device memory: one line saying what to lower (``DeviceOutOfMemory``).
 
 Output: one INFO line per epoch on the ``petrov.train.trainer`` logger (shown by the ``petrov``
 command, silent in the API unless logging is configured); the batch progress bar only on a terminal
@@ -29,23 +31,18 @@ Determinism: the sampler order is a function of (seed, epoch), RNG states are ch
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import logging
 import math
 import os
-import random
-import time
-from dataclasses import asdict as dc_asdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import numpy as np
 import torch
 
-from ..common.files import atomic_write, ensure_dir, exclusive_lock, write_csv
+from ..common.files import ensure_dir, exclusive_lock
 from ..common.interrupts import raise_if_interrupted
-from ..common.outputs import MANIFEST, check_outputs, claim_outputs
+from ..common.outputs import claim_outputs
 from ..common.progress import progress_bar
 from ..datasets.identity import data_identity, identity_change
 from ..datasets.mesh.loading import mesh_levels
@@ -54,28 +51,33 @@ from ..operators import build_model
 from ..operators.models import sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
+from . import timing
+from .batches import Batches, resident
+from .compilation import compile_module, resolve_compile, static_shapes
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
 from .data import (
     TrainingData,
-    batches,
     build_training_data,
     check_model_fits_data,
-    data_loader,
     ensure_data_file,
     is_point_data,
     open_split,
     sample_ids,
-    to_batch,
 )
 from .losses import check_targets, per_time_relative_l2
+from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, training_advice
 from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from .operator import NormalizedOperator
+from .optimization import make_optimizer, make_scheduler, seed_all
+from .planning import EpochEstimate, probe
+from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
 from .rollout import check_mode_fits_model, training_mode
+from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir
+from .step import PROGRESS_EVERY, Diverged, EpochTotals, Stepper
 
 log = logging.getLogger(__name__)
-
-# what `petrov train` writes into a run directory (the output-folder rule: petrov.common.outputs)
-RUN_FILES = ("config.json", "log.csv", "log.jsonl", "last.pt", "best.pt", "metrics.json", "metrics.csv", "tensorboard")
+__all__ = ["DataChanged", "DeviceOutOfMemory", "EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "Trainer",
+           "TrainingDiverged", "amp_dtype", "train"]  # some defined in the modules above, importable here
 
 
 class DataChanged(ValueError):
@@ -84,94 +86,6 @@ class DataChanged(ValueError):
 
 class TrainingDiverged(RuntimeError):
     """A non-finite loss or gradient: the message names the epoch and batch."""
-
-
-@dataclass
-class EpochRecord:
-    epoch: int
-    train_loss: float
-    val_rel_l2: float
-    lr: float
-    seconds: float
-    best: bool
-
-
-@dataclass
-class TrainResult:
-    run_dir: Path
-    epochs_completed: int
-    best_epoch: int
-    best_val_rel_l2: float
-    stopped: str  # "completed" | "time budget" | "callback"
-    test: list[dict[str, Any]] = field(default_factory=list)  # metrics rows, one per resolution
-
-
-# --- the run -------------------------------------------------------------------------------------
-
-class RunLog:
-    """Per-epoch rows in ``log.csv`` and ``log.jsonl`` (rewritten atomically), plus TensorBoard."""
-
-    FIELDS = ["epoch", "train_loss", "val_rel_l2", "lr", "seconds", "best"]
-
-    def __init__(self, run_dir: Path, keep_until: int, tensorboard: bool):
-        self.run_dir = run_dir
-        self.rows: list[dict[str, Any]] = []
-        jsonl = run_dir / "log.jsonl"
-        if keep_until > 0 and jsonl.is_file():  # resume: drop epochs the checkpoint does not have
-            rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
-            self.rows = [r for r in rows if r["epoch"] <= keep_until]
-        self.writer = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise ValueError("run.tensorboard = true needs the tensorboard package "
-                                 "(pip install tensorboard), or set run.tensorboard = false") from None
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=keep_until + 1)
-
-    def append(self, record: EpochRecord) -> None:
-        row = dc_asdict(record)
-        self.rows.append(row)
-        atomic_write(self.run_dir / "log.jsonl", "".join(json.dumps(r) + "\n" for r in self.rows))
-        write_csv(self.run_dir / "log.csv", self.rows, self.FIELDS)
-        if self.writer is not None:
-            for key in ("train_loss", "val_rel_l2", "lr", "seconds"):
-                self.writer.add_scalar(key, row[key], record.epoch)
-            self.writer.flush()
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-
-
-def _seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
-    np.random.seed(seed % 2**32)
-    random.seed(seed)
-
-
-def _make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:
-    o = cfg.optim
-    cls = torch.optim.AdamW if o.optimizer == "adamw" else torch.optim.Adam
-    return cls(params, lr=o.lr, weight_decay=o.weight_decay)
-
-
-def _make_scheduler(cfg: TrainConfig, optimizer, steps_per_epoch: int):
-    o = cfg.optim
-    total = o.epochs * steps_per_epoch
-    pct = min(max(o.pct_start, o.min_warmup_steps / total), 0.9)
-    return torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=o.lr, total_steps=total, pct_start=pct, div_factor=o.div_factor,
-        final_div_factor=o.final_div_factor,
-    )
-
-
-def amp_dtype(device: torch.device) -> torch.dtype:
-    """The 16-bit type of ``run.amp`` on ``device``: bfloat16 on the CPU and on CUDA devices that
-    support it (float32's exponent range: no gradient scaling), else float16 (with a GradScaler)."""
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return torch.float16
-    return torch.bfloat16
 
 
 def _load_initial_weights(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> None:
@@ -186,7 +100,7 @@ def _load_initial_weights(model: torch.nn.Module, cfg: TrainConfig, device: torc
 
 
 class Trainer:
-    """One training run.  Use :func:`train`; the class exists to keep the state in one place."""
+    """One training run.  Use [`train`][]; the class exists to keep the state in one place."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, ctx: dist_.Context,
                  data: TrainingData | None, callbacks: Iterable[Callable]):
@@ -202,7 +116,9 @@ class Trainer:
             torch.set_num_threads(cfg.run.threads)
         self.periodic = bool(getattr(data.train, "periodic", False))
         self.mode = training_mode(cfg.loss.mode)
-        _seed_all(cfg.run.seed)
+        point_data = is_point_data(data.train)
+        self.compile_mode = resolve_compile(cfg.run.compile, ctx.device, point_data, ctx.distributed)
+        seed_all(cfg.run.seed)
         model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
         if cfg.run.init_from:
             _load_initial_weights(model, cfg, ctx.device)
@@ -215,40 +131,80 @@ class Trainer:
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
         self.ddp = dist_.wrap_model(model, ctx)
+        # the compiled modules wrap the model and share its parameters; checkpoints save the plain model
+        self.train_net = compile_module(self.ddp, self.compile_mode)
+        self.eval_net = self.train_net if self.ddp is model else compile_module(model, self.compile_mode)
         self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
         self.train_sampler = dist_.sampler(data.train, ctx, shuffle=True, seed=cfg.run.seed)
-        self.train_loader = data_loader(data.train, self.batch, self.train_sampler, cfg.run.num_workers)
-        self.train_ids = sample_ids(data.train)
-        self.optimizer = _make_optimizer(cfg, model.parameters())
-        self.scheduler = _make_scheduler(cfg, self.optimizer, len(self.train_loader))
+        static = static_shapes(self.compile_mode)
+        self.train_batches = Batches(resident(data.train, ctx.device, data.noise) or data.train, self.batch,
+                                     self.train_sampler, ctx.device, workers=cfg.run.num_workers, static=static)
+        self.val_split = resident(data.val, ctx.device, data.noise) or data.val
+        self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
+                                   ctx.device, static=static)
         self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
-        # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
-        self.scaler = torch.amp.GradScaler(ctx.device.type) if self.amp_dtype == torch.float16 else None
+        self._build_optimization()
+        self.warmup = timing.WarmupTimer(ctx.device)
         self.epoch = 0
         self.best_metric, self.best_epoch = math.inf, 0
         if ctx.is_main:
-            log.debug("model %s: %d parameters on %s; %d training batches of %d per epoch (rank 0)",
-                      cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device,
-                      len(self.train_loader), self.batch)
+            log.debug("model %s: %d parameters on %s (compile: %s); %d training batches of %d per epoch (rank 0)%s",
+                      cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device, self.compile_mode,
+                      len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
+
+    def _build_optimization(self) -> None:
+        """A fresh optimizer, OneCycle schedule (for ``optim.epochs``), gradient scaler and step."""
+        self.optimizer = make_optimizer(self.cfg, self.model.parameters())
+        self.scheduler = make_scheduler(self.cfg, self.optimizer, len(self.train_batches))
+        # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
+        self.scaler = torch.amp.GradScaler(self.ctx.device.type) if self.amp_dtype == torch.float16 else None
+        self.stepper = Stepper(operator=self.operator, net=self.train_net, mode=self.mode, optimizer=self.optimizer,
+                               scheduler=self.scheduler, scaler=self.scaler, h1_weight=self.cfg.loss.h1_weight,
+                               periodic=self.periodic, grad_clip=self.cfg.optim.grad_clip, amp_dtype=self.amp_dtype,
+                               device=self.ctx.device, compile_mode=self.compile_mode,
+                               noise=self.train_batches.noise_for(self.operator.noise))
 
     @property
     def model(self) -> torch.nn.Module:
         return self.operator.model
 
+    @property
+    def eval_batch(self) -> int:
+        return self.cfg.run.eval_batch_size or self.batch
+
+    def plan(self, plan_epochs: Callable[[EpochEstimate], int]) -> EpochEstimate:
+        """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer
+        and schedule for them (``petrov.train.planning``)."""
+        with self._out_of_memory("the timing probe", self.batch, self._training_advice()):
+            estimate = probe(self)
+        epochs = int(dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx))
+        if epochs < 1:
+            raise ValueError(f"plan_epochs returned {epochs}; a run needs at least one epoch")
+        self.cfg = dataclasses.replace(self.cfg, optim=dataclasses.replace(self.cfg.optim, epochs=epochs))
+        self._build_optimization()
+        if self.ctx.is_main:
+            log.info("planned %d epochs of ~%.1fs (a step %.3gs, warm-up %.1fs)", epochs, estimate.epoch_seconds,
+                     estimate.step_seconds, estimate.warmup_seconds)
+        return estimate
+
     # --- state -------------------------------------------------------------------------------
     def save(self, best: bool) -> None:
         """``best.pt`` (if ``best``) then ``last.pt``; rank 0 writes, every rank must call."""
         rngs = dist_.all_gather_objects(ckpt.rng_state(), self.ctx)  # collective
-        if not self.ctx.is_main:
-            return
+        if self.ctx.is_main:
+            self.write_checkpoints(self.run_dir, best, rngs)
+
+    def write_checkpoints(self, folder: Path, best: bool, rngs: list) -> None:
+        """``folder/best.pt`` (if ``best``) and ``folder/last.pt`` of the current state (``rngs``: every rank's
+        RNG states)."""
         state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch,
                      best_metric=self.best_metric, best_epoch=self.best_epoch, data_identity=self.data_identity)
         norms, noise = self.operator.normalizer_states(), self.operator.noise
         if best:
-            ckpt.save_run_checkpoint(self.run_dir / "best.pt", self.model, norms, noise, **state)
-            log.debug("saved %s (epoch %d)", self.run_dir / "best.pt", self.epoch)
+            ckpt.save_run_checkpoint(folder / "best.pt", self.model, norms, noise, **state)
+            log.debug("saved %s (epoch %d)", folder / "best.pt", self.epoch)
         ckpt.save_run_checkpoint(
-            self.run_dir / "last.pt", self.model, norms, noise, **state,
+            folder / "last.pt", self.model, norms, noise, **state,
             optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
             scaler=None if self.scaler is None else self.scaler.state_dict(), rng=rngs,
         )
@@ -276,7 +232,7 @@ class Trainer:
                       self.epoch, self.best_metric, self.best_epoch)
 
     def check_data_unchanged(self, when: str, recorded: dict | None = None, advice: str | None = None) -> None:
-        """:class:`DataChanged` if the data file no longer holds the content the run recorded."""
+        """[`DataChanged`][] if the data file no longer holds the content the run recorded."""
         recorded = self.data_identity if recorded is None else recorded
         if recorded is None:
             return
@@ -287,107 +243,79 @@ class Trainer:
                               + (advice or "the run must be tested on the data it trained on"))
 
     # --- epochs ------------------------------------------------------------------------------
-    def _autocast(self):
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.ctx.device.type, dtype=self.amp_dtype)
+    def _out_of_memory(self, what: str, batch: int, advice: list[str]):
+        return out_of_memory_advice(what, batch, self.ctx.device, advice)
 
-    def _net(self, x_hat: torch.Tensor, pos: torch.Tensor, **inputs) -> torch.Tensor:
-        """The (DDP-wrapped) model under autocast (``run.amp``): what a training step differentiates
-        (``inputs``: e.g. a marching model's ``teacher``).  Only the model's forward is autocast: the
-        normalizer's decode, the loss, the gradients of the float32 weights and the optimizer run in
-        float32, and so do validation and test (they call the operator without autocast)."""
-        with self._autocast():
-            return self.ddp(x_hat, pos, **inputs)
+    def _training_advice(self) -> list[str]:
+        return training_advice(self.cfg, self.model, self.batch)
 
-    def _stop(self, what: str, value: float, batch: int) -> TrainingDiverged:
-        where = f"epoch {self.epoch + 1}, batch {batch} of {len(self.train_loader)}"
+    def _stop(self, bad: Diverged) -> TrainingDiverged:
+        where = f"epoch {self.epoch + 1}, batch {bad.batch} of {len(self.train_batches)}"
         last = (f"{self.run_dir / 'last.pt'} (epoch {self.epoch})" if self.epoch
                 else "none (no epoch completed)")
         return TrainingDiverged(
-            f"non-finite {what} ({value}) at {where}; training stopped. Last good checkpoint: {last}. "
+            f"non-finite {bad.what} ({bad.value}) at {where}; training stopped. Last good checkpoint: {last}. "
             f"Try a lower optim.lr, a longer warm-up (optim.min_warmup_steps) or optim.grad_clip."
         )
 
     def train_epoch(self) -> float:
+        """One epoch of steps; its mean loss, read once at its end (a divergence raises then)."""
         cfg, ctx = self.cfg, self.ctx
         self.model.train()
         self.train_sampler.set_epoch(self.epoch + 1)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
-        total, count = 0.0, 0
-        bar = progress_bar(batches(self.train_loader), total=len(self.train_loader),
+        totals = EpochTotals(ctx.device)
+        bar = progress_bar(self.train_batches, total=len(self.train_batches),
                            desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
-        for batch, raw in enumerate(bar, start=1):
-            raise_if_interrupted()  # a Ctrl-C that arrived where Python had to drop it
-            b = to_batch(raw, self.data.train, ctx.device)
-            pred = self.mode.predict(self.operator, b.x, b.y, noise=self.operator.noise,
-                                     sample_ids=self.train_ids[b.positions], net=self._net, **b.inputs)
-            per_sample = self.mode.loss(pred, b.y, cfg.loss.h1_weight, self.periodic, weights=b.weights)
-            loss = per_sample.mean()
-            # summed over ranks before backward, so every rank stops together on a bad batch
-            stats = dist_.all_sum(torch.stack([per_sample.detach().sum(),
-                                               torch.tensor(float(len(b.x)), device=ctx.device)]), ctx)
-            batch_sum, batch_n = stats.tolist()
-            if not math.isfinite(batch_sum):
-                raise self._stop("loss", batch_sum, batch)
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-                self.scaler.unscale_(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(params, clip)
-                self.scaler.step(self.optimizer)  # skips steps with inf gradients
-                self.scaler.update()
-            else:
-                loss.backward()
-                norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
-                if not math.isfinite(norm):
-                    raise self._stop("gradient norm", norm, batch)
-                self.optimizer.step()
-            self.scheduler.step()
-            total, count = total + batch_sum, count + int(batch_n)
-            bar.set_postfix(loss=f"{total / count:.3e}")
-        return total / max(count, 1)
+        with self._out_of_memory("training", self.batch, self._training_advice()):
+            for number, b in enumerate(bar, start=1):
+                raise_if_interrupted()  # a Ctrl-C that arrived where Python had to drop it
+                with self.warmup.step():
+                    self.stepper.step(b, number, totals)
+                if not bar.disable and number % PROGRESS_EVERY == 0:  # a host read: only for a drawn bar
+                    bar.set_postfix(loss=f"{totals.running_mean():.3e}")
+            loss, bad = totals.finish(ctx)
+        if bad is not None:
+            raise self._stop(bad)
+        return loss
 
     def validate(self) -> float:
-        per_sample = evaluate_relative_l2(
-            self.operator, self.data.val, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
-            metric=self.mode.metric,
-        )
+        key = "run.eval_batch_size" if self.cfg.run.eval_batch_size else "run.eval_batch_size (default: the batch)"
+        with self._out_of_memory("validation", self.eval_batch, evaluation_advice(key, self.eval_batch)):
+            per_sample = evaluate_relative_l2(
+                self.operator, self.val_split, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
+                metric=self.mode.metric, net=self.eval_net, compile_mode=self.compile_mode,
+            )
         return per_sample.mean().item()
 
-    @property
-    def eval_batch(self) -> int:
-        return self.cfg.run.eval_batch_size or self.batch
-
-    def fit(self, run_log: RunLog) -> str:
-        cfg, start = self.cfg, time.monotonic()
-        budget = cfg.run.time_budget_minutes
-        durations: list[float] = []
+    def fit(self, run_log: RunLog | None) -> str:
+        cfg, ctx = self.cfg, self.ctx
+        self.budget = budget = timing.Budget(cfg.run.time_budget_minutes, ctx.device)
+        budget.start()
         while self.epoch < cfg.optim.epochs:
-            t0 = time.monotonic()
+            t0 = timing.clock(ctx.device)
             train_loss = self.train_epoch()
+            t1 = timing.clock(ctx.device)
             val = self.validate()
+            seconds = timing.clock(ctx.device) - t0
+            warm, warm_steps = self.warmup.take()
+            budget.record(timing.EpochTime(t1 - t0, seconds - (t1 - t0), len(self.train_batches), warm, warm_steps))
             self.epoch += 1
             improved = val < self.best_metric
             if improved:
                 self.best_metric, self.best_epoch = val, self.epoch
-            seconds = time.monotonic() - t0
-            durations.append(seconds)
-            record = EpochRecord(self.epoch, train_loss, val, self.scheduler.get_last_lr()[0],
-                                 seconds, improved)
-            if self.ctx.is_main:
+            record = EpochRecord(self.epoch, train_loss, val, self.scheduler.get_last_lr()[0], seconds, improved)
+            if run_log is not None:
                 run_log.append(record)  # before the checkpoint: a resume drops rows it does not cover
                 log.info("epoch %d/%d: train loss %.4e  val relL2 %.4e  lr %.2e  %.1fs%s", self.epoch,
                          cfg.optim.epochs, train_loss, val, record.lr, seconds, "  (best)" if improved else "")
             self.save(best=improved)
             if any(cb(self, record) for cb in self.callbacks):
                 return "callback"
-            if budget is not None:
-                elapsed = time.monotonic() - start
-                if elapsed + max(durations) > 60.0 * budget and self.epoch < cfg.optim.epochs:
-                    return "time budget"
+            # rank 0's clock decides for every rank: ranks that disagreed would wait for each other forever
+            if self.epoch < cfg.optim.epochs and dist_.broadcast_object(budget.exhausted() if ctx.is_main else None,
+                                                                        ctx):
+                return "time budget"
         return "completed"
 
     @property
@@ -398,7 +326,8 @@ class Trainer:
 
     def test(self) -> list[dict[str, Any]]:
         """Best model on the test split at every evaluation resolution (mesh level): one metrics row each,
-        scored as ``petrov evaluate`` scores it (trajectories: a free rollout, the final snapshot's error)."""
+        scored as ``petrov evaluate`` scores it (trajectories: a free rollout, the final snapshot's error)
+        -- eagerly: each resolution is scored once, not worth a compilation."""
         d = self.cfg.data
         splits = self.data.splits
         if splits is None or len(splits.test) == 0:
@@ -415,10 +344,12 @@ class Trainer:
         for res in self._test_discretizations():
             test = open_split(d, splits.test, res, self.transform)
             self._check_targets(test, "test", 0.0)
-            per_sample = evaluate_relative_l2(
-                self.operator, test, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
-                metric=per_time_relative_l2 if self.trajectory else self.mode.metric,
-            )
+            with self._out_of_memory(f"the test at {res}", self.eval_batch,
+                                     evaluation_advice("run.eval_batch_size", self.eval_batch)):
+                per_sample = evaluate_relative_l2(
+                    self.operator, test, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
+                    metric=per_time_relative_l2 if self.trajectory else self.mode.metric,
+                )
             rows.append(per_time_row(res, per_sample) if self.trajectory else resolution_row(res, per_sample))
         return rows
 
@@ -445,78 +376,64 @@ def train(
     overwrite: bool = False,
     data: TrainingData | None = None,
     callbacks: Iterable[Callable[[Trainer, EpochRecord], bool]] = (),
+    plan_epochs: Callable[[EpochEstimate], int] | None = None,
 ) -> TrainResult:
     """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``).
 
-    ``run_dir`` follows the output-folder rule (:mod:`petrov.common.outputs`): a folder holding a user's
+    ``run_dir`` follows the output-folder rule ([`petrov.common.outputs`][]): a folder holding a user's
     files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
     command's outputs are never written over.  The run records its data file's content
-    (:func:`~petrov.datasets.identity.data_identity`) and is tested, or resumed, only on that content.
+    ([`data_identity`][]) and is tested, or resumed, only on that content.
 
     ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; then no
     test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each
-    epoch's checkpoint; returning True stops the run cleanly.  Launched by torchrun, every process
-    calls this; rank 0 writes the run directory.
+    epoch's checkpoint; returning True stops the run cleanly.  ``plan_epochs(estimate)`` (a new run
+    only) sets ``optim.epochs`` from a timing probe of the run (``petrov.train.planning``), e.g. to
+    fill a time budget.  Launched by torchrun, every process calls this; rank 0 writes the run directory.
     """
     run_dir = Path(run_dir)
     owns_group = not torch.distributed.is_initialized()
     ctx = dist_.setup(config.run.device)
     try:
-        dist_.run_on_main(lambda: _check_run_dir(run_dir, resume, overwrite), ctx)
-        # data, model and their fit are validated before the run directory is made
-        trainer = Trainer(config, run_dir, ctx, data, callbacks)
-        with contextlib.ExitStack() as lock:
-
-            def claim() -> None:  # one writer per run directory
-                ensure_dir(run_dir, "run directory")
-                lock.enter_context(exclusive_lock(run_dir / "last.pt", what="trained"))
-                _check_run_dir(run_dir, resume, overwrite)  # again: another run may have written it meanwhile
-                claim_outputs(run_dir, "train", RUN_FILES, overwrite=overwrite, resume=resume, what="run directory")
-
-            dist_.run_on_main(claim, ctx)
-            if resume:
-                trainer.restore()
-            elif ctx.is_main:
-                save_config_json(config, run_dir / "config.json")
-            run_log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None
-            try:
-                stopped = trainer.fit(run_log)
-            finally:
-                if run_log is not None:
-                    run_log.close()
-            test = trainer.test() if stopped != "callback" else []
-            if ctx.is_main and test:
-                metric = ("relative L2 per sample at the final snapshot t_T (rows), raw units; per snapshot "
-                          "k = 0..T in per_time_*") if trainer.trajectory else "relative L2 per sample, raw units"
-                write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
-                                                   "best_val_rel_l2": trainer.best_metric, "metric": metric})
-        return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test)
+        with matmul_precision(resolve_matmul_precision(config.run.matmul_precision)):
+            return _train(config, run_dir, ctx, resume, overwrite, data, callbacks, plan_epochs)
     finally:
         if owns_group:
             dist_.teardown(ctx)
 
 
-def _check_run_dir(run_dir: Path, resume: bool, overwrite: bool = False) -> None:
-    """What may be done with ``run_dir``: resume needs its ``last.pt``, a new run must not find one
-    (unless ``overwrite``), and the output-folder rule must allow it."""
-    if resume and overwrite:
-        raise ValueError("choose one of resume (--resume: continue the run) and overwrite (--overwrite: replace it)")
-    if resume:
-        if not (run_dir / "last.pt").is_file():
-            raise FileNotFoundError(
-                f"cannot resume: {run_dir / 'last.pt'} does not exist (no completed epoch in "
-                f"{str(run_dir)!r}); start the run without --resume"
-            )
-    # config.json without last.pt is a run killed before its first epoch ended: nothing to keep,
-    # so it starts again from scratch
-    elif (run_dir / "last.pt").exists():
-        if not overwrite:
-            raise FileExistsError(
-                f"{str(run_dir)!r} already holds a run; pass --resume to continue it, --overwrite to replace it, "
-                f"or choose another --out"
-            )
-        nested = sorted(p.name for p in run_dir.iterdir() if p.is_dir() and (p / MANIFEST).is_file())
-        if nested:  # e.g. RUN/eval: the results of the run being replaced would stay beside the new one
-            raise FileExistsError(f"{str(run_dir)!r} holds outputs of other commands for the run being replaced "
-                                  f"({', '.join(nested)}); remove them first, or choose another --out")
-    check_outputs(run_dir, "train", RUN_FILES, overwrite=overwrite, what="run directory")
+def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool, overwrite: bool,
+           data: TrainingData | None, callbacks: Iterable[Callable], plan_epochs: Callable | None) -> TrainResult:
+    dist_.run_on_main(lambda: check_run_dir(run_dir, resume, overwrite), ctx)
+    # data, model and their fit are validated before the run directory is made
+    trainer = Trainer(config, run_dir, ctx, data, callbacks)
+    with contextlib.ExitStack() as lock:
+
+        def claim() -> None:  # one writer per run directory
+            ensure_dir(run_dir, "run directory")
+            lock.enter_context(exclusive_lock(run_dir / "last.pt", what="trained"))
+            check_run_dir(run_dir, resume, overwrite)  # again: another run may have written it meanwhile
+            claim_outputs(run_dir, "train", RUN_FILES, overwrite=overwrite, resume=resume, what="run directory")
+
+        dist_.run_on_main(claim, ctx)
+        if resume:
+            trainer.restore()
+        else:
+            if plan_epochs is not None:
+                trainer.plan(plan_epochs)
+            if ctx.is_main:
+                save_config_json(trainer.cfg, run_dir / "config.json")
+        run_log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None
+        try:
+            stopped = trainer.fit(run_log)
+        finally:
+            if run_log is not None:
+                run_log.close()
+        seconds = trainer.budget.elapsed()
+        test = trainer.test() if stopped != "callback" else []
+        if ctx.is_main and test:
+            metric = ("relative L2 per sample at the final snapshot t_T (rows), raw units; per snapshot "
+                      "k = 0..T in per_time_*") if trainer.trajectory else "relative L2 per sample, raw units"
+            write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
+                                               "best_val_rel_l2": trainer.best_metric, "metric": metric})
+    return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test, seconds)

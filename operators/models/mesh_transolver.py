@@ -10,14 +10,14 @@ the mesh's quadrature.
 The published model for irregular meshes (thuml/Transolver, the airfoil / elasticity variant): every
 projection is a linear map of the node's own features (no 3x3 convolutions, which need a structured
 mesh), the only coupling of nodes is physics attention.  Its slice tokens here are quadratures with the
-mesh's weights, ``z_j = Σ_i w_i s_ij v_i / Σ_i w_i s_ij`` (:mod:`petrov.operators.attention.mixers.physics`):
+mesh's weights, ``z_j = Σ_i w_i s_ij v_i / Σ_i w_i s_ij`` (``petrov.operators.attention.mixers.physics``):
 on refined meshes of one domain they converge to ``∫ s_j v / ∫ s_j``, where the reference's plain sums
 over the nodes would weigh a region by how many nodes the mesher put there; padding (weight 0) takes no
 part.  The blocks, the initialization and ``unified_pos`` are ``transolver2d``'s
-(:mod:`petrov.operators.models.transolver`), so a checkpoint of one reads like the other's; the inputs
+(``petrov.operators.models.transolver``), so a checkpoint of one reads like the other's; the inputs
 gain the distance to the boundary (``boundary_features``), as the other point-set models'.
 
-Forward contract (:mod:`petrov.operators.models.base`): ``forward(x, pos, weights, mask=None,
+Forward contract (``petrov.operators.models.base``): ``forward(x, pos, weights, mask=None,
 boundary=None) -> (b, n, c_out)``; ``boundary`` is required with ``dirichlet=True`` or
 ``boundary_features=True``.  Cost O(n G d) per layer (G = ``n_slices``).
 """

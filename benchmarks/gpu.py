@@ -1,0 +1,256 @@
+"""petrov on a GPU: training-step speed and memory against the reference Galerkin Transformer, and accuracy
+at an equal GPU budget.
+
+    python benchmarks/gpu.py                          # both parts on the GPU (estimated ~40 min)
+    python benchmarks/gpu.py --part speed             # (a) only (~5 min)
+    python benchmarks/gpu.py --part accuracy --budget-minutes 5
+    python benchmarks/gpu.py --quick                  # smoke run, also on the CPU: tiny sizes, numbers meaningless
+
+It prints the device (name, torch, CUDA and cuDNN versions) first.
+
+(a) Speed and memory: one training step of petrov's ``galerkin1d`` at the reference Burgers configuration
+(``galerkin1d.REFERENCE_CONFIG``, 530,305 parameters) against the reference ``SimpleTransformer``
+(PyPI ``galerkin-transformer==0.2.1``, built as ``benchmarks/compare_speed_memory.py`` builds it), the
+same step for both: forward on a batch of ``--batch`` (4) inputs ``(b, n, 1)`` with coordinates, mean
+relative L2 against a target, backward, gradient clipping at norm 1, Adam.  n = 8192 ... 262,144 points;
+precisions ``float32``, ``tf32`` (``torch.set_float32_matmul_precision("high")``) and ``bf16`` (the
+forward under bfloat16 autocast, as ``run.amp`` trains) for both sides; petrov also under
+``--compile`` settings (``run.compile``: ``off``, ``cuda-graphs``).  Each (implementation, precision,
+compile, n) runs in its own process: ``--warmup`` untimed steps (cuFFT plans, autotuning, compilation,
+graph capture), then the median over 3 blocks of ``--steps`` steps, each block between two device
+synchronizations.  Peak memory: ``torch.cuda.max_memory_allocated`` during the steps minus the memory
+allocated before them (model, optimizer, inputs) -- the activations kept for backward, gradients, Adam
+state and temporaries; on the CPU (``--quick``) the resident-set peak of ``_common.PeakMemory``.
+
+(b) Accuracy at an equal GPU budget: ``benchmarks/compare_accuracy.py`` itself (its data, contenders,
+epoch planning and tables) on Darcy at 85 x 85 for ``latent2d`` (physics mixer), ``fno2d``,
+``transolver2d`` and neuraloperator's FNO, ``--budget-minutes`` each, with ``--compile``'s first
+setting other than ``off`` (``auto``: CUDA graphs) for every contender.
+
+Targets (from the H100 measurements of 2026-11-25, torch 2.11, CUDA 13, before the training step was made
+sync-free): galerkin1d at n = 8192 about 2x the reference's speed (the reference's step took 14.5 ms,
+petrov's eager step 19.2 ms then); ``latent2d`` trained to the accuracy it reached in 6 minutes eager
+(7.51e-3 at 85 after 90 epochs) in less time.  This script measures them; it states no figure itself.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from _common import (
+    PeakMemory, emit_result, format_table, machine_info, print_machine, run_worker, worker_spec, write_json,
+)
+
+N_FULL = [8192, 16384, 32768, 65536, 131072, 262144]
+N_QUICK = [256, 512]
+PRECISIONS = ("float32", "tf32", "bf16")
+ACCURACY_CONTENDERS = ["latent-physics", "fno", "transolver", "neuralop"]
+
+
+def device_info(device: torch.device) -> dict:
+    """The device the figures were measured on, with the torch, CUDA and cuDNN versions."""
+    info = {"device": str(device), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(name=props.name, memory_gb=round(props.total_memory / 2**30, 1),
+                    capability=f"{props.major}.{props.minor}")
+    else:
+        info["name"] = "CPU (no GPU: numbers meaningless for this script)"
+    return info
+
+
+# --- (a) one training step --------------------------------------------------------------------------
+
+def measure(spec: dict) -> dict:
+    """Worker: one (implementation, precision, compile, n) in this process."""
+    from compare_speed_memory import build, relative_l2
+
+    from petrov.train.compilation import compile_module, mark_step
+    from petrov.train.precision import autocast
+    from petrov.train.timing import clock
+
+    device = torch.device(spec["device"])
+    if spec["precision"] == "tf32":
+        torch.set_float32_matmul_precision("high")
+    impl, b, n, mode = spec["impl"], spec["batch"], spec["n"], spec["compile"]
+    torch.manual_seed(0)
+    model = build(impl, "galerkin").to(device).train()
+    net = compile_module(model, mode) if impl == "petrov" else model
+    generator = torch.Generator().manual_seed(1)
+    x, y = (torch.randn(b, n, 1, generator=generator).to(device) for _ in range(2))
+    pos = (torch.arange(n, dtype=torch.float32) / n).expand(b, n)[..., None].contiguous().to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=1e-4)
+    low = torch.bfloat16 if spec["precision"] == "bf16" else None
+
+    def step() -> None:
+        mark_step(mode)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, low):
+            out = net(x, None, pos, pos)["preds"] if impl == "reference" else net(x, pos)
+        relative_l2(out.float(), y).backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    memory = PeakMemory()
+    start = clock(device)
+    for _ in range(spec["warmup"]):
+        step()
+    warmup = clock(device) - start
+    blocks = []
+    for _ in range(3):
+        start = clock(device)
+        for _ in range(spec["steps"]):
+            step()
+        blocks.append((clock(device) - start) / spec["steps"])
+    peak = torch.cuda.max_memory_allocated(device) - base if cuda else memory.extra_bytes()
+    return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
+            "parameters": sum(p.numel() for p in params)}
+
+
+def reference_installed() -> bool:
+    try:
+        import galerkin_transformer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
+    cases = [("reference", p, "off") for p in args.precisions] if reference_installed() else []
+    cases += [("petrov", p, c) for p in args.precisions for c in args.compile]
+    if not reference_installed():
+        print("  reference: galerkin-transformer is not installed (pip install galerkin-transformer==0.2.1 "
+              "ipython, or pip install -e '.[bench]'); petrov alone")
+    rows = []
+    for n in args.n:
+        for impl, precision, mode in cases:
+            spec = {"impl": impl, "precision": precision, "compile": mode, "n": n, "batch": args.batch,
+                    "steps": args.steps, "warmup": args.warmup, "device": str(device)}
+            row = {k: spec[k] for k in ("impl", "precision", "compile", "n")}
+            row.update(run_worker(__file__, spec, timeout=args.timeout))
+            rows.append(row)
+            what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
+                    f"(warm-up {row['warmup_seconds']:.1f} s)") if "seconds_per_step" in row else row.get("error")
+            print(f"  {impl:<9} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
+    return rows
+
+
+def speed_report(rows: list[dict]) -> list[dict]:
+    ok = [r for r in rows if "seconds_per_step" in r]
+    print()
+    print(format_table(["implementation", "precision", "compile", "n", "ms/step", "peak extra GiB"],
+                       [[r["impl"], r["precision"], r["compile"], r["n"], f"{r['seconds_per_step'] * 1e3:.2f}",
+                         f"{r['peak_extra_bytes'] / 2**30:.3f}"] for r in ok]))
+    reference = {(r["precision"], r["n"]): r for r in ok if r["impl"] == "reference"}
+    ratios = []
+    for r in ok:
+        ref = reference.get((r["precision"], r["n"]))
+        if r["impl"] == "petrov" and ref is not None:
+            ratios.append({"precision": r["precision"], "compile": r["compile"], "n": r["n"],
+                           "speedup": ref["seconds_per_step"] / r["seconds_per_step"],
+                           "memory_ratio": r["peak_extra_bytes"] / max(ref["peak_extra_bytes"], 1)})
+    if ratios:
+        print("\npetrov vs reference (same precision, same n): speed-up and peak-memory ratio")
+        for q in ratios:
+            print(f"  {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} {q['speedup']:5.2f}x faster, "
+                  f"{q['memory_ratio']:5.2f}x the memory")
+    return ratios
+
+
+# --- (b) accuracy at an equal budget ----------------------------------------------------------------
+
+def accuracy(args: argparse.Namespace, out: Path) -> None:
+    """``compare_accuracy.py`` on Darcy at 85 with the GPU contenders (its own output and tables)."""
+    import compare_accuracy
+
+    mode = next((c for c in args.compile if c != "off"), "off")
+    argv = ["--problems", "darcy", "--contenders", *ACCURACY_CONTENDERS, "--device", args.device,
+            "--compile", mode, "--data-workers", str(args.data_workers), "--out", str(out),
+            "--data-dir", args.data_dir]
+    if args.budget_minutes is not None:
+        argv += ["--budget-minutes", str(args.budget_minutes)]
+    compare_accuracy.main(argv + (["--quick"] if args.quick else []))
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=["speed", "accuracy", "all"], default="all")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--n", type=int, nargs="+", default=None, help=f"points (default {N_FULL})")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    parser.add_argument("--compile", nargs="+", choices=["off", "default", "cuda-graphs"], default=None,
+                        help="petrov's run.compile settings to measure (default: off cuda-graphs on CUDA, off on the CPU)")
+    parser.add_argument("--steps", type=int, default=20, help="steps per timed block (3 blocks)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation, graph capture)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement process")
+    parser.add_argument("--budget-minutes", type=float, default=None,
+                        help="(b): training budget per contender (default 5; compare_accuracy's 0.05 with --quick)")
+    parser.add_argument("--data-workers", type=int, default=max(1, min(16, os.cpu_count() or 1)),
+                        help="(b): processes solving the Darcy data")
+    parser.add_argument("--data-dir", default="data/bench")
+    parser.add_argument("--out", default="bench-results/gpu.json", help="JSON of (a); (b) writes gpu-accuracy.json")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 steps: checks that everything runs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n = args.n or N_QUICK
+        args.steps, args.warmup = min(args.steps, 2), min(args.warmup, 1)
+    else:
+        args.n = args.n or N_FULL
+        if args.budget_minutes is None:
+            args.budget_minutes = 5.0
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    spec = worker_spec(argv)
+    if spec is not None:
+        emit_result(measure(spec))
+        return
+    args = parse(argv)
+    from petrov.train.distributed import resolve_device
+
+    device = resolve_device(args.device)
+    args.device = device.type
+    if args.compile is None:
+        args.compile = ["off", "cuda-graphs"] if device.type == "cuda" else ["off"]
+    if device.type != "cuda" and "cuda-graphs" in args.compile:
+        raise SystemExit("--compile cuda-graphs needs a CUDA device")
+    info = machine_info()
+    print_machine(info)
+    dev = device_info(device)
+    print(f"device: {dev['name']}" + (f" ({dev['memory_gb']} GiB, compute capability {dev['capability']})"
+                                       if "memory_gb" in dev else "")
+          + f"; torch {dev['torch']}, CUDA {dev['cuda']}, cuDNN {dev['cudnn']}"
+          + ("  [quick mode: tiny sizes, numbers meaningless]" if args.quick else ""))
+    out = Path(args.out)
+    result = {"benchmark": "gpu", "machine": info, "device": dev, "settings": vars(args),
+              "date": time.strftime("%Y-%m-%d")}
+    if args.part in ("speed", "all"):
+        print(f"\n(a) one training step of galerkin1d (reference config) vs the reference, batch {args.batch}, "
+              f"n = {', '.join(map(str, args.n))}")
+        rows = speed(args, device)
+        result.update(speed=rows, speed_ratios=speed_report(rows))
+        write_json(out, result)
+    if args.part in ("accuracy", "all"):
+        print(f"\n(b) accuracy at an equal budget on Darcy 85: {', '.join(ACCURACY_CONTENDERS)}")
+        accuracy(args, out.with_name(out.stem + "-accuracy.json"))
+    write_json(out, result)
+    print(f"\nwrote {out.resolve()}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Planning a run to a time budget: the number of epochs from a probe of the run itself.
+
+A OneCycle schedule is laid out over the whole run, so the number of epochs must be known before the
+first step.  ``train(config, run_dir, plan_epochs=fn)`` (a new run, not a resumed one) first runs
+``probe``: ``WARMUP_STEPS`` training steps and validation batches that are not timed (cuFFT
+plans, autotuning, compilation, CUDA graph capture), then ``PROBE_STEPS`` of each timed one by one with
+the device synchronized (``petrov.train.timing.clock``), on the run's own model, batches, device
+and compiled code -- the compiled code stays warm for the run -- and writes the epoch's checkpoints once
+into a temporary folder of the run directory (short epochs on a GPU spend a few percent there).  The model's weights and every random
+number generator are put back afterwards, and the optimizer and schedule are built afresh for the
+planned epochs, so a planned run trains exactly as a run configured with that many epochs.
+``fn(estimate)`` gets an ``EpochEstimate`` and returns the epochs (rank 0's answer is every rank's);
+``epochs_for_budget`` is the usual rule.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+
+from . import checkpoint as ckpt
+from . import timing
+from .metrics import score_batch
+from .step import EpochTotals
+from .timing import WARMUP_STEPS
+
+PROBE_STEPS = 5  # timed steps: the median of 5 is not moved by one slow step (a neighbour's spike)
+
+
+@dataclass(frozen=True)
+class EpochEstimate:
+    """One epoch's time from a probe: ``steps`` training steps of ``step_seconds`` (median, once warm),
+    ``eval_batches`` validation batches of ``eval_seconds`` and the checkpoints (``checkpoint_seconds``);
+    ``warmup_seconds``: what the probe's warm-up took (not part of an epoch's pace; the run does not pay
+    it again)."""
+
+    step_seconds: float
+    eval_seconds: float
+    steps: int
+    eval_batches: int
+    warmup_seconds: float
+    checkpoint_seconds: float = 0.0
+
+    @property
+    def epoch_seconds(self) -> float:
+        return self.steps * self.step_seconds + self.eval_batches * self.eval_seconds + self.checkpoint_seconds
+
+
+def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, cap: int | None = None) -> int:
+    """The epochs whose estimated time fills ``fraction`` of ``minutes`` (at least 1, at most ``cap``)."""
+    epochs = math.floor(fraction * 60.0 * minutes / estimate.epoch_seconds)
+    return max(1, epochs if cap is None else min(cap, epochs))
+
+
+def _first(source: Iterable, k: int) -> list:
+    """The first ``k`` items of ``source``, going through it again if it has fewer."""
+    out: list = []
+    while len(out) < k:
+        before = len(out)
+        for item in source:
+            out.append(item)
+            if len(out) == k:
+                break
+        if len(out) == before:
+            raise ValueError("nothing to probe: the split has no batch")
+    return out
+
+
+def _timed(run, items: list, warmup: int, device: torch.device) -> tuple[list[float], float]:
+    """``run(item)`` for each item, each between two synchronized clock readings: the times after the
+    first ``warmup`` items, and the time of those."""
+    times = []
+    for item in items:
+        start = timing.clock(device)
+        run(item)
+        times.append(timing.clock(device) - start)
+    return times[warmup:], sum(times[:warmup])
+
+
+def probe(trainer: Any, steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) -> EpochEstimate:
+    """Time ``trainer``'s training step and validation batch (see the module docstring); the weights and
+    the random number generators are as they were afterwards, the optimizer and schedule are not (build
+    them again: ``Trainer.plan`` does)."""
+    device = trainer.ctx.device
+    weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    rng = ckpt.rng_state()
+    try:
+        trainer.model.train()
+        totals = EpochTotals(device)
+        numbered = list(enumerate(_first(trainer.train_batches, warmup + steps), start=1))
+        step_times, warm = _timed(lambda nb: trainer.stepper.step(nb[1], nb[0], totals), numbered, warmup, device)
+        trainer.model.eval()
+        val = trainer.val_batches
+        noise = val.noise_for(trainer.operator.noise)
+        eval_times, eval_warm = _timed(
+            lambda b: score_batch(trainer.operator, b, noise, trainer.mode.metric, trainer.eval_net,
+                                  trainer.compile_mode), _first(val, warmup + steps), warmup, device)
+    finally:
+        trainer.model.load_state_dict(weights)
+        ckpt.set_rng_state(rng)
+        trainer.model.train()
+    return EpochEstimate(statistics.median(step_times), statistics.median(eval_times), len(trainer.train_batches),
+                         len(val), warm + eval_warm, _checkpoint_seconds(trainer))
+
+
+def _checkpoint_seconds(trainer: Any) -> float:
+    """What writing an epoch's ``best.pt`` and ``last.pt`` takes (rank 0 writes them; 0 elsewhere)."""
+    if not trainer.ctx.is_main:
+        return 0.0
+    trainer.run_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".probe-", dir=trainer.run_dir) as folder:
+        start = timing.clock(trainer.ctx.device)
+        trainer.write_checkpoints(Path(folder), True, [ckpt.rng_state()])
+        return timing.clock(trainer.ctx.device) - start
+
+
+__all__ = ["EpochEstimate", "PROBE_STEPS", "epochs_for_budget", "probe"]

@@ -1,0 +1,118 @@
+"""Time on any device: the clock, the warm-up, and the time budget (``run.time_budget_minutes``).
+
+A CUDA device runs the work the host queued for it later, so the host's clock says when the work was
+queued, not when it was done: ``clock`` waits for the device (``torch.cuda.synchronize``) before it
+reads the time.  It is read at epoch boundaries and around the first steps only -- a synchronization
+per step would keep the host from running ahead of the device.
+
+The first steps of a process are not like the others: cuFFT plans, cuBLAS autotuning, the compilation
+of ``run.compile`` and the capture of CUDA graphs happen there (seconds to minutes against milliseconds
+per step).  ``WarmupTimer`` times the first ``WARMUP_STEPS`` steps of the process one by one;
+an epoch's *steady* time (``EpochTime.steady``) is its later steps' pace extrapolated to all its
+steps.  ``Budget`` stops a run when the time spent plus the next epoch's steady estimate would pass
+the budget: the warm-up counts as time spent (it was spent) but not as the pace of later epochs.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+# CUDA graphs under torch.compile(mode="reduce-overhead") run a step eagerly, then record it, then replay:
+# the third step is the first at the steady pace
+WARMUP_STEPS = 3
+
+
+def clock(device: torch.device) -> float:
+    """Seconds on a monotonic clock once ``device`` has finished the work queued so far."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+@dataclass(frozen=True)
+class EpochTime:
+    """Where an epoch's time went: ``train`` seconds over ``steps`` steps (of which the first
+    ``warmup_steps`` took ``warmup`` seconds) and ``validation`` seconds."""
+
+    train: float
+    validation: float
+    steps: int
+    warmup: float = 0.0
+    warmup_steps: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.train + self.validation
+
+    def steady(self) -> float:
+        """The epoch at the pace of its steps after the warm-up: ``(train − warmup) / (steps − warmup_steps)``
+        per step, times ``steps``, plus the validation.  An epoch with no step after its warm-up is
+        taken as it was (nothing to extrapolate from)."""
+        if self.warmup_steps == 0 or self.steps <= self.warmup_steps:
+            return self.seconds
+        per_step = (self.train - self.warmup) / (self.steps - self.warmup_steps)
+        return per_step * self.steps + self.validation
+
+
+class WarmupTimer:
+    """Times the first ``steps`` steps of a process one by one (each ``step`` block between two
+    ``clock`` readings); later steps pass untimed.  ``take`` returns what the current epoch spent
+    in warm-up steps and how many, and starts the next epoch's count."""
+
+    def __init__(self, device: torch.device, steps: int = WARMUP_STEPS):
+        self.device, self.left = device, steps
+        self.seconds, self.count = 0.0, 0
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        if self.left <= 0:
+            yield
+            return
+        start = clock(self.device)
+        yield
+        self.seconds += clock(self.device) - start
+        self.count += 1
+        self.left -= 1
+
+    def take(self) -> tuple[float, int]:
+        seconds, count = self.seconds, self.count
+        self.seconds, self.count = 0.0, 0
+        return seconds, count
+
+
+class Budget:
+    """``run.time_budget_minutes`` (None: no budget) as a stop rule, measured from ``start``."""
+
+    def __init__(self, minutes: float | None, device: torch.device):
+        self.seconds = None if minutes is None else 60.0 * minutes
+        self.device = device
+        self.started = 0.0
+        self.epochs: list[EpochTime] = []
+
+    def start(self) -> None:
+        self.started = clock(self.device)
+
+    def elapsed(self) -> float:
+        return clock(self.device) - self.started
+
+    def record(self, epoch: EpochTime) -> None:
+        self.epochs.append(epoch)
+
+    def next_epoch(self) -> float:
+        """The next epoch's estimate: the first epoch's steady time while it is the only one, then the
+        slowest of the later epochs (the first, which holds the warm-up, no longer counts)."""
+        if not self.epochs:
+            return 0.0
+        later = self.epochs[1:] or self.epochs
+        return max(e.steady() for e in later)
+
+    def exhausted(self) -> bool:
+        """Whether another epoch would end past the budget."""
+        return self.seconds is not None and self.elapsed() + self.next_epoch() > self.seconds
+
+
+__all__ = ["Budget", "EpochTime", "WARMUP_STEPS", "WarmupTimer", "clock"]
