@@ -36,6 +36,7 @@ from ..common.config import asdict, from_dict
 from ..common.files import write_json
 from ..common.quick import QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
 from ..datasets.noise import InputNoise
+from .distributed import DEFAULT_TIMEOUT_MINUTES
 from .rollout import training_mode
 
 if sys.version_info >= (3, 11):
@@ -141,6 +142,9 @@ class RunConfig:
     # continue a finished run: start from the weights of that run's best.pt (same model name and
     # options), with this config's fresh optimizer and schedule
     init_from: str | None = None
+    # a distributed run: how long a process waits in a collective for the others before the run stops with
+    # an error naming what happened (torch's own defaults: 30 minutes for gloo, 10 for NCCL)
+    collective_timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES
 
 
 @dataclass
@@ -155,7 +159,7 @@ class TrainConfig:
 # Keys that may differ between a run and its resumption (they do not change the result).
 RUNTIME_KEYS = {
     "run.device", "run.num_workers", "run.threads", "run.progress", "run.time_budget_minutes", "run.tensorboard",
-    "run.eval_batch_size", "run.compile",
+    "run.eval_batch_size", "run.compile", "run.collective_timeout_minutes",
 }
 
 
@@ -241,6 +245,8 @@ def _check_run(r: RunConfig) -> None:
             raise ValueError(f"run.{key} must be {what}an integer >= {minimum}, got {value}")
     if r.time_budget_minutes is not None and not r.time_budget_minutes > 0:
         raise ValueError(f"run.time_budget_minutes must be > 0 (or left out), got {r.time_budget_minutes}")
+    if not r.collective_timeout_minutes > 0:
+        raise ValueError(f"run.collective_timeout_minutes must be > 0, got {r.collective_timeout_minutes}")
 
 
 def _check_values(cfg: TrainConfig) -> None:
