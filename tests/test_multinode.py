@@ -244,3 +244,39 @@ def test_an_error_on_one_rank_is_named_by_the_other(project):
     assert lines == ["petrov train: error: an injected failure",
                      "petrov train: error: rank 0 of 2 stopped: rank 1 failed (ValueError: an injected failure); "
                      "continue with the same command and --resume (from failed/last.pt)"]
+
+
+@LINUX
+def test_the_slurm_job_script_stops_requeues_and_continues(project, tmp_path):
+    """examples/slurm/train.sbatch under stand-ins of srun (runs its command) and scontrol (one node;
+    a requeue is recorded): SIGTERM to the script, as --signal=B:TERM sends it, stops the training and
+    requeues the job; the requeued script continues the run to the weights of an uninterrupted one."""
+    script = Path(__file__).resolve().parent.parent / "examples" / "slurm" / "train.sbatch"
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "srun").write_text('#!/bin/bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+    (bin_ / "scontrol").write_text('#!/bin/bash\nif [ "$1" = show ]; then echo 127.0.0.1; '
+                                   'else echo "$*" >> "$REQUEUED"; fi\n')
+    for tool in bin_.iterdir():
+        tool.chmod(0o755)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "node1", "SLURM_NNODES": "1", "SLURM_GPUS_ON_NODE": "1",
+           "PETROV_RDZV_PORT": str(free_port()), "REQUEUED": str(tmp_path / "requeued")}
+
+    def job() -> subprocess.Popen:
+        return subprocess.Popen(["bash", str(script), "tiny.toml", "job"], cwd=project, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+    first = job()
+    wait_for((project / "job" / "last.pt").exists, what="the first epoch's checkpoint")
+    os.kill(first.pid, signal.SIGTERM)
+    (code, out, err), = finish([first], timeout=120)
+    assert code == 0 and (tmp_path / "requeued").read_text() == "requeue 42\n", out + err
+    assert "nothing to resume in job" in out and "petrov train: terminated" in err
+    assert len(rows(project / "job")) < 3
+    (code, out, err), = finish([job()], timeout=240)
+    assert code == 0, err[-3000:]
+    assert "resuming job/last.pt" in out and len(rows(project / "job")) == 3
+    resumed, straight = weights(project / "job"), weights(project / "single")
+    for key in straight:
+        assert torch.equal(resumed[key], straight[key]), key

@@ -29,7 +29,7 @@ from ..datasets.mesh.storage import is_mesh_file
 from . import distributed as dist_
 from .config import DataConfig
 
-CHECK_BYTES = 2**26  # a check reads this many bytes of samples at a time
+CHECK_BYTES = 2**23  # a check reads this many bytes of samples at a time (a few copies of it are held)
 
 
 def _merged(parts: list[tuple[int, Any]]) -> PointwiseGaussianNormalizer:
