@@ -33,20 +33,40 @@ demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers
 
 # The documentation site (mkdocs-material + mkdocstrings, pinned in the "docs" extra), offline and
-# strict: every warning fails the build. The API reference reads the package as it installs (the
-# top-level folders as petrov.*), staged in build/docs-src; the gallery's figures come from quick runs
-# of the examples (docs/gallery.py); every public name must have its entry (docs/check_api.py).
+# strict: every warning fails the build, an unresolved cross-reference included. The API reference reads
+# the package as it installs (the top-level folders as petrov.*), staged in build/docs-src; the hooks in
+# docs/hooks/ add a page per module, model and mixer and the config-file reference, and typeset the
+# formulas. The gallery's figures are committed with the facts of the trained runs they were drawn
+# from (docs/gallery/); docs/gallery.py only writes the page, and `python docs/gallery.py --train`
+# redraws them. docs/check_site.py then checks the built site (every public name documented, no raw
+# Sphinx role, no broken table, search from the file system).
 # The repository root is the package: the staging folder is named petrov, as mkdocstrings looks it up.
+#
+# The search box of the site opened from the file system (site/index.html) runs its worker through the
+# iframe-worker shim that mkdocs-material's offline plugin expects (the plugin would otherwise load it
+# from a CDN whenever a page is read): fetched once from the npm registry with npm, pinned and checked.
+IFRAME_WORKER_VERSION := 1.0.4
+IFRAME_WORKER_SHA256 := e8c5d12d87829c503afba01d67772ea9f4aba5b7ae57a0c98e1917711030efbb
+DOCS_VENDOR := $(VENV)/share/petrov-docs
+
 $(VENV)/.installed-docs: $(VENV)/.installed
 	$(BIN)/pip install --quiet ".[docs]"
 	touch $@
 
-docs: $(VENV)/.installed-docs
-	rm -rf build/docs-src && mkdir -p build/docs-src/petrov && cp __init__.py __main__.py build/docs-src/petrov/
-	for d in $(PACKAGES); do ln -s "$(CURDIR)/$$d" build/docs-src/petrov/$$d; done
-	OMP_NUM_THREADS=2 $(BIN)/python docs/gallery.py
+$(DOCS_VENDOR)/iframe-worker-shim.js: $(BIN)/python
+	@command -v npm >/dev/null || { echo "make docs needs npm (Node.js) to fetch iframe-worker"; exit 1; }
+	mkdir -p $(DOCS_VENDOR)
+	cd $(DOCS_VENDOR) && npm pack --silent "iframe-worker@$(IFRAME_WORKER_VERSION)" >/dev/null
+	echo "$(IFRAME_WORKER_SHA256)  $(DOCS_VENDOR)/iframe-worker-$(IFRAME_WORKER_VERSION).tgz" | sha256sum --check --quiet
+	tar -xzOf $(DOCS_VENDOR)/iframe-worker-$(IFRAME_WORKER_VERSION).tgz package/shim/index.js > $@.tmp
+	mv $@.tmp $@
+
+docs: $(VENV)/.installed-docs $(DOCS_VENDOR)/iframe-worker-shim.js
+	rm -rf build/docs-src && mkdir -p build/docs-src/petrov
+	for f in __init__.py __main__.py $(PACKAGES); do ln -s "$(CURDIR)/$$f" build/docs-src/petrov/$$f; done
+	$(BIN)/python docs/gallery.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python docs/check_api.py site
+	$(BIN)/python docs/check_site.py site
 
 clean:
-	rm -rf $(VENV) build site docs/gallery/*/ *.egg-info
+	rm -rf $(VENV) build site *.egg-info

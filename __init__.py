@@ -2,21 +2,21 @@
 Petrov–Galerkin projection.
 
 The repository's root folder is this package: each top-level folder is a subpackage of the same name
-(``operators/`` is :mod:`petrov.operators`), and every import inside the package is relative, so it
+(``operators/`` is [`petrov.operators`][]), and every import inside the package is relative, so it
 resolves in the source tree as it does once installed. One room per concept:
 
-- :mod:`petrov.operators`: attention (layer, normalizations, mixers), spectral layers, blocks,
+- [`petrov.operators`][]: attention (layer, normalizations, mixers), spectral layers, blocks,
   grid transfers and the operator models (registered by name);
-- :mod:`petrov.datasets`: PDE solvers and data recipes, dataset files, loading, importing, normalizers;
-- :mod:`petrov.train`: configs, the training loop, checkpoints, the trained operator;
-- :mod:`petrov.evaluate`: trained operators at several resolutions, tables and figures;
-- :mod:`petrov.inverse`: coefficient identification from observed solutions;
-- :mod:`petrov.cli`: the ``petrov`` command (``python -m petrov``);
-- :mod:`petrov.common`: registries, strict configs, atomic files, progress bars, versions.
+- [`petrov.datasets`][]: PDE solvers and data recipes, dataset files, loading, importing, normalizers;
+- [`petrov.train`][]: configs, the training loop, checkpoints, the trained operator;
+- [`petrov.evaluate`][]: trained operators at several resolutions, tables and figures;
+- [`petrov.inverse`][]: coefficient identification from observed solutions;
+- [`petrov.cli`][]: the ``petrov`` command (``python -m petrov``);
+- [`petrov.common`][]: registries, strict configs, atomic files, progress bars, versions.
 
-petrov logs through :mod:`logging` (one logger per module, ``petrov.<package>.<module>``); the
+petrov logs through ``logging`` (one logger per module, ``petrov.<package>.<module>``); the
 ``NullHandler`` below keeps the library quiet until an application configures logging (the
-``petrov`` command does, see :mod:`petrov.cli.console`).
+``petrov`` command does, see [`petrov.cli.console`][]).
 """
 import logging
 

@@ -1,7 +1,7 @@
 """What the ``petrov`` command (and the example scripts) show on the terminal: logging set-up.
 
 The library logs (``logging.getLogger(__name__)`` in each module, quiet by default); an application
-turns the messages on. :func:`console_logging` does it for the command line, for the duration of one
+turns the messages on. [`console_logging`][] does it for the command line, for the duration of one
 command:
 
 - INFO lines (epoch lines, "generating N samples", saved-file notices) go to stdout as the bare

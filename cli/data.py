@@ -1,11 +1,13 @@
-"""``petrov generate KIND ...``, ``petrov import`` and ``petrov info FILE``.
+"""``petrov generate KIND ...``, ``petrov merge``, ``petrov import`` and ``petrov info FILE``.
 
 Each registered dataset kind, grid (``recipes.RECIPES``) or mesh (``mesh.recipes.MESH_RECIPES``), gets its
 own ``generate`` sub-command whose equation options are made from its parameter dataclass (``--nu``,
 ``--t``, ``--averaging``, ``--coarse-resolution``, ``--h``, ...), so a new recipe needs no CLI code; mesh
-kinds have no ``--resolution``. ``petrov import`` takes arrays on a grid (``--x/--y/--grid``) or meshes
-(``--mesh FILE ... --x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
-reported by ``train/cli.py``.
+kinds have no ``--resolution``. ``--shard K/N`` (or ``--indices A:B``) writes one shard of the samples
+and ``petrov merge SHARDS... -o FILE`` the whole file from the shards (``petrov.datasets.shards``).
+``petrov import`` takes arrays on a grid (``--x/--y/--grid``) or meshes (``--mesh FILE ...
+--x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
+reported by ``petrov.cli.main``.
 """
 from __future__ import annotations
 
@@ -39,19 +41,43 @@ def _generate(args: argparse.Namespace) -> int:
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
     path = generate_dataset(
         args.kind, args.output, args.n_samples, getattr(args, "resolution", None),  # mesh kinds have none
-        args.seed, overwrite=args.overwrite, chunk_size=args.chunk_size, workers=args.workers,
-        progress=not args.no_progress, **params,
+        args.seed, shard=args.shard, indices=args.indices, overwrite=args.overwrite, chunk_size=args.chunk_size,
+        workers=args.workers, progress=not args.no_progress, **params,
     )
     print(f"wrote {path}")
     return 0
 
 
-def _generate_hint(args: argparse.Namespace) -> str:
-    """What an interrupted generation says (one line, by ``petrov.cli.main``)."""
-    from ..datasets.storage import partial_path
+def _resume_hint(args: argparse.Namespace) -> str:
+    """What an interrupted generation or merge says (one line, by ``petrov.cli.main``)."""
+    from ..datasets.hdf5_files import partial_path
 
     partial = partial_path(args.output)
     return f"rerun the same command to resume from {partial}" if partial.exists() else ""
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from ..datasets.merging import merge_shards
+
+    path = merge_shards(args.shards, args.output, overwrite=args.overwrite, chunk_size=args.chunk_size,
+                        progress=not args.no_progress)
+    print(f"wrote {path}")
+    return 0
+
+
+def _add_merge(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "merge", help="merge the shards of a dataset (petrov generate ... --shard K/N) into one file",
+        description="Write the whole dataset file from its shards, identical (samples, attributes, content hash) "
+        "to one `petrov generate` of all the samples. The shards are checked first: all of one dataset, each "
+        "sample in exactly one shard, each shard's samples matching its content hash.",
+        epilog="example: petrov merge shards/darcy-*.h5 -o data/darcy-421.h5")
+    p.add_argument("shards", nargs="+", metavar="SHARD", help="the shard files, in any order")
+    p.add_argument("-o", "--output", required=True, help="output file, e.g. data/darcy-421.h5")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--chunk-size", type=int, default=None, help="samples copied at a time")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_merge, resume_hint=_resume_hint)
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -160,11 +186,7 @@ def _info(args: argparse.Namespace) -> int:
     if info.get("layout") == "mesh":
         print("\n".join(_mesh_info_lines(info)))
         return 0
-    status = "complete" if info["complete"] else "INCOMPLETE (rerun the generation to resume)"
-    lines = [
-        f"file:        {info['path']} ({info['source']})",
-        f"kind:        {info['kind']}",
-        f"samples:     {info['n_complete']} of {info['n_samples']} ({status})",
+    lines = _head_lines(info) + [
         f"x, y shape:  {info['x_shape']}, {info['y_shape']}",
         f"grid:        {info['grid']}, native resolution {info['native_resolution']}",
         f"resolutions: {', '.join(map(str, info['resolutions']))}",
@@ -175,14 +197,24 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mesh_info_lines(info: dict) -> list[str]:
+def _head_lines(info: dict) -> list[str]:
+    """The file, its kind, its samples (and, for a shard, which of the dataset's)."""
     status = "complete" if info["complete"] else "INCOMPLETE (rerun the generation to resume)"
     lines = [
         f"file:        {info['path']} ({info['source']})",
         f"kind:        {info['kind']}",
         f"samples:     {info['n_complete']} of {info['n_samples']} ({status})",
-        "meshes:      nodes per sample (min / mean / max), mean triangles",
     ]
+    attrs = info["attrs"]
+    if "shard_start" in attrs:
+        label = f"{attrs['shard']}: " if attrs.get("shard") else ""
+        lines.append(f"shard:       {label}samples {attrs['shard_start']}..{attrs['shard_stop'] - 1} of the dataset's "
+                     f"{attrs['total_samples']} (petrov merge joins the shards into the whole file)")
+    return lines
+
+
+def _mesh_info_lines(info: dict) -> list[str]:
+    lines = _head_lines(info) + ["meshes:      nodes per sample (min / mean / max), mean triangles"]
     for name, level in info["levels"].items():
         nodes, triangles = level["nodes"], level["triangles"]
         counts = (f"{nodes['min']:,} / {nodes['mean']:,.0f} / {nodes['max']:,} nodes, {triangles['mean']:,.0f} "
@@ -209,16 +241,23 @@ def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None
                    help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
     p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    part = p.add_mutually_exclusive_group()
+    part.add_argument("--shard", metavar="K/N", help="write only shard K of N (K counts from 0, as "
+                      "$SLURM_ARRAY_TASK_ID with --array=0-(N-1) or $JOB_COMPLETION_INDEX): the K-th of N "
+                      "contiguous ranges of the samples, into a shard file for petrov merge")
+    part.add_argument("--indices", metavar="A:B", help="write only the samples A..B-1, into a shard file for "
+                      "petrov merge")
     hints = typing.get_type_hints(recipe.params_cls)
     group = p.add_argument_group("equation parameters")
     for field in dataclasses.fields(recipe.params_cls):
         _param_option(group, field, hints[field.name])
-    p.set_defaults(func=_generate, resume_hint=_generate_hint)
+    p.set_defaults(func=_generate, resume_hint=_resume_hint)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     gen = sub.add_parser("generate", help="generate a Burgers / Darcy / inverse-Darcy / Darcy-on-meshes dataset (HDF5)",
-                         description="Generate a dataset into an HDF5 file; an interrupted run resumes when rerun.")
+                         description="Generate a dataset into an HDF5 file; an interrupted run resumes when rerun. "
+                         "--shard K/N generates one shard of it (a job-array task), petrov merge joins the shards.")
     kinds = gen.add_subparsers(dest="kind", metavar="KIND", required=True)
     for registry, mesh in ((RECIPES, False), (MESH_RECIPES, True)):
         for name in registry:
@@ -226,6 +265,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             if recipe.generatable:  # imported data: `petrov import`
                 _add_generate(kinds, recipe, mesh)
 
+    _add_merge(sub)
     _add_import(sub)
 
     info = sub.add_parser("info", help="show what a dataset file (grid or mesh .h5, or FNO .mat) holds")

@@ -13,12 +13,14 @@ end, so the same command after an interruption continues where it stopped.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..common.quick import QUICK_ITERATIONS, quick_mode
 from ..evaluate import parse_indices
 from ..inverse import InversionConfig
 from ..inverse.api import invert
 from ..inverse.methods import METHODS
+from ..inverse.runner import PARTIAL
 from ..train.config import parse_override
 
 
@@ -56,6 +58,12 @@ def _run(args: argparse.Namespace) -> int:
           + ", ".join(f"{k} {v:.4g}" for k, v in summary.items() if k != "n"))
     print("wrote " + ", ".join(str(p) for p in result.files))
     return 0
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """What an interrupted inversion says (one line, by ``petrov.cli.main``)."""
+    partial = Path(args.out) / PARTIAL
+    return f"rerun the same command to continue from the finished chunks in {partial}" if partial.is_dir() else ""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -103,4 +111,4 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "discrepancy, steps, lr, prior_std, ...: the fields of petrov.inverse.InversionConfig)")
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--overwrite", action="store_true", help="write into DIR even if it holds other files")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, resume_hint=_resume_hint)

@@ -4,16 +4,17 @@ Each command group is a module of this package exposing ``register(subparsers)``
 parsers and sets ``func`` (called with the parsed args, returning an exit code); ``COMMAND_GROUPS``
 lists them in the order ``petrov --help`` shows them.  Adding a command group is one entry here.
 
-Exit status: 0 success; 2 usage error (argparse's, or :class:`~petrov.cli.usage.UsageError` raised by a command); 1 any
+Exit status: 0 success; 2 usage error (argparse's, or [`UsageError`][] raised by a command); 1 any
 other failure, reported as one line ``petrov COMMAND: error: ...`` on stderr (``petrov --debug ...``
 shows the traceback instead; a full disk's line also says how to resume, where a command can); 130 on
 Ctrl-C and 143 on SIGTERM, after one line saying so (and how to resume), with the command's locks
-removed and its partial files kept (worker processes stay quiet: :mod:`petrov.common.interrupts`).
+removed and its partial files kept (worker processes stay quiet: [`petrov.common.interrupts`][]).
 Output cut short by a closed pipe (``petrov info F | head``, ``petrov train ... | head -1``) ends
-quietly with the status 141 a SIGPIPE would give.
+quietly with the status 141 a SIGPIPE would give; a standard output closed from the start (``>&-``) is
+an error (status 1) before any work.
 
 Output: results are printed on stdout; the library's log lines (epoch lines, notices) go to stdout at
-the default level INFO, warnings to stderr (see :mod:`petrov.cli.console`). ``petrov -q COMMAND``
+the default level INFO, warnings to stderr (see [`petrov.cli.console`][]). ``petrov -q COMMAND``
 shows warnings and errors only, ``petrov -v COMMAND`` adds DEBUG lines.
 """
 from __future__ import annotations
@@ -36,13 +37,14 @@ COMMAND_GROUPS = [catalog, data, training, inverse]
 WORKFLOW = """\
 the workflow (each step writes files the next one reads):
   1. data      petrov generate burgers --n-samples 700 --resolution 8192 -o data/burgers-8192.h5
-               (or petrov import your own arrays; petrov info FILE shows what a file holds)
+               (or petrov import your own arrays; petrov info FILE shows what a file holds;
+               on a cluster: one --shard K/N per task, then petrov merge)
   2. train     petrov train burgers-quick --out runs/burgers      (a preset: petrov presets, or a .toml)
   3. evaluate  petrov evaluate runs/burgers --resolutions 256,1024,8192   (test split, any grid)
   4. invert    petrov invert ...  (inverse Darcy: recover the coefficient from observed solutions)
 
   petrov models / mixers / presets list what each name is for; petrov COMMAND --help for options.
-  Exit status: 0 success, 2 usage error, 1 other failure, 130 interrupted.
+  Exit status: 0 success, 2 usage error, 1 other failure, 130 interrupted, 143 terminated (SIGTERM).
   PETROV_QUICK=1 runs any command at toy size (a check that a workflow runs, not a result)."""
 
 
@@ -74,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    if sys.stdout is None:  # started with its standard output closed (petrov info F >&-): nowhere for results
+        print(f"petrov {args.command}: error: standard output is closed (`>&-`); send it somewhere instead, "
+              f"e.g. `> /dev/null` to discard it or `> petrov.log` to keep it", file=sys.stderr)
+        return 1
     try:
         with stop_on_signals(), console_logging(level_for(args.verbose, args.quiet)):
             code = int(args.func(args) or 0)

@@ -9,8 +9,8 @@
     petrov evaluate RUN_DIR --data FILE.h5 --resolutions 256,512,1024,2048,4096,8192
                     [--indices test|a:b|all] [--device auto|cpu|cuda] [--batch-size N] [--no-plots]
 
-The work is done by :func:`petrov.train.trainer.train` and
-:func:`petrov.evaluate.run_evaluation`; this module parses arguments and prints the results
+The work is done by [`petrov.train.trainer.train`][] and
+[`petrov.evaluate.run_evaluation`][]; this module parses arguments and prints the results
 (the library's notices, such as epoch lines and written files, are log lines: see ``train/cli.py``).
 """
 from __future__ import annotations

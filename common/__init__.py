@@ -1,11 +1,11 @@
 """petrov.common: the small utilities every part of petrov shares.
 
-- :mod:`.registry`: ``Registry``, named tables (mixers, models, solvers, recipes) with typo hints;
-- :mod:`.config`: strict dataclass configs (``from_dict``/``asdict``: unknown keys are errors);
-- :mod:`.files`: atomic writes (temp file, fsync, rename) for every file petrov writes;
-- :mod:`.dtypes`: ``upcast``, the one rule for computing sums of 16-bit tensors in float32;
-- :mod:`.host`: ``to_numpy``, the one way a tensor that may live on a device comes back to the host;
-- :mod:`.version`: the installed petrov version;
-- :mod:`.progress`: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook);
-- :mod:`.moved`: the module paths of petrov 0.1 that moved, importable until petrov 0.3.0.
+- [`registry`][]: ``Registry``, named tables (mixers, models, solvers, recipes) with typo hints;
+- [`config`][]: strict dataclass configs (``from_dict``/``asdict``: unknown keys are errors);
+- [`files`][]: atomic writes (temp file, fsync, rename) for every file petrov writes;
+- [`dtypes`][]: ``upcast``, the one rule for computing sums of 16-bit tensors in float32;
+- [`host`][]: ``to_numpy``, the one way a tensor that may live on a device comes back to the host;
+- [`version`][]: the installed petrov version;
+- [`progress`][]: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook);
+- [`moved`][]: the module paths of petrov 0.1 that moved, importable until petrov 0.3.0.
 """

@@ -1,22 +1,22 @@
 """The one write path: a reader never sees a half-written file, a failure keeps the old one and says why.
 
 Every file petrov writes (checkpoints, configs, logs, metrics, figures, HDF5 files, benchmark tables)
-goes through :func:`atomic_path`:
+goes through [`atomic_path`][]:
 
 1. the writer fills a temporary file ``.NAME.petrov-XXXXXXXX.tmp`` in the target's directory, holding
    an ``flock`` on it while it writes;
 2. every error is raised there, a full disk (``ENOSPC``, a quota, the file-size limit) as
-   :class:`NoSpace` saying what was needed and what is free; HDF5 errors that h5py reports only when
-   it frees an object are caught by :func:`unraisable_errors` and raised too;
+   [`NoSpace`][] saying what was needed and what is free; HDF5 errors that h5py reports only when
+   it frees an object are caught by [`unraisable_errors`][] and raised too;
 3. the file is flushed to disk (``fsync``), given the mode a plain ``open()`` would give
    (``0666 & ~umask``, not ``mkstemp``'s ``0600``) and renamed over the target (``os.replace`` is
    atomic within one file system); the directory entry is synced too, so the rename survives a power cut.
 
 On any failure the temporary file is removed and the target is untouched.  A writer killed outright
 (kill -9, power cut) leaves its temporary file behind; the next write into that directory removes it
-(its lock is free).  :func:`atomic_write` writes bytes or text this way; :func:`write_json`,
-:func:`write_csv` the two text formats.  :func:`exclusive_lock` keeps two writers of one target apart;
-:func:`check_writable`, :func:`ensure_dir`, :func:`require_file` and :func:`require_dir` check paths
+(its lock is free).  [`atomic_write`][] writes bytes or text this way; [`write_json`][],
+[`write_csv`][] the two text formats.  [`exclusive_lock`][] keeps two writers of one target apart;
+[`check_writable`][], [`ensure_dir`][], [`require_file`][] and [`require_dir`][] check paths
 before the work, with messages that say what is wrong.
 """
 from __future__ import annotations
@@ -74,13 +74,13 @@ def format_size(n_bytes: float) -> str:
 def free_space(path: str | os.PathLike) -> int | None:
     """Bytes free for this user on the file system holding ``path`` (or its nearest existing parent)."""
     try:
-        return shutil.disk_usage(_existing_ancestor(Path(path))).free
+        return shutil.disk_usage(existing_ancestor(Path(path))).free
     except OSError:
         return None
 
 
 def no_space_message(path: str | os.PathLike, needed: int | None = None, code: int = errno.ENOSPC) -> str:
-    """What :class:`NoSpace` says: the cause, the file, needed and free bytes, what to do."""
+    """What [`NoSpace`][] says: the cause, the file, needed and free bytes, what to do."""
     path = Path(path)
     if code == errno.EFBIG:
         return (f"file size limit reached writing {path} (the shell's `ulimit -f`); raise the limit or "
@@ -104,7 +104,7 @@ def _errno(err: BaseException) -> int | None:
 
 
 def as_no_space(err: BaseException, path: str | os.PathLike, needed: int | None = None) -> NoSpace | None:
-    """``err`` as a :class:`NoSpace` if it is a full disk, quota or file-size limit, else None."""
+    """``err`` as a [`NoSpace`][] if it is a full disk, quota or file-size limit, else None."""
     if isinstance(err, NoSpace):
         return err
     code = _errno(err)
@@ -116,7 +116,7 @@ def as_no_space(err: BaseException, path: str | os.PathLike, needed: int | None 
 
 
 def require_space(path: str | os.PathLike, needed: int) -> None:
-    """:class:`NoSpace` now if the file system of ``path`` has less than ``needed`` bytes free: for
+    """[`NoSpace`][] now if the file system of ``path`` has less than ``needed`` bytes free: for
     writers that must not meet a full disk half-way (HDF5 cannot be relied on to recover from one)."""
     free = free_space(Path(path).parent)
     if free is not None and needed > free:
@@ -125,7 +125,7 @@ def require_space(path: str | os.PathLike, needed: int) -> None:
 
 @contextlib.contextmanager
 def reporting_no_space(path: str | os.PathLike, needed: int | None = None) -> Iterator[None]:
-    """Turn a full disk inside the block into :class:`NoSpace` naming ``path`` (other errors pass)."""
+    """Turn a full disk inside the block into [`NoSpace`][] naming ``path`` (other errors pass)."""
     try:
         yield
     except _WRITE_ERRORS as err:
@@ -259,7 +259,7 @@ def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[
     """Yield a temporary path next to ``path``; if the block succeeds, it becomes ``path``.
 
     ``with atomic_path("best.pt") as tmp: write(tmp)``.  On an exception the temporary file is
-    removed and ``path`` is untouched; a full disk is a :class:`NoSpace` naming ``path`` and, when
+    removed and ``path`` is untouched; a full disk is a [`NoSpace`][] naming ``path`` and, when
     ``needed`` (bytes) is given, how much it needs.  Missing parent folders are created (the one rule
     for every output path); a file where a folder must be is a ``NotADirectoryError``, an unwritable
     folder a ``PermissionError``, an existing directory at ``path`` an ``IsADirectoryError``.
@@ -268,7 +268,7 @@ def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[
     path = Path(path)
     directory = path.parent
     if not directory.is_dir():
-        blocker = _existing_ancestor(directory)
+        blocker = existing_ancestor(directory)
         if not blocker.is_dir():
             raise NotADirectoryError(f"cannot write {path}: {str(blocker)!r} is a file, not a directory")
         with reporting_no_space(path):
@@ -314,7 +314,7 @@ def write_csv(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], fields
 # --- one writer per target ------------------------------------------------------------------------
 
 class Locked(RuntimeError):
-    """Another process is writing the same target (see :func:`exclusive_lock`)."""
+    """Another process is writing the same target (see [`exclusive_lock`][])."""
 
 
 @contextlib.contextmanager
@@ -323,7 +323,7 @@ def exclusive_lock(target: str | os.PathLike, what: str = "written") -> Iterator
 
     The lock is ``fcntl.flock`` on a small file ``.NAME.lock`` beside ``target`` (which may not exist
     yet), holding the owner's pid; the kernel releases it when the holder exits, even on kill -9, so
-    a stale lock file never blocks.  A second writer gets :class:`Locked` at once, naming the pid.
+    a stale lock file never blocks.  A second writer gets [`Locked`][] at once, naming the pid.
     The holder removes the file when it is done; a writer that locked a file removed meanwhile
     (it checks the inode) tries again on the new one.  Where ``fcntl`` does not exist (Windows) no
     lock is taken.
@@ -364,7 +364,7 @@ def exclusive_lock(target: str | os.PathLike, what: str = "written") -> Iterator
 
 
 def lock_holder(target: str | os.PathLike) -> int | None:
-    """The pid holding :func:`exclusive_lock` on ``target`` now, None if nobody holds it."""
+    """The pid holding [`exclusive_lock`][] on ``target`` now, None if nobody holds it."""
     if fcntl is None:  # pragma: no cover - not POSIX
         return None
     target = Path(target)
@@ -384,7 +384,8 @@ def lock_holder(target: str | os.PathLike) -> int | None:
 
 # --- paths checked before the work ----------------------------------------------------------------
 
-def _existing_ancestor(path: Path) -> Path:
+def existing_ancestor(path: Path) -> Path:
+    """``path`` (made absolute) or its nearest parent that exists."""
     path = path.absolute()
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -396,7 +397,7 @@ def check_writable(path: str | os.PathLike, what: str = "directory") -> None:
     where it would be created) cannot be written: before the work, not after.  A file at ``path`` (or
     at a parent) is a ``NotADirectoryError``, an unwritable directory a ``PermissionError``."""
     path = Path(path)
-    base = _existing_ancestor(path)
+    base = existing_ancestor(path)
     if not base.is_dir():
         if base == path.absolute():
             raise NotADirectoryError(f"{what} {str(path)!r} is a file, not a directory; choose a directory")
@@ -408,7 +409,7 @@ def check_writable(path: str | os.PathLike, what: str = "directory") -> None:
 
 
 def ensure_dir(path: str | os.PathLike, what: str = "directory") -> Path:
-    """Create the directory ``path`` (and parents) after :func:`check_writable`; returns it."""
+    """Create the directory ``path`` (and parents) after [`check_writable`][]; returns it."""
     check_writable(path, what)
     path = Path(path)
     with reporting_no_space(path):
@@ -438,7 +439,7 @@ def require_dir(path: str | os.PathLike, what: str = "directory") -> Path:
 
 def serialized(write: Any) -> bytes:
     """The bytes ``write(buffer)`` puts into an in-memory buffer (``torch.save``, ``savefig``): a
-    writer that cannot report a full disk itself fills memory, and :func:`atomic_write` the file."""
+    writer that cannot report a full disk itself fills memory, and [`atomic_write`][] the file."""
     buffer = io.BytesIO()
     write(buffer)
     return buffer.getvalue()

@@ -1,7 +1,7 @@
 """The one way a tensor that may live on a device comes back to the host.
 
 Every conversion of a model output, a normalizer statistic or a metric to numpy (plots, metrics files,
-inverse solvers, HDF5 writes) goes through :func:`to_numpy`: ``Tensor.numpy()`` on a CUDA tensor raises
+inverse solvers, HDF5 writes) goes through [`to_numpy`][]: ``Tensor.numpy()`` on a CUDA tensor raises
 "can't convert cuda:0 device type tensor to numpy", and on a tensor that requires grad it raises too.
 """
 from __future__ import annotations

@@ -1,23 +1,23 @@
 """Ctrl-C and SIGTERM: the parent stops cleanly, its worker processes stay quiet.
 
-- :func:`stop_on_signals` (the ``petrov`` command runs every command inside it): SIGTERM raises
-  :class:`Terminated`, a ``KeyboardInterrupt``, so the clean-up of Ctrl-C runs for both (locks
+- [`stop_on_signals`][] (the ``petrov`` command runs every command inside it): SIGTERM raises
+  [`Terminated`][], a ``KeyboardInterrupt``, so the clean-up of Ctrl-C runs for both (locks
   removed, partial files kept, one line printed, exit status 130 or 143).  An interrupt Python had
   to drop (raised inside a destructor, where it can only be printed) is remembered, not printed, and
-  raised again at the next :func:`raise_if_interrupted` (the generation calls it) and when the block
+  raised again at the next [`raise_if_interrupted`][] (the generation calls it) and when the block
   ends, so a Ctrl-C is never lost.
 - ``deferred_interrupts``: inside it the first Ctrl-C or SIGTERM is recorded, not raised, so that
   the code can stop where its state is whole (the training loop: between two steps, after saving where
   it is) -- it polls ``interrupt_pending`` -- and the interrupt is raised when the block ends.  A
   repeated SIGTERM changes nothing (a scheduler's and a launcher's may both arrive); a second Ctrl-C is
   raised at once (a person who wants it to stop now).
-- :func:`held_signals`: worker processes are started inside it.  A terminal's Ctrl-C and a SIGTERM
+- [`held_signals`][]: worker processes are started inside it.  A terminal's Ctrl-C and a SIGTERM
   sent to the process group reach the workers too; started with both signals blocked, a worker never
   sees them before its initializer runs (torch installs its own SIGTERM handler in a DataLoader worker
   first, which would make it die noisily and the parent report a dead worker), and the parent takes a
   signal that arrived meanwhile once the workers are started (not half-way through starting them).
-- the initializers: :func:`quiet_worker` (the Darcy solver pool) ignores both signals, the parent
-  kills the pool itself; :func:`loader_worker` (DataLoader workers) ignores both too: a signal sent to
+- the initializers: [`quiet_worker`][] (the Darcy solver pool) ignores both signals, the parent
+  kills the pool itself; [`loader_worker`][] (DataLoader workers) ignores both too: a signal sent to
   the process group must not take a batch away from a trainer that stops at the next step boundary;
   the parent ends its workers when it stops (torch sends each a sentinel, which a worker takes after the
   sample it is reading).  Either way no worker prints a traceback, and both end with the parent when it
@@ -59,7 +59,7 @@ def _handler(signum: int, frame: Any) -> None:
 
 
 def raise_if_interrupted() -> None:
-    """Raise the interrupt that arrived inside ``stop_on_signals`` if it was dropped on the way
+    """Raise the interrupt that arrived inside [`stop_on_signals`][] if it was dropped on the way
     (inside ``deferred_interrupts``: nothing, the block's owner stops first)."""
     if _pending and not _state["deferred"]:
         _raise_for(_pending[0])
@@ -97,7 +97,7 @@ def exit_status(err: KeyboardInterrupt) -> int:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Inside the block SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`; a dropped
+    """Inside the block SIGINT raises KeyboardInterrupt and SIGTERM [`Terminated`][]; a dropped
     one is raised when the block ends.  Outside the main thread it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -126,7 +126,7 @@ def stop_on_signals() -> Iterator[None]:
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
     """Start worker processes inside this block: SIGINT and SIGTERM are blocked in this thread (a
-    process started meanwhile inherits the block) and, under :func:`stop_on_signals`, one that arrives
+    process started meanwhile inherits the block) and, under [`stop_on_signals`][], one that arrives
     is raised when the block ends."""
     if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
         yield

@@ -1,9 +1,9 @@
-"""Module paths of petrov 0.1 that moved in 0.2, importable until petrov 0.3.0 (:data:`REMOVED_IN`).
+"""Module paths of petrov 0.1 that moved in 0.2, importable until petrov 0.3.0 (``REMOVED_IN``).
 
 ``import petrov.train.evaluate`` still works and gives the module's new home (``petrov.evaluate``)
-with a ``DeprecationWarning`` naming it.  :data:`MOVED` is the whole table (CHANGELOG.md says why
+with a ``DeprecationWarning`` naming it.  ``MOVED`` is the whole table (CHANGELOG.md says why
 each moved); a package entry covers its submodules (``petrov.operators.mixers.galerkin`` ->
-``petrov.operators.attention.mixers.galerkin``).  :func:`install` puts the finder on
+``petrov.operators.attention.mixers.galerkin``).  [`install`][] puts the finder on
 ``sys.meta_path`` (the package root does, at ``import petrov``).
 """
 from __future__ import annotations
@@ -48,11 +48,15 @@ MOVED: dict[str, str] = {
 MOVED_ATTRIBUTES: dict[str, str] = {
     # inverse problems are not training
     "petrov.train.invert": "petrov.inverse.invert",
+    # the grid and mesh halves of generate_dataset (their storage modules now read files only)
+    "petrov.datasets.storage.generate_grid_dataset": "petrov.datasets.generate_dataset",
+    "petrov.datasets.mesh.generate_mesh_dataset": "petrov.datasets.generate_dataset",
+    "petrov.datasets.mesh.storage.generate_mesh_dataset": "petrov.datasets.generate_dataset",
 }
 
 
 def moved_attribute(module: str, name: str):
-    """``module.name`` for a name listed in :data:`MOVED_ATTRIBUTES` (with a ``DeprecationWarning``
+    """``module.name`` for a name listed in ``MOVED_ATTRIBUTES`` (with a ``DeprecationWarning``
     naming its new home); ``AttributeError`` for any other name (a package's ``__getattr__``)."""
     new = MOVED_ATTRIBUTES.get(f"{module}.{name}")
     if new is None:

@@ -1,10 +1,10 @@
 """Output folders: which files petrov wrote there and for which command, and the one rule every command follows.
 
-A folder petrov writes into keeps a small manifest, ``.petrov-outputs.json``::
+A folder petrov writes into keeps a small manifest, ``.petrov-outputs.json``:
 
     {"format": "petrov-outputs", "version": 1, "files": {"best.pt": "train", "metrics.json": "train", ...}}
 
-so petrov can tell its own files from a user's.  :func:`claim_outputs` is the rule, the same for
+so petrov can tell its own files from a user's.  [`claim_outputs`][] is the rule, the same for
 ``train``, ``evaluate``, ``invert``, ``generate`` and ``import``:
 
 - a command never writes over another command's outputs (``petrov evaluate RUN --out RUN`` would
@@ -17,12 +17,17 @@ so petrov can tell its own files from a user's.  :func:`claim_outputs` is the ru
   resumes), so a folder never mixes two invocations' results (the plots of an earlier evaluation
   beside new metrics);
 - a command writing one file into a shared folder (``generate``, ``import``: ``scope="file"``, checked
-  by :func:`check_outputs` alone, no manifest written into a data folder) checks that file only: an
+  by [`check_outputs`][] alone, no manifest written into a data folder) checks that file only: an
   existing one needs ``overwrite``, another command's output is refused.
 
 Hidden entries (locks, temporary files, the manifest) and sub-folders holding their own manifest are
 never counted as a user's files.  A run directory of petrov 0.1 (``config.json`` and ``last.pt``, no
 manifest) is recognised as the training's.
+
+[`output_file`][] checks an output file's path before the work and creates its folders: a name too
+long for the temporary files written beside it, a file where a folder must be and an unwritable folder
+are each one line naming the user's path; [`require_writable`][] does the same for a file written in
+place (a partial file being resumed).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .files import check_writable, reporting_no_space, write_json
+from .files import TEMP_INFIX, check_writable, existing_ancestor, reporting_no_space, write_json
 
 try:
     import fcntl
@@ -45,6 +50,9 @@ MANIFEST = ".petrov-outputs.json"
 FORMAT = "petrov-outputs"
 # a run directory written before manifests existed: these files are the training's
 LEGACY_RUN = ("config.json", "last.pt")
+# the most bytes a name petrov writes beside an output adds to it: ".NAME.petrov-XXXXXXXX.tmp"
+# (atomic writes; "NAME.partial" and ".NAME.lock" add less)
+NAME_ROOM = len(".") + len(TEMP_INFIX) + 8 + len(".tmp")
 LEGACY_RUN_FILES = ("config.json", "log.csv", "log.jsonl", "last.pt", "best.pt", "metrics.json", "metrics.csv",
                     "tensorboard")
 
@@ -100,7 +108,7 @@ def _shown(names: Iterable[str], limit: int = 4) -> str:
 
 @dataclass(frozen=True)
 class Claim:
-    """A folder claimed by :func:`claim_outputs`: ``directory`` exists and its manifest names ``files``
+    """A folder claimed by [`claim_outputs`][]: ``directory`` exists and its manifest names ``files``
     as ``command``'s; ``removed``: the earlier outputs of the command taken away."""
 
     directory: Path
@@ -147,7 +155,7 @@ def _check_folder(directory: Path, command: str, names: list[str], overwrite: bo
 
 def check_outputs(directory: str | os.PathLike, command: str, names: Iterable[str], *, overwrite: bool = False,
                   scope: str = "folder", flag: str = "--out", what: str = "output directory") -> None:
-    """Apply the rule (module docstring) without writing anything: :class:`OutputConflict` if refused
+    """Apply the rule (module docstring) without writing anything: [`OutputConflict`][] if refused
     (``scope="file"``: ``names`` is the one file the command writes into ``directory``; ``what`` names
     the folder in messages)."""
     names = list(names)
@@ -157,9 +165,61 @@ def check_outputs(directory: str | os.PathLike, command: str, names: Iterable[st
         _check_folder(Path(directory), command, names, overwrite, flag, what)
 
 
+def _name_max(folder: Path) -> int:
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def _short(name: str, keep: int = 24) -> str:
+    return name if len(name) <= keep + 3 else f"{name[:keep]}...{name[-8:]}"
+
+
+def output_file(path: str | os.PathLike, flag: str = "-o", create: bool = True) -> Path:
+    """Check the path of an output file before the work and create its missing folders (unless not
+    ``create``: a check only); returns it.
+
+    One line naming ``path`` and what to do otherwise: a file or folder name longer than the file system
+    allows, counting the ``NAME_ROOM`` bytes of the temporary names petrov writes beside the file
+    (ValueError), a file where a folder must be (NotADirectoryError), an unwritable folder
+    (PermissionError)."""
+    path = Path(path)
+    base = existing_ancestor(path.parent)
+    limit = _name_max(base if base.is_dir() else base.parent)
+    for part in path.parent.parts:
+        if len(os.fsencode(part)) > limit:
+            raise ValueError(f"cannot write {_short(str(path), 48)}: the folder name {_short(part)!r} is "
+                             f"{len(os.fsencode(part))} bytes long, the file system allows {limit}; choose a "
+                             f"shorter {flag}")
+    size = len(os.fsencode(path.name))
+    if size + NAME_ROOM > limit:
+        raise ValueError(f"the output file name {_short(path.name)!r} is {size} bytes long; petrov writes "
+                         f"temporary files beside it whose names add up to {NAME_ROOM} bytes to it, and the file "
+                         f"system allows {limit}: choose a name of at most {limit - NAME_ROOM} bytes for {flag}")
+    shown = next((p for p in path.parents if p.absolute() == base), base)  # as the user wrote it
+    if not base.is_dir():
+        raise NotADirectoryError(f"cannot write {path}: {str(shown)!r} is a file, not a folder; choose another {flag}")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot write {path}: the folder {str(shown)!r} is not writable; choose another "
+                              f"{flag}")
+    if create:
+        with reporting_no_space(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def require_writable(path: str | os.PathLike, what: str, advice: str) -> None:
+    """PermissionError naming ``path`` (``what`` it is) and ``advice`` if the existing file cannot be
+    written in place."""
+    path = Path(path)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PermissionError(f"{what} {path} is read-only; {advice}")
+
+
 def claim_outputs(directory: str | os.PathLike, command: str, names: Iterable[str], *, overwrite: bool = False,
                   resume: bool = False, flag: str = "--out", what: str = "output directory") -> Claim:
-    """Check the rule (:func:`check_outputs`), create the output folder ``directory`` and record ``names``
+    """Check the rule ([`check_outputs`][]), create the output folder ``directory`` and record ``names``
     as ``command``'s; unless ``resume``, the command's earlier outputs there are removed first.
     Call it once the inputs are validated and just before writing the first output."""
     directory = Path(directory)
@@ -182,4 +242,5 @@ def claim_outputs(directory: str | os.PathLike, command: str, names: Iterable[st
     return Claim(directory, command, names, tuple(removed))
 
 
-__all__ = ["MANIFEST", "Claim", "OutputConflict", "check_outputs", "claim_outputs", "read_manifest"]
+__all__ = ["MANIFEST", "NAME_ROOM", "Claim", "OutputConflict", "check_outputs", "claim_outputs", "output_file",
+           "read_manifest", "require_writable"]

@@ -3,9 +3,9 @@
 With the environment variable ``PETROV_QUICK`` set to ``1`` (or any value but ``0`` and the empty
 string), the commands and functions a workflow goes through shrink what they do, and only that:
 
-- generating a dataset keeps at most :data:`QUICK_SAMPLES` samples (same kind, grid and seed);
+- generating a dataset keeps at most ``QUICK_SAMPLES`` samples (same kind, grid and seed);
 - a training config keeps at most ``QUICK_SPLITS`` samples per split, ``QUICK_EPOCHS`` epoch(s);
-- ``petrov invert`` runs at most :data:`QUICK_ITERATIONS` optimizer iterations per sample;
+- ``petrov invert`` runs at most ``QUICK_ITERATIONS`` optimizer iterations per sample;
 - the example scripts run as with ``--quick``.
 
 Grids, models and file names stay as written, so a README or a script runs unchanged in a few
@@ -29,5 +29,5 @@ def quick_mode() -> bool:
 
 
 def quick_samples(n_samples: int) -> int:
-    """``n_samples``, capped at :data:`QUICK_SAMPLES` in quick mode."""
+    """``n_samples``, capped at ``QUICK_SAMPLES`` in quick mode."""
     return min(n_samples, QUICK_SAMPLES) if quick_mode() else n_samples

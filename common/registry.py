@@ -12,7 +12,7 @@ Other packages add entries through entry points: a registry made with ``entry_po
 loads every entry point of that group (``importlib.metadata.entry_points``) once, the first time it is
 read; loading one imports its module, whose ``register`` decorators add the entries. An entry point that
 fails to load is a warning naming it (petrov stays usable), and asking for a name it should have provided
-repeats the reason. A user's package declares, e.g. in its pyproject.toml::
+repeats the reason. A user's package declares, e.g. in its pyproject.toml:
 
     [project.entry-points."petrov.models"]
     my_model = "my_package.models"

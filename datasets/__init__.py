@@ -1,7 +1,8 @@
 """petrov.datasets: PDE data for neural operators.
 
 Generate (``generate_dataset`` / ``petrov generate``) Burgers, Darcy and inverse-Darcy datasets into HDF5
-files, resumably, or import your own arrays into the same format (``import_arrays`` / ``petrov import``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
+files, resumably, whole or in shards merged afterwards (``shard=(K, N)``, ``merge_shards`` / ``petrov
+merge``: one dataset spread over a cluster's job array), or import your own arrays into the same format (``import_arrays`` / ``petrov import``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
 (``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
 Data on triangle meshes (``petrov.datasets.mesh``): Darcy flow on irregular domains (``generate_dataset(
 "darcy-mesh", ...)``) or your own meshes (``import_meshes``), read lazily (``open_mesh_dataset``) and
@@ -15,6 +16,7 @@ from .generation import generate_dataset
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 from .importing import import_arrays
 from .loading import GridDataset, LazyGridDataset, dataset_info, open_dataset
+from .merging import merge_shards
 from .mesh import MeshDataset, collate_points, import_meshes, open_mesh_dataset
 from .noise import InputNoise, add_noise
 from .normalizers import (
@@ -48,6 +50,7 @@ __all__ = [
     "import_arrays",
     "import_meshes",
     "list_kinds",
+    "merge_shards",
     "neumann_grf_2d",
     "open_dataset",
     "open_mat",

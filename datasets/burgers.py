@@ -275,7 +275,7 @@ def solve_burgers_trajectory(
 ):
     """Snapshots u(., t_k) of the solution from u0 at increasing ``times`` t_0 < t_1 < ... (t_0 >= 0).
 
-    Returns (b, len(times), n), same type, dtype and device as u0 (see :func:`solve_burgers` for the other
+    Returns (b, len(times), n), same type, dtype and device as u0 (see [`solve_burgers`][] for the other
     arguments). One time stepping serves all snapshots: it is split at each t_k (the graded start in the
     first interval, then equal steps no longer than the main step in each interval), so u(., t_k) differs
     from ``solve_burgers(u0, nu, t_k)`` only by the solver's own error (<= ~2e-7 relative, module doc). A

@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import Executor, ProcessPoolExecutor
 
 import numpy as np
@@ -202,6 +203,11 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:
         os._exit(1)
+    # a progress bar (a silent one too) would make tqdm's multiprocessing lock, a named semaphore that
+    # multiprocessing's resource tracker reports as leaked when the parent kills this worker
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     quiet_worker()  # Ctrl-C / SIGTERM of the process group: the parent stops the pool (stop_workers)
 
 
@@ -211,24 +217,43 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         with contextlib.suppress(OSError, ValueError):
             process.kill()
-    pool.shutdown(wait=False, cancel_futures=True)
+    # waiting is short now (dead workers are reaped at once) and lets the pool free its queues: without it
+    # multiprocessing's resource tracker warns of leaked semaphores at exit
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
-def darcy_worker_pool(workers: int) -> ProcessPoolExecutor:
+class WorkerPool(ProcessPoolExecutor):
+    """A process pool that, left by an exception (Ctrl-C, SIGTERM, an error), kills its workers at once
+    (``stop_workers``) instead of waiting for the tasks they are running: an interrupted command stops
+    within a second, not after its longest task."""
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            return super().__exit__(exc_type, exc, tb)
+        stop_workers(self)
+        return False
+
+
+def darcy_worker_pool(workers: int) -> WorkerPool:
     """A spawn-based process pool whose workers run single-threaded BLAS/OpenMP; reuse it across calls.
 
     All ``workers`` processes are started here (while the thread variables are set) and have imported this
-    module; they end with the process that started them, even when it is killed. Use as a context manager, or call ``shutdown()``. The calling script needs the usual
-    ``if __name__ == "__main__":`` guard (spawned children re-import the main module).
+    module; they end with the process that started them, even when it is killed. Use as a context manager
+    (an exception in the block kills the workers: ``WorkerPool``), or call ``shutdown()``. The calling
+    script needs the usual ``if __name__ == "__main__":`` guard (spawned children re-import the main module).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+    pool = WorkerPool(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_die_with_parent, initargs=(os.getpid(),))
-    with _single_threaded_children(), held_signals():  # workers are spawned on demand by submit()
-        warm = [pool.submit(worker_thread_settings) for _ in range(workers)]
-    for fut in warm:
-        fut.result()
+    try:
+        with _single_threaded_children(), held_signals():  # workers are spawned on demand by submit()
+            warm = [pool.submit(worker_thread_settings) for _ in range(workers)]
+        for fut in warm:
+            fut.result()
+    except BaseException:  # an interrupt while they start (raised when held_signals ends): no pool is left
+        stop_workers(pool)
+        raise
     return pool
 
 

@@ -103,7 +103,7 @@ def neumann_grf_std(n: int, *, alpha: float = 2.0, tau: float = 3.0) -> np.ndarr
 def neumann_grf_coefficients(n: int, seed: int, indices, *, alpha: float = 2.0, tau: float = 3.0) -> np.ndarray:
     """The series coefficients ``s_k zeta_k`` of cos(pi k1 x) cos(pi k2 y), k1, k2 = 0..n-1, of each sample:
     float64 (len(indices), n, n), axis 1 the x mode k1. Evaluated anywhere, these are the samples of
-    :func:`neumann_grf_2d` (on its grid) and of the mesh data (``petrov.datasets.mesh.coefficient``)."""
+    [`neumann_grf_2d`][] (on its grid) and of the mesh data (``petrov.datasets.mesh.coefficient``)."""
     n = _check_n(n, 2)
     idx = _check_indices(seed, indices)
     std = neumann_grf_std(n, alpha=alpha, tau=tau)

@@ -1,12 +1,12 @@
 """The identity of a dataset file's content: what a run records so that it tests on the data it trained on.
 
-Generated and imported files carry a content hash, ``content_hash = "sha256:..."``, a chain over the
-samples (:mod:`petrov.datasets.content_hash`).
+Generated, merged and imported files, on grids and on meshes, carry a content hash,
+``content_hash = "sha256:..."``, a chain over the samples ([`petrov.datasets.content_hash`][]).
 
-:func:`data_identity` is that hash plus a hash of the file's attributes (``created``, versions and
-the chunking left out), or, for files without a content hash (FNO ``.mat``, files of petrov 0.1),
-size, modification time and the attribute hash (mesh files too).  :func:`identity_change` says how two
-differ.
+[`data_identity`][] is that hash plus a hash of the file's attributes (``created``, versions and
+the chunking left out), or, for files without a content hash (FNO ``.mat``, files of petrov 0.1, mesh
+files of petrov 0.2.0 and before), size, modification time and the attribute hash.
+[`identity_change`][] says how two differ.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from .content_hash import attrs_hash
 from .loading import open_source
 from .mesh.storage import is_mesh_file, open_mesh_h5
-from .storage import file_attrs
+from .hdf5_files import file_attrs
 
 
 def data_identity(path: str | os.PathLike) -> dict[str, Any]:

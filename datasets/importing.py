@@ -42,14 +42,13 @@ import h5py
 import numpy as np
 import scipy.io
 
-from ..common.files import atomic_path, require_file, require_space
-from ..common.interrupts import raise_if_interrupted
-from ..common.outputs import check_outputs
-from ..common.progress import progress_bar
-from .content_hash import ContentHash
+from ..common.files import atomic_path, require_file
+from ..common.outputs import check_outputs, output_file
 from .fno_files import mat_format
+from .grid_files import default_chunk_size, grid_attrs, grid_layout, stored_bytes
+from .hdf5_files import open_h5
 from .recipes import ImportedParams, get_recipe
-from .storage import _attrs_for, claimed_now, default_chunk_size, open_h5, writing_h5
+from .write_path import fill
 
 GRID_KINDS = ("periodic", "nodes", "cells")
 MIN_POINTS = 4  # per grid axis: smaller grids cannot be strided or hold a Fourier mode
@@ -320,8 +319,7 @@ def import_arrays(
         raise ValueError(f"grid must be one of {GRID_KINDS} (periodic: x_i = i/n; nodes: x_i = i/(n-1)), got {grid!r}")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)  # the one rule for outputs: parent folders are created
+    output = output_file(output)  # the one rule for outputs: missing folders are created
     check_outputs(output.parent, "import", [output.name], overwrite=overwrite, scope="file", flag="-o")
     with contextlib.ExitStack() as stack:
         xs = open_array(x, what="x")
@@ -348,7 +346,7 @@ def import_arrays(
                                  f"cell centres lie half a cell inside the domain)")
             box = found
         chunk = chunk_size or default_chunk_size(res**dim * max(cx, cy))
-        attrs = _attrs_for(get_recipe("imported"), ImportedParams(), res, 0, n, chunk)
+        attrs = grid_attrs(get_recipe("imported"), ImportedParams(), res, 0, n, chunk)
         del attrs["seed"]  # nothing random
         attrs.update(
             grid=grid, dim=dim, x_channels=cx, y_channels=cy, domain=json.dumps(box),
@@ -360,48 +358,33 @@ def import_arrays(
         return _write_atomically(output, xs, ys, attrs, progress)
 
 
-def _copy_samples(xs: ArraySource, ys: ArraySource, fields: dict, chunk: int, digest: ContentHash,
-                  progress: bool) -> None:
-    """Samples of the sources into the datasets ``fields``, a chunk at a time, each checked finite."""
-    n = len(fields["x"])
-    with progress_bar(total=n, unit="sample", enabled=progress, desc="import") as bar:
-        for lo in range(0, n, chunk):
-            raise_if_interrupted()
+def _checked_blocks(xs: ArraySource, ys: ArraySource, n: int):
+    """The block source of the write path: the samples of the sources a chunk at a time, each checked finite."""
+
+    def blocks(start: int, chunk: int, stack):
+        for lo in range(start, n, chunk):
             hi = min(lo + chunk, n)
-            blocks = {}
+            data = {}
             for name, src in (("x", xs), ("y", ys)):
-                blocks[name] = block = _read_block(src, lo, hi)
+                data[name] = block = _read_block(src, lo, hi)
                 bad = _first_bad(block)
                 if bad is not None:
                     raise ValueError(f"{src.label} has NaN/Inf (or values beyond float32) in sample "
                                      f"{lo + bad} (the first bad one); fix or drop such samples first")
-                fields[name][lo:hi] = block
-            digest.update(blocks["x"], blocks["y"])
-            bar.update(hi - lo)
+            yield lo, hi, data
+
+    return blocks
 
 
 def _write_atomically(output: Path, xs: ArraySource, ys: ArraySource, attrs: dict, progress: bool) -> Path:
-    n, res, dim, chunk = attrs["n_samples"], attrs["native_resolution"], attrs["dim"], attrs["chunk_size"]
-    shapes = {name: (n, *(res,) * dim, attrs[f"{name}_channels"]) for name in ("x", "y")}
-    needed = 4 * sum(int(np.prod(shape)) for shape in shapes.values()) + 2**16
-    digest = ContentHash()
-    # each writer its own temp file: the final file is always whole
-    require_space(output, needed)  # HDF5 is left in a state that can crash the interpreter by a full disk
+    n, res, dim = attrs["n_samples"], attrs["native_resolution"], attrs["dim"]
+    shapes = {name: (*(res,) * dim, attrs[f"{name}_channels"]) for name in ("x", "y")}
     # HDF5's own file lock would clash with the temporary file's (nobody else opens it anyway)
-    with atomic_path(output, needed) as tmp, writing_h5(tmp, "w", needed, shown=output, locking=False) as h5:
-        # all the space claimed now (no growth later); the attributes rewritten at the end made now too
-        fields = {name: h5.create_dataset(name, shape=shape, dtype="float32", chunks=(1, *shape[1:]),
-                                          dcpl=claimed_now())
-                  for name, shape in shapes.items()}
-        h5.attrs.update(attrs)
-        h5.attrs["n_complete"] = np.int64(0)
-        h5.attrs["content_hash"] = np.bytes_(ContentHash.BLANK)
-        try:
-            _copy_samples(xs, ys, fields, chunk, digest, progress)
-        finally:
-            fields.clear()  # freed before the file closes, even when an error keeps the frames
-        h5.attrs.modify("n_complete", np.int64(n))
-        h5.attrs.modify("content_hash", np.bytes_(digest.value))
+    layout = grid_layout(shapes, shown=output, locking=False)
+    with atomic_path(output, stored_bytes(shapes, n)) as tmp:  # each writer its own temp file: always whole
+        layout.create(tmp, attrs)
+        fill(tmp, layout, _checked_blocks(xs, ys, n), n, attrs["chunk_size"], progress=progress, desc="import",
+             shown=output, locking=False)
     return output
 
 

@@ -2,7 +2,7 @@
 
 ``open_dataset(path, resolution=85, indices=slice(0, 1000))`` reads only the samples asked for, strided
 from the native grid (see ``sampling``), from a petrov HDF5 file or an FNO ``.mat`` file (chosen by the
-extension), and returns a :class:`GridDataset` with ``x (N, *grid, c_in)``, ``y (N, *grid_out, c_out)``
+extension), and returns a [`GridDataset`][] with ``x (N, *grid, c_in)``, ``y (N, *grid_out, c_out)``
 (one channel for generated and FNO files, the stored channels for imported ones) and
 coordinates ``(*grid, d)`` from ``petrov.operators.layout.grid_coordinates``.
 
@@ -144,9 +144,9 @@ class GridDataset(Dataset):
 
 
 class LazyGridDataset(Dataset):
-    """The samples of :func:`open_dataset` read from the file when asked for (``lazy=True``): no sample
+    """The samples of [`open_dataset`][] read from the file when asked for (``lazy=True``): no sample
     is held in memory, a DataLoader reads one batch at a time, and under torchrun each rank reads only
-    the samples of its shard.  ``__getitem__(k) -> (x, y)`` and the attributes of :class:`GridDataset`
+    the samples of its shard.  ``__getitem__(k) -> (x, y)`` and the attributes of [`GridDataset`][]
     (``coords``, ``grid``, ``grid_out``, ``periodic``, ``indices``, ``kind``, ``attrs``, ``noise``, ...)
     but ``x``/``y``; the file is opened on first use in each process (DataLoader workers each open their
     own)."""
@@ -213,7 +213,7 @@ def open_dataset(
     is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
     (default: the file's attribute, else 36).  ``lazy=True``: nothing is read now; a
-    :class:`LazyGridDataset` reads each sample when asked for.
+    [`LazyGridDataset`][] reads each sample when asked for.
     """
     with open_source(path) as src:
         kind = resolve_kind(src, kind)

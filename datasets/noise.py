@@ -1,9 +1,9 @@
-"""The inverse problem's input noise: one object, :class:`InputNoise`, from the data to the operator.
+"""The inverse problem's input noise: one object, [`InputNoise`][], from the data to the operator.
 
 The reference protocol adds ``level · ξ`` with ``ξ ~ N(0, 1)`` to the point-wise normalised input,
 to training and test inputs alike.  ``ξ`` of a sample is drawn from its own generator
 ``np.random.default_rng([seed, 3, i])`` (``i`` its number in the data file; stream 3 separates it from
-the GRF streams 1 and 2 of :mod:`.grf`), so a sample's noise is the same whatever the batch, order or
+the GRF streams 1 and 2 of [`grf`][]), so a sample's noise is the same whatever the batch, order or
 process.  The level comes from the data (a darcy-inverse file records it) or the config
 (``data.noise``); the seed from ``data.noise_seed``.  A trained operator keeps its ``InputNoise``
 (``petrov.train.NormalizedOperator.noise``, saved in its checkpoint), so evaluation and inversion add

@@ -1,4 +1,4 @@
-"""Gaussian normalizers, point-wise or global (the inverse problem's input noise: :mod:`.noise`).
+"""Gaussian normalizers, point-wise or global (the inverse problem's input noise: [`noise`][]).
 
 ``encode(x) = (x - mean) / (std + eps)``, ``decode(z) = z (std + eps) + mean`` (exact inverses), with
 ``mean``/``std`` of shape ``(*grid, c)`` (point-wise, the FNO/Galerkin Transformer recipe) or scalars
@@ -30,7 +30,7 @@ from .sampling import allowed_resolutions, cell_average, stride_for
 
 def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
     """``field (*grid, c)`` on a node grid (``x_i = i/(n-1)`` per axis, 1-D or 2-D) -> the (bi)linear
-    interpolant at ``resolution`` nodes per axis (:func:`petrov.operators.transfer.prolong`)."""
+    interpolant at ``resolution`` nodes per axis ([`petrov.operators.transfer.prolong`][])."""
     ndim = field.dim() - 1
     if ndim not in (1, 2):
         raise ValueError(f"interpolating statistics needs a 1-D or 2-D grid, got {tuple(field.shape[:-1])}")
@@ -42,7 +42,7 @@ def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
 class PointwiseGaussianNormalizer:
     """Gaussian normalizer; ``mean``/``std`` ``(*grid, c)`` tensors (point-wise) or 0-d tensors (global).
 
-    ``periodic`` and ``cells`` (the grid kind) drive :meth:`at_resolution`; ``strideable=False`` marks
+    ``periodic`` and ``cells`` (the grid kind) drive [`at_resolution`][]; ``strideable=False`` marks
     statistics that are not point values of a finer grid (the pooled inverse target).
     """
 
@@ -81,12 +81,12 @@ class PointwiseGaussianNormalizer:
         return (x - mean) / scale
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
-        """``z (std + eps) + mean``; inverse of :meth:`encode`."""
+        """``z (std + eps) + mean``; inverse of [`encode`][]."""
         mean, scale = self._stats_like(z)
         return z * scale + mean
 
     def reaches(self, resolution: int) -> bool:
-        """Whether :meth:`at_resolution` can take the statistics to ``resolution`` points per axis:
+        """Whether [`at_resolution`][] can take the statistics to ``resolution`` points per axis:
         global statistics anywhere; pooled ones only their own grid; periodic grids their strided
         sub-grids; node grids any size >= 2 (strided, else interpolated).  The one rule for where a
         trained operator may be evaluated."""
@@ -231,7 +231,7 @@ class FieldNormalizer:
     statistics at a point of the domain, whatever mesh it is a node of).
 
     ``encode(x, pos) = (x - mean(pos)) / (std(pos) + eps)``, ``decode(z, pos)`` its inverse, with ``x:
-    (b, n, c)`` at ``pos: (b, n, 2)``.  Fit with :func:`fit_point_normalizer`."""
+    (b, n, c)`` at ``pos: (b, n, 2)``.  Fit with [`fit_point_normalizer`][]."""
 
     field = True
     pointwise = False

@@ -1,6 +1,6 @@
 """Dataset recipes: the named kinds ``petrov generate`` knows, their parameters and how to make samples.
 
-A :class:`Recipe` says what one sample is (input field ``x``, target ``y``), on which grid (periodic or
+A [`Recipe`][] says what one sample is (input field ``x``, target ``y``), on which grid (periodic or
 node grid, native resolution), which parameters it takes (a strict dataclass: unknown names are an
 error) and how to produce the samples with given indices. Sample ``i`` depends only on ``(seed, i)``
 (the GRFs are seeded per index), so chunks can be produced in any order and a run can resume.
@@ -55,14 +55,31 @@ class BurgersTrajectoryParams(BurgersParams):
 
 
 @dataclass(frozen=True)
-class DarcyParams:
-    """Darcy equation, coefficient GRF and discretisation parameters."""
+class DarcyCoefficientParams:
+    """``-div(a grad u) = f`` with the two-valued ``a`` = ``high`` where a Neumann GRF ψ ~ N(0, (-Δ + tau² I)^-alpha)
+    is >= 0 and ``low`` elsewhere: the parameters the grid (``darcy``) and mesh (``darcy-mesh``) kinds share."""
 
     f: float = 1.0  # constant forcing
     high: float = 12.0  # coefficient where psi >= 0
     low: float = 3.0  # coefficient where psi < 0
     alpha: float = 2.0  # GRF smoothness exponent
     tau: float = 3.0  # GRF inverse length scale
+
+
+def validate_darcy_coefficient(p: DarcyCoefficientParams) -> None:
+    """ValueError unless ``high``, ``low``, ``tau`` > 0, ``f`` finite and ``alpha`` > 1 (a finite-variance
+    2-D field)."""
+    _positive(high=p.high, low=p.low, tau=p.tau)
+    if not math.isfinite(p.f):
+        raise ValueError(f"f must be finite, got {p.f}")
+    if not p.alpha > 1.0:
+        raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+
+
+@dataclass(frozen=True)
+class DarcyParams(DarcyCoefficientParams):
+    """Darcy equation, coefficient GRF and discretisation parameters."""
+
     averaging: Literal["arithmetic", "harmonic"] = "arithmetic"  # face coefficients
     solver: str = "auto"  # linear solver of solve_darcy: a name in petrov.datasets.darcy.SOLVERS
 
@@ -120,6 +137,7 @@ class Recipe:
 
 
 RECIPES: Registry[Recipe] = Registry("dataset kind")
+"""The dataset kinds by name (``petrov generate KIND``), each a [`Recipe`][]."""
 
 
 def get_recipe(kind: str) -> Recipe:
@@ -134,10 +152,12 @@ def is_trajectory(kind: str | None) -> bool:
 
 
 def list_kinds() -> list[str]:
+    """The registered dataset kinds (``petrov generate --help`` lists them)."""
     return RECIPES.names()
 
 
 def default_params(kind: str) -> dict[str, Any]:
+    """The parameters of dataset ``kind`` with their defaults (the options ``petrov generate`` takes)."""
     return asdict(get_recipe(kind).params_cls())
 
 
@@ -239,11 +259,7 @@ RECIPES.register("burgers-trajectory")(
 
 
 def _validate_darcy(p: DarcyParams, resolution: int) -> None:
-    _positive(high=p.high, low=p.low, tau=p.tau)
-    if not math.isfinite(p.f):
-        raise ValueError(f"f must be finite, got {p.f}")
-    if not p.alpha > 1.0:  # the 2-D field needs alpha > 1 to have finite variance
-        raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+    validate_darcy_coefficient(p)
     if p.solver not in SOLVERS:
         raise ValueError(SOLVERS.unknown_message(p.solver))
     _check_resolution(resolution, 3)

@@ -12,7 +12,7 @@ Either way the strided grid's points are grid points of the finer grid with the 
 A third kind, cell-centred grids ``x_i = (i + 1/2)/n`` (finite-volume data such as PDEBench's Darcy
 files), is coarsened by averaging: ``n/k`` coarse cells each the union of ``k`` fine cells per axis
 (``r`` must divide ``n``: 128 -> 64, 32, 16, ...), valued by the mean of the fine values
-(:func:`cell_average`). Striding would not do: for an even ``k`` no fine centre lies at a coarse
+([`cell_average`][]). Striding would not do: for an even ``k`` no fine centre lies at a coarse
 centre, so the strided points would sit off the coarse cells' centres and the coordinates would lie.
 The average is exact for cell averages and second-order accurate for point values at the centres.
 """

@@ -1,13 +1,14 @@
 """petrov.evaluate: trained operators scored at several resolutions, their tables and figures.
 
-- :mod:`.evaluation`: ``evaluate_resolutions`` (one operator, the same samples, several resolutions),
+- [`evaluation`][]: ``evaluate_resolutions`` (one operator, the same samples, several resolutions),
   ``predict``, ``make_plots`` and ``run_evaluation`` (what ``petrov evaluate`` does);
-- :mod:`.runs`: which operator (a run directory, a bare model) and which samples (test split, slices);
-- :mod:`.resolutions`: which resolutions a run may be evaluated at;
-- :mod:`.reports`: the printed table; :mod:`.plots`: every figure petrov draws.
+- [`runs`][]: which operator (a run directory, a bare model) and which samples (test split, slices);
+- [`resolutions`][]: which resolutions a run may be evaluated at;
+- [`reports`][]: the printed table; [`plots`][]: every figure petrov draws (from [`figure_style`][],
+  [`field_plots`][], [`curve_plots`][]; [`mesh_plots`][] for meshes).
 
 The per-sample metric loop and the metrics files it shares with training are
-:mod:`petrov.train.metrics` (re-exported here).
+[`petrov.train.metrics`][] (re-exported here).
 """
 from ..train.metrics import (
     ROW_FIELDS,

@@ -1,12 +1,12 @@
 """``petrov evaluate``: a trained operator at several resolutions of a data file, on the same samples.
 
-- :func:`evaluate_resolutions`: one operator on the same samples at each resolution (the file strided
+- [`evaluate_resolutions`][]: one operator on the same samples at each resolution (the file strided
   from its native grid, the normalisers restricted to each grid), by default the run's test split;
-- :func:`predict`, :func:`make_plots`: predictions of a few samples and the evaluation figures;
-- :func:`run_evaluation`: what ``petrov evaluate RUN`` does (evaluate, write ``RUN/eval``, plot).
+- [`predict`][], [`make_plots`][]: predictions of a few samples and the evaluation figures;
+- [`run_evaluation`][]: what ``petrov evaluate RUN`` does (evaluate, write ``RUN/eval``, plot).
 
-The per-sample metric and the metrics files are :mod:`petrov.train.metrics` (the trainer's
-validation and test use them too); which samples and resolutions: :mod:`.runs`, :mod:`.resolutions`.
+The per-sample metric and the metrics files are [`petrov.train.metrics`][] (the trainer's
+validation and test use them too); which samples and resolutions: [`runs`][], [`resolutions`][].
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def evaluate_resolutions(
 ) -> list[dict[str, Any]]:
     """Relative L² of one trained operator at each resolution, on the same samples.
 
-    ``source``: a run directory (its ``best.pt`` and ``config.json``), an :class:`EvalSetup`, or a
+    ``source``: a run directory (its ``best.pt`` and ``config.json``), an [`EvalSetup`][], or a
     model/``NormalizedOperator`` (then ``config`` optionally gives the data settings).
     ``data_path``: default the run's training file.  ``resolutions``: default the config's
     ``eval_resolutions`` (else the training resolution).  ``indices``: ``"test"`` (default for runs:
@@ -98,8 +98,8 @@ def evaluate_resolutions(
     quadratic mixers (fourier, softmax) hold ``batch·n²`` numbers per layer at resolution n.
     Returns one row per resolution ``{"resolution", "n", "mean", "std", "median", "max"}`` (plus
     ``"per_sample"``, a list, if ``per_sample``); with ``out_dir`` also writes
-    ``metrics.csv``/``metrics.json`` there (see :func:`write_metrics`), under the output-folder rule of
-    :mod:`petrov.common.outputs` (``overwrite``: write into a folder holding other files).  A data file
+    ``metrics.csv``/``metrics.json`` there (see [`write_metrics`][]), under the output-folder rule of
+    [`petrov.common.outputs`][] (``overwrite``: write into a folder holding other files).  A data file
     whose content differs from what the run recorded for its training file is evaluated with a warning.
 
     ``per_time`` (default: when the data kind stores trajectories, snapshots as channels): the
@@ -272,11 +272,11 @@ def run_evaluation(
 ) -> list[dict[str, Any]]:
     """What ``petrov evaluate`` does: evaluate, write ``RUN_DIR/eval`` (or ``out_dir``), plot.
 
-    The output folder follows :mod:`petrov.common.outputs`: it must not hold another command's
+    The output folder follows [`petrov.common.outputs`][]: it must not hold another command's
     outputs (the run's own ``metrics.json``), nor, unless ``overwrite``, a user's files; an earlier
     evaluation's files there are replaced as a whole (no old plot beside new metrics).
 
-    Logs (INFO, logger ``petrov.evaluate.evaluation``) the table of :func:`format_table` if ``echo``, and
+    Logs (INFO, logger ``petrov.evaluate.evaluation``) the table of [`format_table`][] if ``echo``, and
     the files written. The rows (returned and in ``metrics.json``) carry the per-sample errors as
     ``"per_sample"``: the error-vs-resolution figure draws their percentiles."""
     dev = _device(device)

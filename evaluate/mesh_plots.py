@@ -1,10 +1,10 @@
 """Figures of operators evaluated on meshes: fields drawn on each sample's own triangulation.
 
-- :func:`plot_mesh_predictions`: per chosen sample (the first, the median and the worst by error), the
+- [`plot_mesh_predictions`][]: per chosen sample (the first, the median and the worst by error), the
   coefficient, the true solution, the prediction (on the truth's colour scale) and the error, each
   with tripcolor on the triangles, physical axes of ``[0, 1]²`` and its own colour bar;
-- :func:`plot_error_vs_level`: relative L² per mesh level against the mean node count, the nested
-  levels joined, the independent remesh marked apart, the training level marked.
+- [`plot_error_vs_level`][]: relative L² per mesh level, the levels in the order of their mean node
+  count, the nested levels joined, the independent remesh marked apart, the training level marked.
 """
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.tri import Triangulation  # noqa: E402
 
-from .plots import chosen_samples, sample_head, save_figure  # noqa: E402
+from . import figure_style  # noqa: E402
+from .figure_style import chosen_samples, sample_head  # noqa: E402
 
 
 def _field(ax, tri: Triangulation, values: np.ndarray, title: str, vmin=None, vmax=None, cmap="viridis"):
@@ -65,44 +67,58 @@ def plot_mesh_predictions(samples: Sequence[dict[str, Any]], predictions: Sequen
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return figure_style.save_figure(fig, path)
 
 
 def plot_error_vs_level(rows: Sequence[dict[str, Any]], nodes: dict[str, float], path: str | os.PathLike, *,
                         train_level: str | None = None, title: str | None = None) -> Path:
-    """Relative L² (median line, mean and max markers) of each mesh level's row against its mean node
-    count ``nodes[level]``; levels named ``level*`` are joined (nested refinements), others (the
-    independent remesh) drawn apart.  Saved at ``path`` (PNG and PDF)."""
+    """Relative L² (median line, mean and max markers) of each mesh level's row, one column per level
+    in the order of its mean node count ``nodes[level]`` (named under it: "level1" over "1,225 nodes");
+    levels named ``level*`` are joined (nested refinements), others (the independent remesh) drawn
+    apart, after a dotted separator; the training level's column is marked.  Saved at ``path`` (PNG and
+    PDF).
+
+    Columns, not a log axis of node counts: ``level2`` and the remesh have nearly the same count, so
+    their points and names would print over each other."""
     if not rows:
         raise ValueError("no evaluation rows to plot")
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    missing = sorted({str(r["resolution"]) for r in rows} - set(nodes))
+    if missing:
+        raise ValueError(f"no node count for mesh level(s) {', '.join(missing)}")
     nested = sorted((r for r in rows if str(r["resolution"]).startswith("level")), key=lambda r: nodes[r["resolution"]])
-    others = [r for r in rows if not str(r["resolution"]).startswith("level")]
+    others = sorted((r for r in rows if not str(r["resolution"]).startswith("level")), key=lambda r: nodes[r["resolution"]])
+    ordered = nested + others
+    fig, ax = plt.subplots(figsize=(1.3 * len(ordered) + 2.4, 4.0))
+    x = np.arange(len(ordered), dtype=float)
+    k = len(nested)
     if nested:
-        x = [nodes[r["resolution"]] for r in nested]
-        ax.plot(x, [r["median"] for r in nested], "o-", color="tab:blue", ms=4, lw=1.2, label="median (nested levels)")
-        ax.plot(x, [r["mean"] for r in nested], "D", color="tab:orange", ms=5, mfc="none", label="mean")
-        ax.plot(x, [r["max"] for r in nested], "v", color="tab:red", ms=4, label="max")
-    for r in others:
-        x = nodes[r["resolution"]]
-        ax.plot([x], [r["median"]], "s", color="tab:green", ms=7, mfc="none", mew=1.5,
-                label=f"median ({r['resolution']}: independent mesh)")
-        ax.plot([x], [r["mean"]], "D", color="tab:orange", ms=5, mfc="none")
-        ax.plot([x], [r["max"]], "v", color="tab:red", ms=4)
-    if train_level is not None and train_level in nodes:
-        ax.axvline(nodes[train_level], color="0.5", ls="-.", lw=0.8, label=f"trained on {train_level}")
-    for r in rows:
-        ax.annotate(str(r["resolution"]), (nodes[r["resolution"]], r["median"]), textcoords="offset points",
-                    xytext=(0, -12), ha="center", fontsize=7)
-    ax.set_xscale("log")
+        ax.plot(x[:k], [r["median"] for r in nested], "o-", color="tab:blue", ms=5, lw=1.2, label="median")
+    if others:
+        ax.plot(x[k:], [r["median"] for r in others], "s", color="tab:blue", ms=7, mfc="none", mew=1.5,
+                label="median, independent mesh")
+        if nested:
+            ax.axvline(k - 0.5, color="0.6", ls=":", lw=0.8)
+    ax.plot(x, [r["mean"] for r in ordered], "D", color="tab:orange", ms=5, mfc="none", mew=1.2, label="mean")
+    ax.plot(x, [r["max"] for r in ordered], "v", color="tab:red", ms=5, label="max")
+    names = [str(r["resolution"]) for r in ordered]
+    if train_level in names:
+        ax.axvspan(names.index(train_level) - 0.4, names.index(train_level) + 0.4, color="0.93", zorder=0,
+                   label=f"trained on {train_level}")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{name}\n{nodes[name]:,.0f} nodes" for name in names], fontsize=8)
+    ax.set_xlim(-0.6, len(ordered) - 0.4)
     ax.set_yscale("log")
-    ax.set_xlabel("mean nodes per sample")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.0e}".replace("e-0", "e-")))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # unlabelled: labels would overprint
+    ax.margins(y=0.15)
+    ax.set_xlabel("mesh (mean nodes per sample)")
     ax.set_ylabel("relative L2 error per sample")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    ax.grid(True, axis="y", which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=3, frameon=False)
     ax.set_title(title or f"test error per mesh level ({rows[0]['n']} test samples)", fontsize=9)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return figure_style.save_figure(fig, path)
 
 
-__all__ = ["chosen_samples", "plot_error_vs_level", "plot_mesh_predictions"]  # chosen_samples: from .plots
+__all__ = ["chosen_samples", "plot_error_vs_level", "plot_mesh_predictions"]  # chosen_samples: from .figure_style

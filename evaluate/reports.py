@@ -1,5 +1,5 @@
 """The evaluation table printed by ``petrov evaluate`` (the files are written by
-:func:`petrov.train.metrics.write_metrics`)."""
+[`petrov.train.metrics.write_metrics`][])."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,7 @@
 """Which operator and which samples an evaluation uses: runs, bare models, index rules.
 
-An :class:`EvalSetup` is a trained operator with how its training data were read (config, kind);
-:func:`load_run` makes one from a run directory (its ``best.pt`` and ``config.json``).  The samples:
+An [`EvalSetup`][] is a trained operator with how its training data were read (config, kind);
+[`load_run`][] makes one from a run directory (its ``best.pt`` and ``config.json``).  The samples:
 ``"test"`` (the run's test split, the last ``data.n_test`` samples of the file, never seen by model
 selection), ``"all"``, or a slice ``a:b`` of the file; a selection that overlaps the run's training
 or validation split is evaluated with a warning.
@@ -31,7 +31,7 @@ from ..train.operator import NormalizedOperator
 class EvalSetup:
     """The operator and how its training data were read: kind, inverse target grid, input noise.
 
-    ``config`` is the run's :class:`~petrov.train.config.TrainConfig` (None for a bare operator).
+    ``config`` is the run's [`TrainConfig`][petrov.train.config.TrainConfig] (None for a bare operator).
     """
 
     operator: Any

@@ -3,18 +3,18 @@
     result = invert("darcy-141.h5", "pde", resolution=141, indices=slice(900, 910), noise=0.01,
                     noise_stats="runs/darcy-inverse", settings={"grid": 36}, out_dir="inv/pde")
 
-Methods (``METHODS``, :mod:`petrov.inverse.methods`): ``pde`` (finite-difference solve + adjoint,
+Methods (``METHODS``, [`petrov.inverse.methods`][]): ``pde`` (finite-difference solve + adjoint,
 L-BFGS-B), ``refined`` (``pde`` from the learned answer, stopped by the discrepancy principle;
 ``inverse_run``), ``surrogate`` (Adam through a trained forward operator, ``forward_run``), ``learned``
 (a trained inverse operator, ``inverse_run``). ``pde`` and ``surrogate`` can start from the learned
 inverse's output (``start="learned"``). ``uncertainty=True`` (pde, refined) adds per cell the
 probability of the high phase and per sample an interval for the relative error
-(:mod:`petrov.inverse.laplace`). Everything is validated before anything runs or is written; the
+([`petrov.inverse.laplace`][]). Everything is validated before anything runs or is written; the
 output directory receives ``coefficients.h5`` (recovered a, observed u, pooled truth when known, the
 uncertainty), ``metrics.json``/``metrics.csv`` (per sample and mean) and ``inversion.png``, each
 written to a temporary file and renamed. The samples run in chunks (``workers`` processes); finished
 chunks are kept in the output directory until the end, so a killed run resumes
-(:mod:`petrov.inverse.runner`).
+([`petrov.inverse.runner`][]).
 """
 from __future__ import annotations
 
@@ -215,19 +215,19 @@ def invert(
     """Recover the coefficients of the observations in ``source`` with ``method``.
 
     ``source``: a Darcy dataset file (samples ``indices`` at ``resolution``; truth known), an array
-    file ``.npy``/``.npz`` (physical units, see ``observations``) or an :class:`Observations`.
+    file ``.npy``/``.npz`` (physical units, see ``observations``) or an [`Observations`][].
     ``noise``: a level added per the reference protocol with ``noise_seed`` and the point-wise
     statistics ``noise_stats`` (a run directory, a dataset file or a normalizer; default the inverse
     run's, else the source file's), or ``"observed"`` for observations that are noisy already.
     ``forward_run``/``inverse_run``: run directories (or loaded operators) for ``surrogate``/``learned``
     (and ``refined``, which starts from the learned answer).
     ``start``: ``"midpoint"`` or ``"learned"`` (pde/surrogate start from the learned inverse's output).
-    ``settings``: :class:`InversionConfig` or a mapping of its fields. ``uncertainty``: phase
+    ``settings``: [`InversionConfig`][] or a mapping of its fields. ``uncertainty``: phase
     probabilities and error intervals (pde/refined, the unknown on the solve grid). ``calibrate``:
     indices of other samples of the same dataset file (truth known, e.g. validation samples) inverted
     first with the same settings to measure the intervals' split-conformal factors
-    (``error_scale``, :func:`petrov.inverse.calibration.conformal_scale`). ``out_dir``: where to write,
-    under the output-folder rule of :mod:`petrov.common.outputs` (``overwrite``: into a folder holding
+    (``error_scale``, [`petrov.inverse.calibration.conformal_scale`][]). ``out_dir``: where to write,
+    under the output-folder rule of [`petrov.common.outputs`][] (``overwrite``: into a folder holding
     other files; another command's outputs are never written over), and where finished chunks are kept
     until the end (a rerun resumes). ``workers``: processes (0: this one), ``chunk_size`` samples each
     at a time. ``progress``: a bar on a terminal. ``trace``: pde iterates in ``info[i]["trace"]``

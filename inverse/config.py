@@ -10,31 +10,62 @@ from ..common.config import from_dict
 
 @dataclass(frozen=True)
 class InversionConfig:
-    """What is optimized and how.
+    """What is optimized and how: the settings of ``petrov invert`` (``--set name=value``) and of
+    [`invert`][petrov.inverse.invert].
 
-    The unknown is the coefficient on a coarse ``grid x grid`` node grid (``None``: the learned model's
-    output grid, else 36), prolonged bilinearly to the solve/observation grid. ``pde_grid``: the pde
-    method's unknown on a finer node grid instead (e.g. the solve grid), its prolongation average-pooled
-    to the output grid as the truth is: the recovered 3/12 interfaces can then fall between output nodes;
-``snap`` > 0 first sets the fine values within ``snap`` of ``low`` or ``high`` to that value. ``parametrization``:
-    ``"box"`` (a itself, kept in ``[low, high]``) or ``"level-set"`` (``a = low + (high - low) sigmoid(phi/tau)``).
-    Objective ``1/2 ||S u(a) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a)``.
+    The unknown is the coefficient on a coarse ``grid x grid`` node grid, prolonged bilinearly to the
+    solve/observation grid.  The pde method minimizes
+    ``1/2 ||S u(a) - u_obs||_h^2 / ||u_obs||_h^2 + reg_weight * TV_delta(a)``.
 
-    ``optimizer``: the pde method's L-BFGS-B (``"lbfgs"``) or projected Gauss-Newton with at most
-    ``cg_max_iter`` conjugate-gradient iterations to the relative residual ``cg_tol`` per step
-    (``"gauss-newton"``, :mod:`petrov.inverse.newton`; ``max_iter`` counts its outer iterations).
-    ``stop``: the pde method runs ``max_iter`` L-BFGS-B iterations (``"iterations"``) or stops as soon
-    as the data misfit ``||S u(a) - u_obs||_h`` falls to ``discrepancy`` times the expected noise norm
-    ``sqrt(h^2 sum_j sigma_j^2)`` (``"discrepancy"``, Morozov's discrepancy principle; ``max_iter`` stays
-    the cap). ``discrepancy_floor``: the noise norm is taken at least this fraction of ``||u_obs||_h``,
-    so clean data (sigma = 0) also stop once they are fitted that closely.
+    The unknown and its prior knowledge:
 
-    Uncertainty (pde answers, :mod:`petrov.inverse.laplace`): a Gaussian smoothness prior of scale
-    ``prior_std`` and correlation length ``prior_length``, a ``posterior_rank`` Gauss-Newton Hessian,
-    ``posterior_samples`` samples; ``interval`` is the nominal probability of the error interval, taken
-    from the posterior's quantiles of the error or, with ``error_scale = (c_low, c_high)``, as ``[c_low,
-    c_high]`` times the posterior median error (split-conformal factors measured on validation samples,
-    :func:`petrov.inverse.calibration.conformal_scale`).
+    - ``grid``: nodes per side of the unknown's grid (``None``: the learned model's output grid, else 36).
+    - ``parametrization``: ``"box"`` (a itself, kept in ``[low, high]``) or ``"level-set"``
+      (``a = low + (high - low) sigmoid(phi/tau)``).
+    - ``low``, ``high``: the two values of the coefficient (3 and 12 in the Darcy recipe).
+    - ``tau``: the level-set sharpness (in units of phi).
+    - ``reg_weight``: the weight of the total variation.
+    - ``tv_delta``: the smoothing of ``|grad a|`` in the total variation (units of a per unit length).
+
+    The pde method (petrov's finite-difference solver and its adjoint):
+
+    - ``averaging``: ``"arithmetic"`` or ``"harmonic"`` means of a on the cell faces.
+    - ``f``: the right-hand side of ``-div(a grad u) = f``.
+    - ``solver_resolution``: the solve grid (``None``: the observation grid).
+    - ``pde_grid``: the pde method's unknown on a finer node grid instead (e.g. the solve grid), its
+      prolongation average-pooled to the output grid as the truth is: the recovered 3/12 interfaces
+      can then fall between output nodes (``None``: the output grid).
+    - ``snap``: with a finer ``pde_grid``: the fine values within ``snap`` of ``low`` or ``high`` are
+      set to that value before pooling (0: off).
+    - ``max_iter``: iterations per sample (L-BFGS-B's, or Gauss-Newton's outer steps).
+    - ``lbfgs_memory``: correction pairs L-BFGS-B keeps (scipy's ``maxcor``).
+    - ``optimizer``: ``"lbfgs"`` (L-BFGS-B) or ``"gauss-newton"`` (projected Gauss-Newton,
+      [`petrov.inverse.newton`][]; needs ``parametrization = "box"``).
+    - ``cg_max_iter``: Gauss-Newton: conjugate-gradient iterations per step.
+    - ``cg_tol``: Gauss-Newton: the relative residual at which the conjugate gradients stop.
+    - ``stop``: ``"iterations"`` (run ``max_iter`` iterations) or ``"discrepancy"`` (stop as soon as
+      the data misfit ``||S u(a) - u_obs||_h`` falls to ``discrepancy`` times the expected noise norm
+      ``sqrt(h^2 sum_j sigma_j^2)``: Morozov's discrepancy principle; ``max_iter`` stays the cap).
+    - ``discrepancy``: the factor of the noise norm at which ``stop = "discrepancy"`` stops.
+    - ``discrepancy_floor``: the noise norm is taken as at least this fraction of ``||u_obs||_h``, so
+      clean data (sigma = 0) also stop once they are fitted that closely.
+
+    The uncertainty of a pde answer (a Laplace approximation, [`petrov.inverse.laplace`][]):
+
+    - ``prior_std``, ``prior_length``: scale and correlation length of the Gaussian smoothness prior.
+    - ``posterior_rank``: the rank of the Gauss-Newton Hessian of the posterior.
+    - ``posterior_samples``: posterior samples drawn for the phase probabilities and the intervals.
+    - ``interval``: the nominal probability of the error interval (0.9: a 90% interval).
+    - ``error_scale``: ``(c_low, c_high)``: the interval is ``[c_low, c_high]`` times the posterior
+      median error (split-conformal factors measured on validation samples,
+      [`petrov.inverse.calibration.conformal_scale`][]); ``None``: the posterior's quantiles of the
+      error.
+
+    The surrogate method (gradient descent through a trained forward operator):
+
+    - ``steps``: Adam steps.
+    - ``lr``: Adam's learning rate.
+    - ``batch_size``: samples optimized together.
     """
 
     grid: int | None = None
@@ -112,7 +143,7 @@ class InversionConfig:
 
 
 def inversion_config(settings: InversionConfig | Mapping[str, Any] | None = None, **overrides) -> InversionConfig:
-    """An :class:`InversionConfig` from a config, a mapping (strict) or nothing, with ``overrides`` applied."""
+    """An [`InversionConfig`][] from a config, a mapping (strict) or nothing, with ``overrides`` applied."""
     if isinstance(settings, InversionConfig):
         return replace(settings, **overrides) if overrides else settings
     return from_dict(InversionConfig, {**dict(settings or {}), **overrides}, context="inversion settings")

@@ -18,7 +18,7 @@ Low rank: the prior-preconditioned misfit Hessian ``H = s^2 C J^T Sigma^-1 J C ~
 (randomized eigendecomposition, two passes of ``rank + 10`` products), so ``G_post = s^2 C (I - V D V^T) C``
 with ``D = lam / (1 + lam)``, and a posterior sample is ``a* + s C (I - V P V^T) z``, ``z ~ N(0, I)``,
 ``P = 1 - (1 + lam)^-1/2``. Each sample is clipped to ``[low, high]``, snapped and pooled to the output
-grid as the answer is (:func:`petrov.inverse.pde.output_coefficients`), giving
+grid as the answer is ([`petrov.inverse.pde.output_coefficients`][]), giving
 
 - ``phase_probability (k, k)``: the fraction of samples whose cell exceeds ``(low + high)/2``;
 - ``error_interval (2,)``: the central ``interval`` quantiles of the sampled relative errors
@@ -127,7 +127,7 @@ def summarize(answer: np.ndarray, samples: np.ndarray, cfg: InversionConfig) -> 
 
 def laplace_uncertainty(a: np.ndarray, obs: np.ndarray, noise_std, cfg: InversionConfig, sample_id: int,
                         seed: int = 0) -> dict[str, np.ndarray]:
-    """The summary of :func:`summarize` for the pde answer whose solver-grid coefficient is ``a (n, n)``
+    """The summary of [`summarize`][] for the pde answer whose solver-grid coefficient is ``a (n, n)``
     (observation ``obs (m, m)`` on the misfit grid, noise ``noise_std``), file sample ``sample_id``."""
     rng = np.random.default_rng([int(seed), _STREAM, int(sample_id)])
     lin = linearize(a, obs, noise_std, cfg)

@@ -3,8 +3,8 @@ Jacobian ``J = d(S u)/da`` applied both ways with it.
 
 ``J v = -S A^-1 (dA/da [v]) u`` and ``J^T w = -d(lam^T A u)/da`` with ``A lam = S^T w`` (``A`` is
 symmetric, so one factorization serves both): a triangular solve pair each, a few milliseconds against
-tens for the factorization at 141 x 141. The Laplace posterior (:mod:`.laplace`) and the Gauss-Newton
-refinement (:mod:`.newton`) both build on it.
+tens for the factorization at 141 x 141. The Laplace posterior ([`laplace`][]) and the Gauss-Newton
+refinement ([`newton`][]) both build on it.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
 A method is called as ``method(u, cfg, ops, start, ctx)`` with observations ``u (N, m, m)`` and
 returns ``(a (N, grid, grid), info)``, one info dict per sample.
 
-:func:`invert_samples` runs one batch: the learned start when asked for, the method, and for the
+[`invert_samples`][] runs one batch: the learned start when asked for, the method, and for the
 pde-based methods the Laplace uncertainty of each answer (``info[i]["uncertainty"]``).
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .pde import invert_pde
 from .surrogate import invert_surrogate
 
 METHODS: Registry[Callable] = Registry("inversion method")
+"""The inversion methods by name (``learned``, ``pde``, ``refined``, ``surrogate``)."""
 NEEDS = {"surrogate": "forward", "learned": "inverse", "refined": "inverse"}  # the trained operator each needs
 STARTS_LEARNED = {"refined"}  # methods that always start from the learned answer
 UNCERTAIN = {"pde", "refined"}  # methods whose answers get a posterior (uncertainty=True)

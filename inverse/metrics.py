@@ -22,7 +22,7 @@ from .parametrization import prolong
 
 
 def relative_l2(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
-    """``(N,)`` relative L2 of fields ``(N, *grid)`` (:func:`petrov.train.losses.relative_l2_per_sample`
+    """``(N,)`` relative L2 of fields ``(N, *grid)`` ([`petrov.train.losses.relative_l2_per_sample`][]
     on float64 arrays)."""
     pred, true = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
     if pred.shape != true.shape:

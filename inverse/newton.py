@@ -1,11 +1,11 @@
 """PDE-constrained inversion by projected Gauss-Newton with conjugate gradients (``optimizer="gauss-newton"``).
 
-The objective is the pde method's (:mod:`.pde`), with the box parametrization ``a_c = theta`` on the
+The objective is the pde method's ([`pde`][]), with the box parametrization ``a_c = theta`` on the
 unknown's ``n_u`` node grid and ``P`` the bilinear prolongation to the solve grid:
 
     J(theta) = 1/2 s ||S u(P theta) - u_obs||_h^2 + reg_weight * TV_delta(theta),   s = 1/||u_obs||_h^2
 
-Each outer iteration factorizes ``A(P theta)`` once (:func:`.linearization.forward_state`) and uses that
+Each outer iteration factorizes ``A(P theta)`` once ([`linearization.forward_state`][]) and uses that
 factorization for the gradient and for every product with the Gauss-Newton Hessian
 
     H v = s P^T J^T W J P v + reg_weight * Hess(TV) v,      W = h^2 (the misfit's quadrature weight)
@@ -24,7 +24,7 @@ here the curvature comes from the cheap solves, so a few dozen factorizations do
 Stops when the data misfit ``||S u - u_obs||_h`` reaches the target (``stop="discrepancy"``), after
 ``max_iter`` outer iterations, when a step lowers ``J`` by less than ``FTOL`` of it, or when the line
 search fails. Same contract as
-:func:`petrov.inverse.pde.fit_sample`.
+[`petrov.inverse.pde.fit_sample`][].
 """
 from __future__ import annotations
 

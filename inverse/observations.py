@@ -1,6 +1,6 @@
 """Observed solutions u to invert: read from a petrov dataset file or an array file, plus the noise.
 
-An :class:`Observations` holds ``u (N, m, m)`` as observed (physical units, node grid of [0, 1]^2),
+An [`Observations`][] holds ``u (N, m, m)`` as observed (physical units, node grid of [0, 1]^2),
 and when known the clean solution and the true coefficient on the same grid.
 
 Sources:

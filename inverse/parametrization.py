@@ -13,7 +13,7 @@ for the surrogate; everything is differentiable with torch autograd.
   coefficient is two-valued; the values between, at interfaces, stay).
 - ``TV_delta(a) = h^2 sum_cells sqrt(|grad a|^2 + delta^2)``, forward differences on the cells
   ``[0, n_c - 2]^2``, ``h = 1/(n_c - 1)``: a quadrature of the smoothed total variation; its Hessian
-  as a sparse matrix for Newton-type solvers (:func:`total_variation_hessian`).
+  as a sparse matrix for Newton-type solvers ([`total_variation_hessian`][]).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def to_coefficient(theta: torch.Tensor, cfg: InversionConfig) -> torch.Tensor:
 
 
 def from_coefficient(a: torch.Tensor, cfg: InversionConfig) -> torch.Tensor:
-    """Parameters giving the coefficient ``a`` (clipped to the bounds): the inverse of :func:`to_coefficient`."""
+    """Parameters giving the coefficient ``a`` (clipped to the bounds): the inverse of [`to_coefficient`][]."""
     a = a.clamp(cfg.low, cfg.high)
     if cfg.parametrization == "box":
         return a.clone()
@@ -47,7 +47,7 @@ def from_coefficient(a: torch.Tensor, cfg: InversionConfig) -> torch.Tensor:
 
 def prolong(a: torch.Tensor, n: int) -> torch.Tensor:
     """A coefficient ``(b, m, m)`` on the node grid of ``[0, 1]²`` interpolated to ``(b, n, n)``
-    (:func:`petrov.operators.transfer.prolong`, per sample without a channel axis)."""
+    ([`petrov.operators.transfer.prolong`][], per sample without a channel axis)."""
     return transfer.prolong(a.unsqueeze(1), (n, n)).squeeze(1)
 
 
@@ -62,7 +62,7 @@ def total_variation(a: torch.Tensor, delta: float) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=4)
 def _cell_differences(n: int) -> tuple[scipy.sparse.csr_matrix, scipy.sparse.csr_matrix]:
-    """``(D_x, D_y)``, each ``((n-1)^2, n^2)``: the forward differences of :func:`total_variation` on its
+    """``(D_x, D_y)``, each ``((n-1)^2, n^2)``: the forward differences of [`total_variation`][] on its
     cells (row ``i (n-1) + j`` for the cell at node ``(i, j)``), divided by ``h``. Read-only (cached)."""
     h = 1.0 / (n - 1)
     node = np.arange(n * n).reshape(n, n)
@@ -78,7 +78,7 @@ def _cell_differences(n: int) -> tuple[scipy.sparse.csr_matrix, scipy.sparse.csr
 
 
 def total_variation_hessian(a: np.ndarray, delta: float) -> scipy.sparse.csr_matrix:
-    """The Hessian ``(n^2, n^2)`` of :func:`total_variation` at one field ``a (n, n)`` (row-major unknowns):
+    """The Hessian ``(n^2, n^2)`` of [`total_variation`][] at one field ``a (n, n)`` (row-major unknowns):
 
         H = h^2 sum_cells D_c^T (I / s - q q^T / s^3) D_c,   q = (dx, dy),   s = sqrt(|q|^2 + delta^2)
 

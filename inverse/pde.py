@@ -101,7 +101,7 @@ def output_coefficients(a_u: torch.Tensor, n_solver: int, cfg: InversionConfig) 
 
 
 def output_coefficient(a_u: torch.Tensor, n_solver: int, cfg: InversionConfig) -> np.ndarray:
-    """:func:`output_coefficients` of the first unknown of ``a_u (b, n_u, n_u)``: ``(grid, grid)``."""
+    """[`output_coefficients`][] of the first unknown of ``a_u (b, n_u, n_u)``: ``(grid, grid)``."""
     return output_coefficients(a_u[:1], n_solver, cfg)[0]
 
 
@@ -180,10 +180,10 @@ def trace_arrays(records: list[tuple[int, float, float, np.ndarray]]) -> dict[st
 def fit_sample(obs: np.ndarray, start: torch.Tensor, n_solver: int, cfg: InversionConfig,
                noise_std=None, trace: bool = False) -> tuple[torch.Tensor, dict[str, Any]]:
     """One sample: the unknown ``a_u (1, n_u, n_u)`` after L-BFGS-B (or, with ``optimizer="gauss-newton"``,
-    :func:`petrov.inverse.newton.fit_gauss_newton`) from ``start (n_u, n_u)`` for the
+    [`petrov.inverse.newton.fit_gauss_newton`][]) from ``start (n_u, n_u)`` for the
     observation ``obs (m, m)`` on the misfit grid (already thinned), and its info (objective,
     iterations, solves, CPU seconds, the stop reason, the final data misfit, with ``trace`` the
-    iterates' output coefficients at :func:`trace_points` with their CPU seconds and misfits)."""
+    iterates' output coefficients at [`trace_points`][] with their CPU seconds and misfits)."""
     n_u = start.shape[-1]
     u_norm = float(np.sqrt((obs**2).sum())) / (obs.shape[0] - 1)
     target = cfg.discrepancy * max(noise_norm(noise_std, obs.shape[0]), cfg.discrepancy_floor * u_norm)
@@ -226,7 +226,7 @@ def invert_pde(u_obs: np.ndarray, cfg: InversionConfig, start: np.ndarray | None
     to ``pde_grid`` when that is finer).
 
     ``noise_std``: the point-wise noise standard deviation, ``(m, m)`` or ``(N, m, m)`` (None: no noise),
-    for ``stop="discrepancy"``. ``trace``: record the iterates (:func:`fit_sample`). ``posterior``:
+    for ``stop="discrepancy"``. ``trace``: record the iterates ([`fit_sample`][]). ``posterior``:
     called per sample as ``posterior(i, a_fine, obs, noise_std)`` with the sample's position, the
     solver's coefficient ``a_fine (n_solver, n_solver)`` at the answer, its observation on the misfit
     grid and noise std; its dict is stored under ``info[i]["uncertainty"]``.

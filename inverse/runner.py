@@ -7,10 +7,10 @@ fsync, rename), next to ``request.json``, which identifies the request (method, 
 operators, a hash of the observations). A run that finds the same request there loads the finished
 chunks and computes only the missing ones; a different request there is an error (delete the folder
 or choose another output directory). When every chunk is in, the caller writes the results and
-:func:`finish` removes the folder.
+[`finish`][] removes the folder.
 
 Workers (``workers > 0``) are spawned single-threaded processes
-(:func:`petrov.datasets.darcy.darcy_worker_pool`, ended with this process even by ``kill -9``); each
+([`petrov.datasets.darcy.darcy_worker_pool`][], ended with this process even by ``kill -9``); each
 loads the trained operators once from their run directories. A progress bar counts the samples.
 """
 from __future__ import annotations
@@ -110,7 +110,7 @@ def run_chunks(method: str, u: np.ndarray, sample_ids: np.ndarray, cfg: Inversio
                start: str = "midpoint", *, noise_std: np.ndarray | None = None, uncertainty: bool = False,
                trace: bool = False, workers: int = 0, chunk_size: int = 8, out_dir: Path | None = None,
                sources: dict[str, Any] | None = None, progress: bool = True):
-    """Every sample of ``u (N, m, m)`` through :func:`petrov.inverse.methods.invert_samples`, chunk by
+    """Every sample of ``u (N, m, m)`` through [`petrov.inverse.methods.invert_samples`][], chunk by
     chunk: ``(a (N, grid, grid), info)``. ``out_dir``: where the finished chunks are kept (None: in memory
     only, no resumption). ``sources``: the operators' run directories (``{"forward": ..., "inverse": ...}``)
     that workers load; operators given as objects are sent to the workers as they are."""

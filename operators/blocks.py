@@ -2,19 +2,19 @@
 
 Layouts: spectral blocks take channels-first grids ``(b, c, *grid)``;
 the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last grids
-``(b, *grid, c)`` and return channels-last.  Conversions go through :mod:`.layout`.
+``(b, *grid, c)`` and return channels-last.  Conversions go through [`layout`][].
 
-- :class:`SpectralBlock`: one FNO layer ``y = σ(K x + W x + b)``, ``K`` a
-  :class:`~petrov.operators.spectral.SpectralConv`, ``W`` a pointwise (1x1) linear skip.
-- :class:`EncoderLayer`: attention + feed-forward, each in a residual branch, with the
+- [`SpectralBlock`][]: one FNO layer ``y = σ(K x + W x + b)``, ``K`` a
+  [`SpectralConv`][], ``W`` a pointwise (1x1) linear skip.
+- [`EncoderLayer`][]: attention + feed-forward, each in a residual branch, with the
   reference's *post*-norm arrangement (checked in scaomath/galerkin-transformer,
   ``SimpleTransformerEncoderLayer``): ``x = LN1(x + Attn(x))``, ``x = LN2(x + FFN(x))``; the two
   LayerNorms exist only with ``layer_norm=True``.  With ``layer_norm=False`` (the reference's
   Burgers and Darcy set-up) the only normalization is the one inside the attention (K, V for
   Galerkin; Q, K for Fourier).  A causal layer also runs as a recurrence, one point at a time
   (``init_state`` / ``step``, constant-size state; see ``Attention.step``).
-- :class:`SpectralDecoder`: [pointwise lift of ``(x, coordinates)``] -> spectral blocks -> MLP.
-- :class:`PointwiseDecoder`: lift of ``(x, coordinates)`` -> hidden layers -> output.
+- [`SpectralDecoder`][]: [pointwise lift of ``(x, coordinates)``] -> spectral blocks -> MLP.
+- [`PointwiseDecoder`][]: lift of ``(x, coordinates)`` -> hidden layers -> output.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class FullPrecisionLinear(nn.Linear):
 
 def mlp(in_features: int, hidden: int, out_features: int, act: str = "gelu") -> nn.Sequential:
     """Pointwise two-layer perceptron ``Linear -> σ -> Linear`` on the last dim, in full precision
-    also under autocast (:class:`FullPrecisionLinear`: the models' output heads)."""
+    also under autocast ([`FullPrecisionLinear`][]: the models' output heads)."""
     return nn.Sequential(FullPrecisionLinear(in_features, hidden), activation(act),
                          FullPrecisionLinear(hidden, out_features))
 
@@ -136,7 +136,8 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
         if not (recompute and torch.is_grad_enabled()):
             return self.net(x)
-        if self.training and self.net[2].p > 0:
+        # (under torch.compile too: dynamo cannot trace the autograd.grad in _RecomputedHidden's backward)
+        if self.training and self.net[2].p > 0 or torch.compiler.is_compiling():
             return checkpoint(self.net, x, use_reentrant=False)
         return _RecomputedHidden.apply(self, x, *self.parameters())
 
@@ -144,9 +145,16 @@ class FeedForward(nn.Module):
 @dataclass
 class EncoderConfig(AttentionConfig):
     """Config fields every attention model shares: its attention (the inherited
-    :class:`~petrov.operators.attention.AttentionConfig` fields), channels, and its stack of
+    [`AttentionConfig`][] fields), channels, and its stack of
     ``EncoderLayer``s.  Model configs extend it with their own fields (one flat table in TOML /
-    ``build_model``); ``dropout`` acts in the attention, the FFN and both residual branches.
+    ``build_model``); ``dropout`` acts in the attention, the FFN and both residual branches.  Fields:
+
+    - ``in_channels``, ``out_channels``: channels of the input and of the output field.
+    - ``d_model``: width of the attention layers (the encoder's feature channels).
+    - ``n_layers``: encoder layers (attention + feed-forward, each in a residual branch).
+    - ``dim_feedforward``: hidden width of each layer's feed-forward block (``None``: ``2 * d_model``).
+    - ``ffn_activation``: activation of the feed-forward block (``relu``, ``gelu``, ``silu``, ...).
+    - ``layer_norm``: a LayerNorm after each residual sum (post-norm); off in the reference hybrids.
     """
 
     in_channels: int = 1
@@ -172,9 +180,9 @@ def _residual(x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
 class EncoderLayer(nn.Module):
     """``(b, n, d) -> (b, n, d)``: ``x + Attn(x, pos)`` then ``x + FFN(x)`` (post-norm if ``layer_norm``).
 
-    Built from an :class:`EncoderConfig` passed whole (``d_model``, the attention fields,
+    Built from an [`EncoderConfig`][] passed whole (``d_model``, the attention fields,
     ``dim_feedforward``, ``ffn_activation``, ``layer_norm``, ``dropout``); the attention is
-    :class:`~petrov.operators.attention.Attention` of the same config, so any registered mixer plugs
+    [`Attention`][] of the same config, so any registered mixer plugs
     in by name.
     """
 
@@ -258,8 +266,16 @@ class SpectralDecoder(nn.Module):
 
 @dataclass
 class SpectralDecoderFields:
-    """The config fields of a :class:`SpectralDecoder` (models that decode on their input grid); a
-    model config lists it first among its bases, so these fields come last in its table."""
+    """The config fields of a [`SpectralDecoder`][] (models that decode on their input grid); a
+    model config lists it first among its bases, so these fields come last in its table.
+
+    - ``decoder_width``: channels of the decoder's spectral blocks.
+    - ``decoder_layers``: the decoder's spectral blocks.
+    - ``decoder_hidden``: hidden width of the decoder's output MLP (``None``: ``4 * decoder_width``).
+    - ``modes``: Fourier modes each spectral block keeps per axis (a fixed number: the same
+      frequencies at every resolution).
+    - ``decoder_activation``: activation of the decoder.
+    """
 
     decoder_width: int = 16
     decoder_layers: int = 2
@@ -270,7 +286,12 @@ class SpectralDecoderFields:
 
 @dataclass
 class PointwiseDecoderFields:
-    """The config fields of a :class:`PointwiseDecoder` (hidden width, default the model's d_model)."""
+    """The config fields of a [`PointwiseDecoder`][] (an MLP of ``[h, pos]`` at every point).
+
+    - ``decoder_hidden``: hidden width of the decoder MLP (``None``: the model's ``d_model``).
+    - ``decoder_layers``: hidden layers of the decoder MLP.
+    - ``decoder_activation``: activation of the decoder MLP.
+    """
 
     decoder_hidden: Optional[int] = None  # default d_model
     decoder_layers: int = 1
@@ -279,14 +300,14 @@ class PointwiseDecoderFields:
 
 def spectral_decoder(c: SpectralDecoderFields, in_channels: int, out_channels: int, ndim: int, coord_dim: int,
                      hidden: int | None = None) -> "SpectralDecoder":
-    """The :class:`SpectralDecoder` a config describes (``hidden``: default ``4 * decoder_width``)."""
+    """The [`SpectralDecoder`][] a config describes (``hidden``: default ``4 * decoder_width``)."""
     return SpectralDecoder(in_channels, out_channels, c.decoder_width, c.modes, ndim=ndim, n_layers=c.decoder_layers,
                            hidden=hidden or c.decoder_hidden or 4 * c.decoder_width, coord_dim=coord_dim,
                            act=c.decoder_activation)
 
 
 def pointwise_decoder(c, in_channels: int, hidden: int, coord_dim: int = 2) -> "PointwiseDecoder":
-    """The :class:`PointwiseDecoder` a config with ``decoder_layers``, ``decoder_activation``,
+    """The [`PointwiseDecoder`][] a config with ``decoder_layers``, ``decoder_activation``,
     ``out_channels`` and ``dropout`` describes, ``hidden`` wide."""
     return PointwiseDecoder(in_channels, c.out_channels, hidden, coord_dim=coord_dim, n_layers=c.decoder_layers,
                             act=c.decoder_activation, dropout=getattr(c, "dropout", 0.0))

@@ -1,20 +1,32 @@
 """Entry checks shared by the models: clear errors for wrong shapes, channel counts and NaN.
 
-Models call :func:`check_grid_input` on ``x`` and :func:`grid_pos` for ``pos`` at the top of
-``forward`` (once per model call, never per layer); point-set models call :func:`check_point_input`
+Models call [`check_grid_input`][] on ``x`` and [`grid_pos`][] for ``pos`` at the top of
+``forward`` (once per model call, never per layer); point-set models call [`check_point_input`][]
 on ``x, pos, weights, mask, boundary``.  All raise ``ValueError`` naming the expected and the
 received value.
 
-The NaN/inf check reads every input value and, on an accelerator, makes the host wait for the
-device at each forward.  :func:`set_finite_check` chooses: ``"cpu"`` (default: check tensors on
-the CPU, where it costs one pass over the input and no synchronization; data files are checked
-once when they are loaded), ``"always"`` or ``"never"``.
+Checks of sizes, dtypes and devices are plain Python on tensor metadata and always run.  Checks of
+values (NaN/inf, negative or zero-sum quadrature weights, coordinates outside the domain) read the
+tensor, which on an accelerator makes the host wait for the device: they run where
+``checks_values`` says, which is
+
+- never while ``torch.compile`` traces or a CUDA graph is being captured (a compiled or captured step
+  has no host read: the data pipeline checks every batch where it enters);
+- otherwise as ``set_finite_check`` chose: ``"cpu"`` (default: tensors on the CPU, where a check
+  costs one pass over the input and no synchronization; data files are checked once when they are
+  loaded), ``"always"`` or ``"never"``.
+
+A check that runs reads the host once (``raise_first``: all the conditions of one call in one
+transfer): a model called in eager mode on checked tensors (the CPU's by default) answers bad values
+with its clear error, never with a silent NaN.
 """
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 import torch
 
-from .layout import grid_coordinates
+from .layout import cached_grid_coordinates
 
 _FINITE_CHECK = {"mode": "cpu"}
 
@@ -26,23 +38,83 @@ def set_finite_check(mode: str) -> None:
     _FINITE_CHECK["mode"] = mode
 
 
-def _checks_finite(x: torch.Tensor) -> bool:
+def capturing(t: torch.Tensor) -> bool:
+    """True while ``torch.compile`` traces, or while a CUDA graph is captured on ``t``'s (CUDA) device:
+    where no value may be read back to the host."""
+    if torch.compiler.is_compiling():
+        return True
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def checks_values(t: torch.Tensor) -> bool:
+    """Whether value checks look at ``t`` now (module docstring: never while capturing, else
+    ``set_finite_check``'s mode)."""
+    if capturing(t):
+        return False
     mode = _FINITE_CHECK["mode"]
-    return mode == "always" or (mode == "cpu" and x.device.type == "cpu")
+    return mode == "always" or (mode == "cpu" and t.device.type == "cpu")
 
 
-def check_finite(t: torch.Tensor, where: str) -> None:
-    """ValueError if ``t`` holds NaN or inf (when :func:`set_finite_check` says to look)."""
-    if _checks_finite(t) and not bool(torch.isfinite(t).all()):
-        n_bad = int((~torch.isfinite(t)).sum())
-        raise ValueError(f"{where} contains NaN or inf ({n_bad} of {t.numel()} values); one bad value would "
-                         f"make every output NaN: check the input and its normalization")
+def raise_first(failures: Sequence[tuple[torch.Tensor, Callable[[], str]]]) -> None:
+    """``failures``: pairs ``(flag, message)``, ``flag`` a 0-d bool tensor (True: the check failed).
+    ``ValueError(message())`` for the first raised flag; all flags come back in one host transfer (the
+    messages, which may read more values, are made only for a failure)."""
+    if not failures:
+        return
+    if len(failures) == 1:
+        flags = [bool(failures[0][0])]
+    else:
+        flags = torch.stack([flag.reshape(()) for flag, _ in failures]).tolist()
+    for failed, (_, message) in zip(flags, failures):
+        if failed:
+            raise ValueError(message())
+
+
+def non_finite(t: torch.Tensor) -> torch.Tensor:
+    """0-d bool: ``t`` holds a NaN or an inf."""
+    return ~torch.isfinite(t).all()
+
+
+def _count_bad(t: torch.Tensor) -> str:
+    return f"{int((~torch.isfinite(t)).sum())} of {t.numel()} values"
+
+
+def non_finite_failure(t: torch.Tensor, where: str) -> tuple[torch.Tensor, Callable[[], str]]:
+    """``t`` holds NaN or inf, as ``raise_first`` takes it; the message counts the bad values."""
+    return (non_finite(t), lambda: f"{where} contains NaN or inf ({_count_bad(t)}); one bad value would make "
+                                   "every output NaN: check the input and its normalization")
+
+
+def first_weight(module: torch.nn.Module) -> torch.Tensor | None:
+    """``module``'s first real floating-point parameter (None if it has none): its dtype and device are
+    the ones inputs must have."""
+    for p in module.parameters():
+        if p.is_floating_point():
+            return p
+    return None
+
+
+def check_matches_weights(t: torch.Tensor, name: str, weight: torch.Tensor | None, where: str,
+                          owner: str = "model", dtype: bool = True) -> None:
+    """ValueError unless ``t`` is on the device of ``weight`` (a parameter of ``owner``, "model" or
+    "layer"; None: nothing to compare) and, with ``dtype``, of its dtype (any floating dtype under
+    autocast).  Plain Python on metadata: no value is read."""
+    if weight is None:
+        return
+    if t.device != weight.device:
+        raise ValueError(f"{where}: {name} is on {t.device} but the {owner}'s weights are on {weight.device}; "
+                         f"move the input ({name}.to({str(weight.device)!r})) or the {owner} "
+                         f"({owner}.to({str(t.device)!r}))")
+    if dtype and t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
+        raise ValueError(f"{where}: {name} is {t.dtype} but the {owner}'s weights are {weight.dtype}; convert the "
+                         f"input ({name}.to({weight.dtype})) or the {owner} ({owner}.to({t.dtype}))")
 
 
 def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str,
-                     dtype: torch.dtype | None = None) -> None:
+                     weight: torch.Tensor | None = None) -> None:
     """Check ``x`` is a finite channels-last grid tensor ``(b, *grid, channels)`` with ``ndim`` grid axes,
-    a non-empty batch and, if given, the floating dtype ``dtype`` of the model's weights."""
+    a non-empty batch and, if ``weight`` (a parameter of the model, ``first_weight``) is given, its
+    floating dtype and device."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{where}: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != ndim + 2:
@@ -61,15 +133,10 @@ def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str,
     if x.shape[0] == 0 or any(n == 0 for n in x.shape[1:-1]):
         raise ValueError(f"{where}: got an empty input of shape {tuple(x.shape)}; give at least one sample "
                          "and a non-empty grid")
-    if dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
-        raise ValueError(f"{where}: x is {x.dtype} but the model's weights are {dtype}; convert the input "
-                         f"(x.to({dtype})) or the model (model.to({x.dtype}))")
-    if _checks_finite(x) and not bool(torch.isfinite(x).all()):
-        n_bad = int((~torch.isfinite(x)).sum())
-        raise ValueError(
-            f"{where}: input contains NaN or inf ({n_bad} of {x.numel()} values); "
-            "check the data and its normalization"
-        )
+    check_matches_weights(x, "x", weight, where)
+    if checks_values(x):
+        raise_first([(non_finite(x), lambda: f"{where}: input contains NaN or inf ({_count_bad(x)}); "
+                                              "check the data and its normalization")])
 
 
 def grid_pos(
@@ -77,14 +144,15 @@ def grid_pos(
 ) -> torch.Tensor:
     """Coordinates ``(b, *grid, d)`` for the grid of ``x: (b, *grid, c)``.
 
-    ``pos=None`` gives the uniform grid of :func:`~petrov.operators.layout.grid_coordinates`
-    (``periodic`` chooses ``i/n`` or ``i/(n-1)``); a given ``pos`` must be ``(b, *grid, d)`` or
-    ``(1, *grid, d)`` with ``d`` the number of grid axes, and finite.
+    ``pos=None`` gives the uniform grid of [`grid_coordinates`][petrov.operators.layout.grid_coordinates]
+    (``periodic`` chooses ``i/n`` or ``i/(n-1)``; built once per grid, dtype and device, and shared);
+    a given ``pos`` must be ``(b, *grid, d)`` or ``(1, *grid, d)`` with ``d`` the number of grid axes,
+    on ``x``'s device, and finite.
     """
     grid = tuple(x.shape[1:-1])
     d = len(grid)
     if pos is None:
-        coords = grid_coordinates(grid, periodic=periodic, dtype=x.dtype, device=x.device)
+        coords = cached_grid_coordinates(grid, periodic, x.dtype, x.device)
         return coords.unsqueeze(0).expand(x.shape[0], *coords.shape)
     expected = f"({x.shape[0]}, {', '.join(map(str, grid))}, {d})"
     if not isinstance(pos, torch.Tensor) or pos.dim() != d + 2:
@@ -95,37 +163,66 @@ def grid_pos(
             f"{where}: expected pos of shape {expected} (coordinates of the input grid), "
             f"got {tuple(pos.shape)}"
         )
-    if _checks_finite(pos) and not bool(torch.isfinite(pos).all()):
-        raise ValueError(f"{where}: pos contains NaN or inf")
+    if pos.device != x.device:
+        raise ValueError(f"{where}: pos is on {pos.device} but x is on {x.device}; move pos (pos.to(x.device))")
+    if checks_values(pos):
+        raise_first([(non_finite(pos), lambda: f"{where}: pos contains NaN or inf")])
     return pos.to(x.dtype).expand(x.shape[0], *pos.shape[1:])
-
-
-def weight_dtype(module: torch.nn.Module) -> torch.dtype | None:
-    """The dtype of ``module``'s first real floating-point parameter (None if it has none)."""
-    for p in module.parameters():
-        if p.is_floating_point():
-            return p.dtype
-    return None
 
 
 def _shape(t: object) -> object:
     return tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
 
 
+def _outside_message(where: str, pos: torch.Tensor, outside: torch.Tensor, real: torch.Tensor) -> str:
+    return (f"{where}: {int(outside.sum())} point(s) of positive weight lie outside [0, 1]² (coordinates from "
+            f"{float(pos[real].min()):.4g} to {float(pos[real].max()):.4g}); map the domain into the unit square")
+
+
+def _point_value_failures(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor | None,
+                         where: str) -> list[tuple[torch.Tensor, Callable[[], str]]]:
+    """The value checks of ``check_point_input``, as ``raise_first`` takes them."""
+    real = weights > 0
+    tol = 1e-6
+    outside = ((pos < -tol) | (pos > 1 + tol)).any(dim=-1) & real
+    sums = weights.sum(dim=1)
+    failures = [
+        (non_finite(pos), lambda: f"{where}: pos contains NaN or inf (padding points too must hold finite "
+                                  "coordinates, e.g. 0)"),
+        (non_finite(weights), lambda: f"{where}: weights contain NaN or inf"),
+        ((weights < 0).any(), lambda: f"{where}: weights must be >= 0 (quadrature weights, 0 on padding)"),
+        ((sums <= 0).any(), lambda: f"{where}: the weights of sample(s) {(sums <= 0).nonzero().flatten().tolist()} "
+                                    "sum to 0; every sample needs a point of positive weight"),
+    ]
+    if mask is not None:
+        failures.append((((weights != 0) & ~mask).any(),
+                         lambda: f"{where}: weights must be 0 on padding (where mask is False); got nonzero "
+                                 "weights there"))
+    failures += [
+        (outside.any(), lambda: _outside_message(where, pos, outside, real)),
+        (non_finite(x), lambda: f"{where}: x contains NaN or inf ({_count_bad(x)}); check the data and its "
+                                "normalization (padding points must hold finite values, e.g. 0)"),
+    ]
+    return failures
+
+
 def check_point_input(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                       mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None, *,
-                      channels: int, where: str, dtype: torch.dtype | None = None) -> None:
+                      channels: int, where: str, weight: torch.Tensor | None = None) -> None:
     """Check a padded batch of point sets, ``ValueError`` naming what is wrong:
 
-    - ``x (b, n, channels)`` floating, non-empty, in the model's ``dtype`` (see :func:`check_grid_input`);
+    - ``x (b, n, channels)`` floating, non-empty, in the dtype and on the device of ``weight`` (a
+      parameter of the model, see [`check_grid_input`][]);
     - ``pos (b, n, 2)`` floating and finite everywhere (padding included), inside ``[0, 1]²`` on the
       points of positive weight;
     - ``weights (b, n)`` finite, >= 0, with a positive sum in every sample;
     - ``mask (b, n)`` bool (True on real points) or None (all real); weights 0 wherever mask is False;
     - ``boundary (b, n)`` bool or None;
+    - every tensor on ``x``'s device;
     - ``x`` finite.
 
-    The checks of values (everything but shapes and dtypes) run when :func:`set_finite_check` says so.
+    The checks of values (everything but shapes, dtypes and devices) run where ``checks_values``
+    says, all in one host read.
     """
     if not isinstance(x, torch.Tensor) or x.dim() != 3:
         raise ValueError(f"{where}: expected x of shape (batch, n_points, {channels}), got {_shape(x)}")
@@ -138,9 +235,7 @@ def check_point_input(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
     if b == 0 or n == 0:
         raise ValueError(f"{where}: got an empty input of shape {tuple(x.shape)}; give at least one sample "
                          "and one point")
-    if dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
-        raise ValueError(f"{where}: x is {x.dtype} but the model's weights are {dtype}; convert the input "
-                         f"(x.to({dtype})) or the model (model.to({x.dtype}))")
+    check_matches_weights(x, "x", weight, where)
     if not isinstance(pos, torch.Tensor) or tuple(pos.shape) != (b, n, 2) or not torch.is_floating_point(pos):
         raise ValueError(f"{where}: expected pos of shape ({b}, {n}, 2) (floating node coordinates in "
                          f"[0, 1]², one row per point of x), got {_shape(pos)}")
@@ -153,30 +248,9 @@ def check_point_input(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                               or t.dtype != torch.bool):
             got = f"{_shape(t)} {t.dtype}" if isinstance(t, torch.Tensor) else _shape(t)
             raise ValueError(f"{where}: expected {name} of shape ({b}, {n}) and dtype bool, got {got}")
-    if not _checks_finite(x):  # the value checks below read every value (see set_finite_check)
-        return
-    if not bool(torch.isfinite(pos).all()):
-        raise ValueError(f"{where}: pos contains NaN or inf (padding points too must hold finite "
-                         "coordinates, e.g. 0)")
-    if not bool(torch.isfinite(weights).all()):
-        raise ValueError(f"{where}: weights contain NaN or inf")
-    if bool((weights < 0).any()):
-        raise ValueError(f"{where}: weights must be >= 0 (quadrature weights, 0 on padding)")
-    empty = (weights.sum(dim=1) <= 0).nonzero().flatten().tolist()
-    if empty:
-        raise ValueError(f"{where}: the weights of sample(s) {empty} sum to 0; every sample needs a point "
-                         "of positive weight")
-    if mask is not None and bool((weights[~mask] != 0).any()):
-        raise ValueError(f"{where}: weights must be 0 on padding (where mask is False); got nonzero "
-                         "weights there")
-    real = weights > 0
-    tol = 1e-6
-    outside = ((pos < -tol) | (pos > 1 + tol)).any(dim=-1) & real
-    if bool(outside.any()):
-        raise ValueError(f"{where}: {int(outside.sum())} point(s) of positive weight lie outside [0, 1]² "
-                         f"(coordinates from {float(pos[real].min()):.4g} to {float(pos[real].max()):.4g}); "
-                         "map the domain into the unit square")
-    if not bool(torch.isfinite(x).all()):
-        n_bad = int((~torch.isfinite(x)).sum())
-        raise ValueError(f"{where}: x contains NaN or inf ({n_bad} of {x.numel()} values); "
-                         "check the data and its normalization (padding points must hold finite values, e.g. 0)")
+    for name, t in (("pos", pos), ("weights", weights), ("mask", mask), ("boundary", boundary)):
+        if t is not None and t.device != x.device:
+            raise ValueError(f"{where}: {name} is on {t.device} but x is on {x.device}; give every input on "
+                             f"one device ({name}.to(x.device))")
+    if checks_values(x):  # they read every value (module docstring)
+        raise_first(_point_value_failures(x, pos, weights, mask, where))

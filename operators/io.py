@@ -1,6 +1,6 @@
 """Save and load models as plain-data checkpoints (no pickled code).
 
-A checkpoint is the dict written by ``torch.save``::
+A checkpoint is the dict written by ``torch.save``:
 
     {"format": "petrov-model", "model_name": str, "config": dict, "state_dict": dict,
      "petrov_version": str, "extra": dict}
@@ -12,7 +12,7 @@ refuses anything else, and rebuilds the model from ``model_name`` and ``config``
 
 - ``save_model(model, path, extra=None)``: writes to a temporary file in the same directory
   and renames it, so ``path`` is never half-written; numpy values and paths in ``extra`` are
-  stored as tensors, numbers and strings (:func:`plain_data`), anything else not plain is refused.
+  stored as tensors, numbers and strings ([`plain_data`][]), anything else not plain is refused.
 - ``load_model(path, map_location="cpu")`` -> model (in eval mode);
   ``load_model(path, return_extra=True)`` -> ``(model, extra)``.
 - ``load_checkpoint(path, map_location="cpu")`` -> the validated checkpoint dict.
@@ -67,7 +67,7 @@ def plain_data(value: Any, where: str = "extra") -> Any:
 
 def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
     """Write ``model`` (any registered model class, however it was built) and ``extra`` to ``path``
-    atomically; returns the path.  ``extra`` is converted by :func:`plain_data` (numpy values, paths),
+    atomically; returns the path.  ``extra`` is converted by [`plain_data`][] (numpy values, paths),
     so what is saved always loads."""
     name, config = model_name(model), model_config(model)
     if extra is not None and not isinstance(extra, dict):
@@ -101,7 +101,7 @@ def _check_device(map_location: Any) -> None:
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Read and validate a checkpoint written by :func:`save_model` (plain data only)."""
+    """Read and validate a checkpoint written by [`save_model`][] (plain data only)."""
     path = Path(path)
     if path.is_dir():
         found = sorted(p.name for p in path.glob("*.pt"))
@@ -142,7 +142,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
 
 
 def model_from_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> nn.Module:
-    """The model of a validated ``checkpoint`` (from :func:`load_checkpoint`), rebuilt from its
+    """The model of a validated ``checkpoint`` (from [`load_checkpoint`][]), rebuilt from its
     name and config alone, with its weights; the one way petrov rebuilds a saved model."""
     name = checkpoint["model_name"]
     if name not in MODELS:

@@ -8,7 +8,7 @@ physical space, reached from the input grid of any size by maps that converge un
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the latent points
       --Linear--> z                         (b, *m, c_f)   handed back with f; the model prolongs z
 
-Transfers (:mod:`petrov.operators.transfer`), chosen by ``periodic``:
+Transfers ([`petrov.operators.transfer`][]), chosen by ``periodic``:
 
 - node grids ``i/(n-1)`` (``periodic=False``, e.g. Darcy): quadrature-weighted hat averages ``R`` and
   linear interpolation ``P``; latent coordinates are ``pos`` interpolated at the latent nodes;
@@ -20,8 +20,8 @@ Both make the latent features of one field the same (up to discretization error 
 refinement) whatever grid it is given on, so every map after them acts on one continuous object.
 
 The two halves are also callable apart, for inputs that are not grids (``mesh_latent``: nodes of a
-mesh, restricted by :func:`~petrov.operators.transfer.restrict_points`): :meth:`LatentEncoder.lift_features`
-(the pointwise lift) and :meth:`LatentEncoder.latent_operator` (everything on the latent grid, with
+mesh, restricted by [`restrict_points`][petrov.operators.transfer.restrict_points]): [`LatentEncoder.lift_features`][]
+(the pointwise lift) and [`LatentEncoder.latent_operator`][] (everything on the latent grid, with
 optional latent quadrature weights and a coverage factor).
 """
 from __future__ import annotations
@@ -33,14 +33,30 @@ import torch
 from torch import nn
 
 from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp
-from .layout import channels_first, channels_last, grid_coordinates, grid_to_points, points_to_grid
+from .layout import cached_grid_coordinates, channels_first, channels_last, grid_to_points, points_to_grid
 from .transfer import fourier_resample, prolong, restrict
 
 
 @dataclass
 class LatentGridConfig(EncoderConfig):
     """The shared encoder: pointwise lift on the input grid -> restriction -> attention on the latent
-    grid of ``latent_size`` points per axis."""
+    grid of ``latent_size`` points per axis.
+
+    - ``latent_size``: points per axis of the latent grid (fixed in physical space), where the
+      attention runs.
+    - ``fine_width``: channels of the pointwise lift on the input grid (``c_f``: the lift, the skip
+      and the decoder's input run at this width on every input point).
+    - ``fine_hidden``: hidden width of the lift MLP (``None``: ``2 * fine_width``).
+    - ``lift_activation``: activation of the lift MLP.
+    - ``latent_modes``: after every attention layer, a spectral block keeping this many modes on the
+      latent grid, in a residual branch (0: off).
+    - ``latent_kernel``: after every attention layer, a convolution this many latent points wide, in
+      a residual branch (a stencil of fixed physical width: the derivatives an inverse problem
+      needs; 0: off).
+    - ``periodic``: periodic grids ``i/n`` (Fourier truncation and trigonometric interpolation,
+      coordinates as ``(cos 2πx, sin 2πx)``) instead of node grids ``i/(n-1)`` (hat averages and
+      linear interpolation).
+    """
 
     n_heads: int = 4
     latent_size: int = 16
@@ -71,7 +87,8 @@ def coordinate_features(pos: torch.Tensor, periodic: bool) -> torch.Tensor:
 
 
 def latent_block(c: LatentGridConfig, ndim: int) -> nn.Sequential:
-    """``(b, d, *m) -> (b, d, *m)`` on the latent grid: [SpectralBlock] [convolution, σ]."""
+    """``(b, d, *m) -> (b, d, *m)`` on the latent grid: an optional ``SpectralBlock`` (``latent_modes``), then an
+    optional convolution (``latent_kernel``) and its activation σ."""
     layers: list[nn.Module] = []
     if c.latent_modes:
         layers.append(SpectralBlock(c.d_model, c.d_model, c.latent_modes, ndim=ndim, act=c.ffn_activation))
@@ -117,7 +134,7 @@ class LatentEncoder(nn.Module):
         return fourier_resample(z, size) if self.periodic else prolong(z, size)
 
     def coordinate_features(self, pos: torch.Tensor) -> torch.Tensor:
-        """``(…, coord_dim)``: see :func:`coordinate_features`."""
+        """``(…, coord_dim)``: see [`coordinate_features`][]."""
         return coordinate_features(pos, self.periodic)
 
     def latent_coordinates(self, pos: torch.Tensor) -> torch.Tensor:
@@ -125,7 +142,7 @@ class LatentEncoder(nn.Module):
         fixed latent grid, so its wrap does not move with the input), or ``pos`` interpolated at the
         latent nodes."""
         if self.periodic:
-            grid = grid_coordinates(self.latent, periodic=True, dtype=pos.dtype, device=pos.device)
+            grid = cached_grid_coordinates(self.latent, True, pos.dtype, pos.device)
             return grid.expand(pos.shape[0], *grid.shape)
         return channels_last(prolong(channels_first(pos), self.latent))
 

@@ -3,11 +3,13 @@
 Models take and return channels-last grid tensors ``(b, *grid, c)`` (what datasets store).
 Attention works on point clouds ``(b, n, c)``; spectral layers on channels-first grids
 ``(b, c, *grid)``.  Coordinates of a uniform grid on the unit cube come from
-:func:`grid_coordinates`, so data, models and plots agree on where the points are.
+[`grid_coordinates`][], so data, models and plots agree on where the points are.
 """
 from __future__ import annotations
 
 import torch
+
+from .shape_cache import shape_cached
 
 
 def grid_to_points(x: torch.Tensor) -> torch.Tensor:
@@ -16,7 +18,7 @@ def grid_to_points(x: torch.Tensor) -> torch.Tensor:
 
 
 def points_to_grid(x: torch.Tensor, grid: tuple[int, ...] | torch.Size) -> torch.Tensor:
-    """``(b, n, c) -> (b, *grid, c)``; inverse of :func:`grid_to_points`."""
+    """``(b, n, c) -> (b, *grid, c)``; inverse of [`grid_to_points`][]."""
     return x.reshape(x.shape[0], *grid, x.shape[-1])
 
 
@@ -74,3 +76,8 @@ def grid_coordinates(
             axes.append(torch.linspace(0.0, 1.0, n, dtype=dtype, device=device))
     mesh = torch.meshgrid(*axes, indexing="ij")
     return torch.stack(mesh, dim=-1)
+
+
+# the models' default coordinates: built once per (grid, kind, dtype, device) and shared (never modify
+# it in place; see petrov.operators.shape_cache)
+cached_grid_coordinates = shape_cached(grid_coordinates)

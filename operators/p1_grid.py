@@ -3,12 +3,12 @@
 For a mesh with nodes ``points (n, 2)`` and ``triangles (t, 3)``, the P1 (piecewise-linear)
 interpolant of nodal values ``u`` at a point ``y`` inside triangle ``T = (a, b, c)`` is
 ``λ_a u_a + λ_b u_b + λ_c u_c`` with ``λ`` the barycentric coordinates of ``y`` in ``T``.
-:func:`p1_grid_interpolation` finds, once per mesh, the triangle and the barycentric coordinates of
+[`p1_grid_interpolation`][] finds, once per mesh, the triangle and the barycentric coordinates of
 every node of the ``s × s`` node grid ``(i, j)/(s-1)`` of ``[0, 1]²`` (row-major: flat index
-``i s + j``, ``x = i/(s-1)`` along the first axis, as :func:`petrov.operators.layout.grid_coordinates`
+``i s + j``, ``x = i/(s-1)`` along the first axis, as [`petrov.operators.layout.grid_coordinates`][]
 and ``grid_to_points``); grid nodes outside the mesh get index 0 and weights 0, so the
 interpolant is 0 there and ``barycentric.sum(-1)`` is the grid's mask of Ω (1 inside, 0 outside).
-:func:`p1_to_grid` applies them to a batch of nodal values.
+[`p1_to_grid`][] applies them to a batch of nodal values.
 
 The point location is matplotlib's trapezoid-map ``TriFinder``; it counts points on the mesh's
 boundary edges as inside.
@@ -59,7 +59,7 @@ def p1_grid_interpolation(points, triangles, size: int) -> tuple[torch.Tensor, t
 
 def p1_to_grid(u: torch.Tensor, index: torch.Tensor, barycentric: torch.Tensor) -> torch.Tensor:
     """``u (b, n, c)`` nodal values, ``index (b, g, 3)``, ``barycentric (b, g, 3)`` (per sample, from
-    :func:`p1_grid_interpolation`) -> ``(b, g, c)``: the P1 interpolant at the ``g`` grid nodes."""
+    [`p1_grid_interpolation`][]) -> ``(b, g, c)``: the P1 interpolant at the ``g`` grid nodes."""
     b, g, _ = index.shape
     c = u.shape[-1]
     corners = u.gather(1, index.reshape(b, 3 * g, 1).expand(b, 3 * g, c)).reshape(b, g, 3, c)

@@ -22,7 +22,7 @@ In 1-D this is just ``0..m-1``.  The weight is stored as a real tensor
 complex in ``forward``), so parameter counts, optimizers and checkpoints see real numbers.
 Indexing is by explicit index lists, never by ``fftshift``, so odd sizes (85, 141, 211, 421)
 are handled like even ones.  The pointwise linear skip of an FNO layer lives in
-:class:`petrov.operators.blocks.SpectralBlock`, not here.
+[`petrov.operators.blocks.SpectralBlock`][], not here.
 
 The transforms and the mode product run in float32 at least (torch's CPU FFT takes no bfloat16,
 and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input is upcast, also under
@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from ..common.dtypes import to_caller_dtype, upcast
+from .shape_cache import shape_cached
 
 
 def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:
@@ -56,14 +57,16 @@ def kept_indices(n: int, m: int, device: torch.device | None = None) -> torch.Te
     )
 
 
+_cached_kept_indices = shape_cached(kept_indices)  # built once per (n, m, device), shared
+
+
 class SpectralConv(nn.Module):
     """``(b, c_in, *grid) -> (b, c_out, *grid)``: learned multiplier on the lowest Fourier modes.
 
-    Args:
-        in_channels, out_channels: channel counts.
-        modes: ``m`` (same on every axis) or ``(m_1, ..., m_d)``; see the module docstring for
-            exactly which frequencies are kept.
-        ndim: number of grid axes when ``modes`` is an int (default 1).
+    - ``in_channels``, ``out_channels``: channel counts;
+    - ``modes``: ``m`` (same on every axis) or ``(m_1, ..., m_d)``; the module docstring says exactly
+      which frequencies are kept;
+    - ``ndim``: number of grid axes when ``modes`` is an int (default 1).
     """
 
     def __init__(
@@ -132,13 +135,13 @@ class SpectralConv(nn.Module):
             # would keep the whole half spectrum alive
             x_ft = torch.fft.rfft(x, dim=last).narrow(last, 0, self.modes[-1]).contiguous()
             for axis, n, m in others:  # gather frequencies 0..m-1, -m..-1
-                x_ft = torch.fft.fft(x_ft, dim=axis).index_select(axis, kept_indices(n, m, x.device))
+                x_ft = torch.fft.fft(x_ft, dim=axis).index_select(axis, _cached_kept_indices(n, m, x.device))
             weight = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
             out = torch.einsum("bi...,io...->bo...", x_ft, torch.view_as_complex(weight))
             for axis, n, m in reversed(others):  # scatter back into the full axis, inverse c2c
                 full = list(out.shape)
                 full[axis] = n
-                out = out.new_zeros(full).index_copy(axis, kept_indices(n, m, x.device), out)
+                out = out.new_zeros(full).index_copy(axis, _cached_kept_indices(n, m, x.device), out)
                 out = torch.fft.ifft(out, dim=axis)
             y = torch.fft.irfft(out, n=grid[-1], dim=last)  # zero-pads the half spectrum
         return to_caller_dtype(y, dtype)  # float32 under autocast, else the input's dtype

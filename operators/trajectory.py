@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import torch
 
+from .checks import checks_values, non_finite, raise_first
 from .layout import channels_first, channels_last
+from .shape_cache import shape_cached
 from .transfer import band_limit
 
 
@@ -61,9 +63,14 @@ def limit_state(u: torch.Tensor, modes: int | None) -> torch.Tensor:
 
 
 def time_coordinates(time_steps: int, batch: int, dtype: torch.dtype, device=None) -> torch.Tensor:
-    """``t_k = k / T`` for the states ``k = 0 .. T - 1`` that predict a next one: ``(batch, T, 1)``."""
-    t = torch.arange(time_steps, dtype=dtype, device=device) / time_steps
-    return t.view(1, time_steps, 1).expand(batch, time_steps, 1)
+    """``t_k = k / T`` for the states ``k = 0 .. T - 1`` that predict a next one: ``(batch, T, 1)`` (a
+    broadcast view of one tensor built once per ``T``, dtype and device: never modify it in place)."""
+    return _step_times(time_steps, dtype, device).view(1, time_steps, 1).expand(batch, time_steps, 1)
+
+
+@shape_cached
+def _step_times(time_steps: int, dtype: torch.dtype, device=None) -> torch.Tensor:
+    return torch.arange(time_steps, dtype=dtype, device=device) / time_steps
 
 
 def teacher_states(x: torch.Tensor, teacher: torch.Tensor, time_steps: int, where: str) -> torch.Tensor:
@@ -73,8 +80,12 @@ def teacher_states(x: torch.Tensor, teacher: torch.Tensor, time_steps: int, wher
         shape = tuple(teacher.shape) if isinstance(teacher, torch.Tensor) else type(teacher).__name__
         raise ValueError(f"{where}: teacher must be a trajectory of shape ({b}, {n}, {time_steps + 1}) "
                          f"(batch, points, T + 1 snapshots) like the target, got {shape}")
-    if not bool(torch.isfinite(teacher).all()):
-        raise ValueError(f"{where}: teacher contains NaN or inf; check the trajectory data and its normalization")
+    if teacher.device != x.device:
+        raise ValueError(f"{where}: teacher is on {teacher.device} but x is on {x.device}; move it "
+                         "(teacher.to(x.device))")
+    if checks_values(teacher):
+        raise_first([(non_finite(teacher), lambda: f"{where}: teacher contains NaN or inf; check the trajectory data "
+                                                   "and its normalization")])
     return torch.cat([x, teacher[..., 1:time_steps].to(x.dtype)], dim=-1)
 
 
@@ -84,7 +95,14 @@ def steps_as_batch(states: torch.Tensor) -> torch.Tensor:
     return states.permute(0, 2, 1).reshape(b * t, n, 1)
 
 
+def repeat_per_step(t: torch.Tensor, steps: int) -> torch.Tensor:
+    """``(b, ...)`` -> ``(b T, ...)``: each sample repeated for its ``T = steps`` states, sample-major like
+    ``steps_as_batch`` (``t.repeat_interleave(steps, dim=0)``, written as a broadcast copy: the
+    repeat count is a number, and no count tensor has to reach the device)."""
+    return t.unsqueeze(1).expand(t.shape[0], steps, *t.shape[1:]).reshape(t.shape[0] * steps, *t.shape[1:])
+
+
 def batch_as_steps(u: torch.Tensor, batch: int) -> torch.Tensor:
-    """Inverse of :func:`steps_as_batch`: ``(b T, n, 1)`` -> ``(b, n, T)``."""
+    """Inverse of [`steps_as_batch`][]: ``(b T, n, 1)`` -> ``(b, n, T)``."""
     bt, n, _ = u.shape
     return u.reshape(batch, bt // batch, n).permute(0, 2, 1)

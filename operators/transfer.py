@@ -17,26 +17,27 @@ the other latent nodes).  Two separable matrices per axis, both O(n·m):
   nodal values evaluated at the fine points (what bilinear interpolation with aligned corners
   computes), exact for linear functions.
 
-On a 2-D grid ``(…, n_1, n_2)`` a pair of matrices acts as ``A_1 u A_2ᵀ`` (:func:`apply_separable`).
+On a 2-D grid ``(…, n_1, n_2)`` a pair of matrices acts as ``A_1 u A_2ᵀ`` ([`apply_separable`][]).
 
 Point sets (nodes ``x_j`` of a mesh anywhere in ``[0, 1]²``, quadrature weights ``w_j``, 0 on
 padding) use the same two maps with the 2-D tensor hats ``φ_i(x) = φ_{i_1}(x_1) φ_{i_2}(x_2)`` of the
-latent node grid: :func:`restrict_points` (``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k``, together
+latent node grid: [`restrict_points`][] (``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k``, together
 with the hat mass ``Σ_k φ_i(x_k) w_k ≈ ∫_Ω φ_i``; a latent node whose hat covers no node of positive
-weight gets mass 0 and value 0, never a division by 0) and :func:`prolong_points` (the bilinear
+weight gets mass 0 and value 0, never a division by 0) and [`prolong_points`][] (the bilinear
 interpolant of the latent nodal values evaluated at the nodes).  Each node meets the hats of the
 four corners of its latent cell only, so both cost O(n) per channel.  On a node grid with the
 product trapezoid weights they are the separable maps above (up to round-off).
 
-Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use :func:`fourier_resample` both ways
+Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use [`fourier_resample`][] both ways
 instead: truncation of the Fourier series to the latent grid's frequencies, and its evaluation on
-the finer grid; :func:`band_limit` keeps a field's lowest modes on its own grid.
+the finer grid; [`band_limit`][] keeps a field's lowest modes on its own grid.
 """
 from __future__ import annotations
 
 import torch
 
 from ..common.dtypes import to_caller_dtype, upcast
+from .shape_cache import shape_cached
 
 
 def node_points(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
@@ -56,7 +57,7 @@ def trapezoid_weights(n: int, dtype: torch.dtype = torch.float64, device=None) -
 def grid_weights(grid: tuple[int, ...], periodic: bool, dtype: torch.dtype = torch.float64,
                  device=None) -> torch.Tensor:
     """``(prod(grid),)`` quadrature weights of a uniform grid on ``[0, 1]^d``, flattened row-major like
-    :func:`~petrov.operators.layout.grid_to_points`, summing to 1: the tensor product of the trapezoid
+    [`grid_to_points`][petrov.operators.layout.grid_to_points], summing to 1: the tensor product of the trapezoid
     weights of each axis on node grids, uniform ``1/prod(grid)`` on periodic grids (where the
     trapezoid rule is the plain mean)."""
     w = torch.ones(1, dtype=dtype, device=device)
@@ -81,22 +82,30 @@ def restriction_matrix(m: int, n: int, dtype: torch.dtype = torch.float64, devic
     """``(m, n)``: ``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k`` (see the module docstring).
 
     Needs every latent hat to cover a fine node with weight > 0, i.e. a fine spacing below the
-    latent support width: ``n - 1 > (m - 1) / 2``; otherwise ``ValueError``.
+    latent support width: ``n - 1 > (m - 1) / 2``; otherwise ``ValueError``.  (For ``m >= 3`` the hat
+    of latent node 1 lies at distance 1/(m-1) from the fine node 0 and meets no fine node if the next
+    one is as far: the condition is exact, and a fact of sizes, checked without reading a value.)
     """
-    a = hat_functions(m, node_points(n, dtype, device)) * trapezoid_weights(n, dtype, device)
-    mass = a.sum(dim=1, keepdim=True)
-    if bool((mass <= 0).any()):
+    if m >= 3 and not 2 * (n - 1) > m - 1:
         raise ValueError(
             f"input grid of {n} points per axis is too coarse for a latent grid of {m} points: "
             f"some latent cells hold no input point; use an input grid with n - 1 > (m - 1)/2 "
             f"(n >= {(m - 1) // 2 + 2}) or a smaller latent_size"
         )
-    return a / mass
+    a = hat_functions(m, node_points(n, dtype, device)) * trapezoid_weights(n, dtype, device)
+    return a / a.sum(dim=1, keepdim=True)
 
 
 def prolongation_matrix(n: int, m: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
     """``(n, m)``: ``P[j, i] = φ_i(x_j)``, linear interpolation from the latent nodes to ``x_j``."""
     return hat_functions(m, node_points(n, dtype, device)).T.contiguous()
+
+
+# what the models use: built once per (sizes, dtype, device), shared (see petrov.operators.shape_cache)
+cached_restriction_matrix = shape_cached(restriction_matrix)
+cached_prolongation_matrix = shape_cached(prolongation_matrix)
+cached_trapezoid_weights = shape_cached(trapezoid_weights)
+cached_grid_weights = shape_cached(grid_weights)
 
 
 def apply_separable(u: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
@@ -117,7 +126,7 @@ def restrict(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
     """``(b, c, *n) -> (b, c, *m)`` on 1 or 2 axes: ``R u`` / ``R_1 u R_2ᵀ`` (quadrature-weighted hat
     averages)."""
     grid = u.shape[-len(size):]
-    return _apply_axes(u, [restriction_matrix(m, n, u.dtype, u.device) for n, m in zip(grid, size)])
+    return _apply_axes(u, [cached_restriction_matrix(m, n, u.dtype, u.device) for n, m in zip(grid, size)])
 
 
 def prolong(z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
@@ -129,7 +138,7 @@ def prolong(z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
     grid = tuple(z.shape[-len(size):])
     if grid == tuple(size):
         return z
-    return _apply_axes(z, [prolongation_matrix(n, m, z.dtype, z.device) for m, n in zip(grid, size)])
+    return _apply_axes(z, [cached_prolongation_matrix(n, m, z.dtype, z.device) for m, n in zip(grid, size)])
 
 
 def fourier_resample(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
@@ -178,6 +187,12 @@ def band_limit(u: torch.Tensor, modes: int) -> torch.Tensor:
     return to_caller_dtype(u, dtype)
 
 
+@shape_cached
+def _latent_sizes(size: tuple[int, ...], dtype: torch.dtype, device) -> torch.Tensor:
+    """``(len(size),)``: the sizes as a tensor (cached: a host-to-device copy per call would wait for the host)."""
+    return torch.tensor(size, dtype=dtype, device=device)
+
+
 def latent_corners(pos: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
     """The four latent nodes around each point and their hat values.
 
@@ -189,7 +204,7 @@ def latent_corners(pos: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tens
     """
     if len(size) != 2 or min(size) < 2:
         raise ValueError(f"the latent grid needs 2 axes of at least 2 points, got {tuple(size)}")
-    m = torch.tensor(size, dtype=pos.dtype, device=pos.device)
+    m = _latent_sizes(tuple(size), pos.dtype, pos.device)
     scaled = pos.clamp(0.0, 1.0) * (m - 1)
     low = torch.minimum(scaled.floor(), m - 2)  # a point on the last node line belongs to the last cell
     t = scaled - low  # (b, n, 2) in [0, 1]
@@ -206,7 +221,7 @@ def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
     """Quadrature-weighted hat averages of nodal values on a latent node grid.
 
     ``u: (b, n, c)`` at the points ``pos: (b, n, 2)`` with weights ``w = weights: (b, n)`` (0 on
-    padding) -> ``values (b, m_1, m_2, c)`` and ``mass (b, m_1, m_2)``::
+    padding) -> ``values (b, m_1, m_2, c)`` and ``mass (b, m_1, m_2)``:
 
         mass_i   = Σ_j φ_i(x_j) w_j                           (≈ ∫_Ω φ_i)
         values_i = Σ_j φ_i(x_j) w_j u_j / mass_i   if mass_i > 0,   0 otherwise

@@ -22,9 +22,15 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
 @pytest.fixture(params=DEVICES)
-def device(request) -> torch.device:
-    """Each device a numerical test should hold on: the CPU always, CUDA where there is one."""
-    return torch.device(request.param)
+def device(request):
+    """Each device a numerical test should hold on: the CPU always, CUDA where there is one (with TF32
+    off for the test, so float32 products are float32 products there too)."""
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield torch.device(request.param)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
 
 
 def write_v5(path, arrays):

@@ -93,6 +93,20 @@ def test_worker_processes_are_single_threaded_and_give_the_same_result():
     assert worker_thread_settings() == parent  # the parent's environment is restored
 
 
+def test_a_worker_pool_left_by_an_exception_kills_its_workers_instead_of_waiting():
+    """Ctrl-C or SIGTERM in the parent: the pool's workers end now, their running task unfinished (the
+    pool would otherwise wait the ten minutes of this one)."""
+    import time
+
+    with pytest.raises(KeyboardInterrupt):
+        with darcy_worker_pool(1) as pool:
+            running = pool.submit(time.sleep, 600)
+            workers = list(pool._processes.values())
+            raise KeyboardInterrupt
+    assert workers and not any(w.is_alive() for w in workers)
+    assert not running.done() or running.cancelled() or running.exception(timeout=0) is not None
+
+
 @pytest.mark.parametrize(
     "a, kwargs",
     [

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from petrov.cli import main
 from petrov.common.files import Locked, NoSpace, check_writable, exclusive_lock
 from petrov.datasets import generate_dataset
 from petrov.operators import build_model
@@ -348,3 +349,86 @@ def test_a_disk_filling_up_under_a_generation_cannot_break_it(project):
         assert sorted(p.name for p in disk.iterdir()) == ["b.h5"]
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+# --- SIGTERM, what a batch scheduler sends before it kills a job -------------------------------------
+
+GRACE_S = 30  # Kubernetes' default grace period between its SIGTERM and its SIGKILL (SLURM's is shorter)
+
+
+def stop_with_sigterm(proc: subprocess.Popen, group: bool) -> tuple[int, str]:
+    """SIGTERM to the job: SLURM signals every process of the job step (the group), Kubernetes the
+    container's main process only. Returns (status, stderr), checked to come within the grace period."""
+    sent = time.monotonic()
+    (os.killpg if group else os.kill)(proc.pid, signal.SIGTERM)
+    code, _, err = finish(proc)
+    assert time.monotonic() - sent < GRACE_S
+    return code, err
+
+
+def same_h5(got: Path, want: Path) -> None:
+    with h5py.File(got) as a, h5py.File(want) as b:
+        assert a.attrs["content_hash"] == b.attrs["content_hash"]
+        names = []
+        b.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        for name in names:
+            np.testing.assert_array_equal(a[name][()], b[name][()], err_msg=name)
+
+
+@LINUX
+def test_sigterm_stops_a_generation_and_the_same_command_finishes_it(project, capsys):
+    out, partial = project / "d.h5", project / "d.h5.partial"
+    args = ("generate", "darcy", "--n-samples", "300", "--resolution", "33", "--chunk-size", "2", "--no-progress",
+            "-o", str(out))
+    proc = start(project, *args)
+    wait_for(lambda: written(partial) > 0, what="a first chunk")
+    code, err = stop_with_sigterm(proc, group=True)
+    assert code == 143
+    assert err.strip() == f"petrov generate: terminated; rerun the same command to resume from {partial}"
+    assert 0 < written(partial) < 300 and not out.exists() and leftovers(project) == []
+    assert main(list(args)) == 0 and capsys.readouterr().err == "" and not partial.exists()
+    same_h5(out, generate_dataset("darcy", project / "ref.h5", 300, resolution=33, chunk_size=2, progress=False))
+
+
+@LINUX
+@pytest.mark.slow  # a mesh shard twice and once more uninterrupted: ~20 s
+def test_sigterm_to_the_main_process_stops_a_mesh_shard_and_the_same_command_finishes_it(project):
+    out, partial = project / "m-1.h5", project / "m-1.h5.partial"
+    mesh = ("--h", "0.08", "--refinements", "1", "--modes", "16")
+    args = ("generate", "darcy-mesh", "--n-samples", "200", *mesh, "--shard", "1/2", "--chunk-size", "2",
+            "--workers", "2", "--no-progress", "-o", str(out))
+    proc = start(project, *args)
+    wait_for(lambda: written(partial) > 0, what="a first chunk")
+    workers = children(proc.pid)
+    code, err = stop_with_sigterm(proc, group=False)
+    assert code == 143
+    assert err.strip() == f"petrov generate: terminated; rerun the same command to resume from {partial}"
+    assert 0 < written(partial) < 100 and not out.exists() and leftovers(project) == []
+    wait_for(lambda: not any(alive(p) for p in workers), timeout=20, what="the workers to end")
+    code, _, err = finish(start(project, *args))
+    assert code == 0 and err == ""
+    same_h5(out, generate_dataset("darcy-mesh", project / "ref.h5", 200, shard=(1, 2), progress=False,
+                                  h=0.08, refinements=1, modes=16))
+
+
+@LINUX
+@pytest.mark.slow  # three inversions of 8 samples, two of them on worker processes: ~30 s
+def test_sigterm_stops_an_inversion_that_keeps_its_finished_chunks_and_resumes(project):
+    data = generate_dataset("darcy", project / "d17.h5", 8, resolution=17, seed=3, progress=False)
+    base = ("invert", str(data), "--method", "pde", "--indices", "0:8", "--grid", "5", "--noise", "0.01", "--set",
+            "pde_grid=17", "--set", "max_iter=60", "--workers", "2", "--chunk-size", "2", "--no-plots", "--no-progress")
+    chunks = project / "stopped" / ".partial-inversion"
+    proc = start(project, *base, "--out", "stopped")
+    wait_for(lambda: any(chunks.glob("chunk-*.npz")), timeout=120, what="a finished chunk")
+    code, err = stop_with_sigterm(proc, group=True)
+    assert code == 143 and err.strip() == ("petrov invert: terminated; rerun the same command to continue from the "
+                                           "finished chunks in stopped/.partial-inversion")
+    assert 1 <= len(list(chunks.glob("chunk-*.npz"))) < 4 and not (project / "stopped" / "coefficients.h5").exists()
+    for out in ("stopped", "whole"):
+        code, _, err = finish(start(project, *base, "--out", out))
+        assert code == 0, err
+    stopped, whole = project / "stopped" / "coefficients.h5", project / "whole" / "coefficients.h5"
+    with h5py.File(stopped) as h1, h5py.File(whole) as h2:
+        for key in ("a", "sample_ids"):
+            np.testing.assert_array_equal(h1[key][()], h2[key][()])
+    assert not chunks.exists()

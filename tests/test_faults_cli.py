@@ -305,6 +305,69 @@ def test_all_zero_observations_are_named(here, cli):
     assert code == 1 and "the observation of sample 0 is zero everywhere (z.npz)" in one_error(err, "invert")
 
 
+# --- output paths as a new user types them ----------------------------------------------------------
+
+def test_a_read_only_partial_file_is_named_with_what_to_do(here, cli, monkeypatch):
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        raise Stop
+
+    with pytest.raises(Stop):
+        generate_dataset("burgers", "out.h5", 4, resolution=64, chunk_size=1, progress=False, callback=stop)
+    os.chmod("out.h5.partial", 0o444)
+    access = os.access  # root may write anything: ask as its owner would
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: access(path, mode, *a, **k) and not (
+        mode & os.W_OK and os.path.isfile(path) and not os.stat(path).st_mode & 0o200))
+    code, _, err = cli("generate", "burgers", "--n-samples", "4", "--resolution", "64", "-o", "out.h5", "--no-progress")
+    assert code == 1 and one_error(err, "generate") == (
+        "petrov generate: error: the partial file out.h5.partial is read-only; make it writable (chmod u+w "
+        "out.h5.partial) to resume the samples it holds, or delete it to start again")
+
+
+@pytest.mark.parametrize("args", [
+    ("generate", "burgers", "--n-samples", "2", "--resolution", "64"),
+    ("import", "--x", "b.h5:x", "--y", "b.h5:y", "--grid", "periodic"),
+    ("merge", "s0.h5", "s1.h5"),
+], ids=lambda a: a[0])
+def test_an_output_inside_a_file_is_named(here, cli, args):
+    for k in range(2):
+        generate_dataset("burgers", here / f"s{k}.h5", 4, resolution=64, shard=(k, 2), progress=False)
+    code, _, err = cli(*args, "-o", "tiny.toml/out.h5")
+    assert code == 1 and one_error(err, args[0]).endswith(
+        "error: cannot write tiny.toml/out.h5: 'tiny.toml' is a file, not a folder; choose another -o")
+
+
+def test_a_name_too_long_for_the_files_beside_it_names_the_users_file(here, cli):
+    limit = os.pathconf(here, "PC_NAME_MAX")
+    name = "d" * (limit - 13) + ".h5"  # fits, but its .partial and temporary names would not
+    code, _, err = cli("generate", "burgers", "--n-samples", "2", "--resolution", "64", "-o", name)
+    line = one_error(err, "generate")
+    shown = "d" * 24 + "..." + "d" * 5 + ".h5"
+    assert code == 1 and f"the output file name '{shown}' is {limit - 10} bytes long" in line
+    assert f"choose a name of at most {limit - 21} bytes for -o" in line and ".partial" not in line
+
+
+def test_a_closed_standard_output_is_named_before_any_work(here):
+    petrov = Path(sys.executable).parent / "petrov"
+    for redirect in (">&-", "1>&-"):
+        done = subprocess.run(["bash", "-c", f'"{petrov}" info b.h5 {redirect}'], cwd=here, capture_output=True,
+                              text=True)
+        assert done.returncode == 1 and done.stderr == (
+            "petrov info: error: standard output is closed (`>&-`); send it somewhere instead, e.g. `> /dev/null` "
+            "to discard it or `> petrov.log` to keep it\n")
+
+
+def test_import_of_meshes_creates_a_missing_output_folder_like_every_command(here, cli):
+    square = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, 0.5]])
+    triangles = np.array([[0, 1, 4], [1, 2, 4], [2, 3, 4], [3, 0, 4]])
+    np.savez(here / "m.npz", points=square, triangles=triangles, a=np.full(5, 3.0), u=np.array([0, 0, 0, 0, 0.1]))
+    code, out, err = cli("import", "--mesh", "m.npz", "--x-field", "a", "--y-field", "u", "-o", "missing/folder/m.h5",
+                         "--no-progress")
+    assert code == 0 and err == "" and (here / "missing" / "folder" / "m.h5").is_file()
+
+
 # --- a full disk ----------------------------------------------------------------------------------------
 
 @pytest.fixture

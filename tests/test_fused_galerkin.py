@@ -1,6 +1,7 @@
 """The fused Galerkin path (query projection folded into the output one, K, V normalization recomputed
 in backward) against the plain composition of torch ops: values, gradients, float64 gradchecks, and
-what it keeps for backward."""
+what it keeps for backward.  The comparisons and gradchecks run on every device (the ``device``
+fixture: CUDA where there is one, TF32 off)."""
 from __future__ import annotations
 
 import pytest
@@ -27,7 +28,10 @@ def _plain(layer: Attention, x, pos, weights):
     ``z = Q (K̃ᵀ diag(w) Ṽ)`` per head, heads concatenated, output projection."""
     b, n, _ = x.shape
     h, d = layer.n_heads, layer.head_dim
-    w = torch.full((b, n), 1.0 / n, dtype=x.dtype) if weights is None else weights / weights.sum(-1, keepdim=True)
+    if weights is None:
+        w = torch.full((b, n), 1.0 / n, dtype=x.dtype, device=x.device)
+    else:
+        w = weights / weights.sum(-1, keepdim=True)
     weights = None if weights is None else w  # the layer normalizes the weights to sum 1
     heads = [p(x).view(b, n, h, d).transpose(1, 2) for p in (layer.q_proj, layer.k_proj, layer.v_proj)]
     q, k, v = (layer.norms[name](t, weights) if name in layer.norms else t for name, t in zip("qkv", heads))
@@ -39,23 +43,28 @@ def _plain(layer: Attention, x, pos, weights):
     return layer.out_proj(z)
 
 
+def _pattern(out: torch.Tensor) -> torch.Tensor:
+    """A fixed weighting of the output, so every output entry's gradient path is tested."""
+    return torch.linspace(-1, 2, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
+
+
 CASES = [(norm, pos_dim, heads, weighted) for norm in ("layer", "column", None) for pos_dim in (0, 1, 2)
          for heads in (1, 2) for weighted in (False, True)]
 
 
 @pytest.mark.parametrize("norm, pos_dim, n_heads, weighted", CASES)
-def test_fused_layer_matches_plain_composition_in_values_and_gradients(norm, pos_dim, n_heads, weighted):
-    layer = _layer(norm, pos_dim, n_heads).train()
+def test_fused_layer_matches_plain_composition_in_values_and_gradients(norm, pos_dim, n_heads, weighted, device):
+    layer = _layer(norm, pos_dim, n_heads).to(device).train()
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(2, 7, 4, generator=g, dtype=DT)
-    pos = torch.rand(2, 7, pos_dim, generator=g, dtype=DT) if pos_dim else None
-    weights = torch.rand(2, 7, generator=g, dtype=DT) + 0.1 if weighted else None
+    x = torch.randn(2, 7, 4, generator=g, dtype=DT).to(device)
+    pos = torch.rand(2, 7, pos_dim, generator=g, dtype=DT).to(device) if pos_dim else None
+    weights = (torch.rand(2, 7, generator=g, dtype=DT) + 0.1).to(device) if weighted else None
     outs, grads = [], []
     for fn in (layer, lambda *a: _plain(layer, *a)):
         layer.zero_grad()
         xi = x.clone().requires_grad_()
         out = fn(xi, pos, weights)
-        (out * torch.linspace(-1, 2, out.numel(), dtype=DT).view_as(out)).sum().backward()
+        (out * _pattern(out)).sum().backward()
         outs.append(out.detach())
         grads.append([xi.grad] + [p.grad for p in layer.parameters()])
     torch.testing.assert_close(outs[0], outs[1])
@@ -65,17 +74,17 @@ def test_fused_layer_matches_plain_composition_in_values_and_gradients(norm, pos
 
 @pytest.mark.parametrize("norm", ["layer", "column", None])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_normalized_outer_passes_gradcheck(norm, weighted):
-    norm_k, norm_v = (build_norm(norm, 2, 3).double() for _ in range(2))
+def test_normalized_outer_passes_gradcheck(norm, weighted, device):
+    norm_k, norm_v = (build_norm(norm, 2, 3).to(device, DT) for _ in range(2))
     torch.manual_seed(2)
     for m in (norm_k, norm_v):
         for p in m.parameters():
             p.data.normal_(1.0, 0.5)
     g = torch.Generator().manual_seed(3)
-    k = torch.randn(2, 2, 6, 3, generator=g, dtype=DT, requires_grad=True)
-    v = torch.randn(2, 2, 6, 3, generator=g, dtype=DT, requires_grad=True)
-    pos = torch.rand(2, 6, 1, generator=g, dtype=DT)
-    weights = (torch.rand(2, 6, generator=g, dtype=DT) + 0.1) if weighted else None
+    k = torch.randn(2, 2, 6, 3, generator=g, dtype=DT).to(device).requires_grad_()
+    v = torch.randn(2, 2, 6, 3, generator=g, dtype=DT).to(device).requires_grad_()
+    pos = torch.rand(2, 6, 1, generator=g, dtype=DT).to(device)
+    weights = (torch.rand(2, 6, generator=g, dtype=DT) + 0.1).to(device) if weighted else None
     if weights is not None:
         weights = weights / weights.sum(-1, keepdim=True)
     params = [p for m in (norm_k, norm_v) for p in m.parameters()]
@@ -87,8 +96,8 @@ def test_normalized_outer_passes_gradcheck(norm, weighted):
     assert torch.autograd.gradcheck(outer, (k, v, *params))
 
     # the recompute form: both sides made from one source x through their projections
-    x = torch.randn(2, 2, 6, 4, generator=g, dtype=DT, requires_grad=True)
-    w_k, w_v = (torch.randn(4, 3, generator=g, dtype=DT, requires_grad=True) for _ in range(2))
+    x = torch.randn(2, 2, 6, 4, generator=g, dtype=DT).to(device).requires_grad_()
+    w_k, w_v = (torch.randn(4, 3, generator=g, dtype=DT).to(device).requires_grad_() for _ in range(2))
 
     def outer_from_x(x, *ps):
         return normalized_outer(Normalized(lambda x, w: norm_k(x @ w_k, w), x, lambda: [*norm_k.parameters(), w_k]),
@@ -98,16 +107,16 @@ def test_normalized_outer_passes_gradcheck(norm, weighted):
     assert torch.autograd.gradcheck(outer_from_x, (x, *params, w_k, w_v))
 
 
-def _column_case(pos_dim, n_heads, weighted, seed):
+def _column_case(pos_dim, n_heads, weighted, seed, device="cpu"):
     """Raw K, V ``(b, n, h d)``, two column norms with O(1) parameters, coordinates and weights."""
-    norm_k, norm_v = (build_norm("column", n_heads, 3).double() for _ in range(2))
+    norm_k, norm_v = (build_norm("column", n_heads, 3).to(device, DT) for _ in range(2))
     torch.manual_seed(seed)
     for p in [*norm_k.parameters(), *norm_v.parameters()]:
         p.data.normal_(1.0, 0.5)
     g = torch.Generator().manual_seed(seed)
-    k, v = (torch.randn(2, 6, n_heads * 3, generator=g, dtype=DT, requires_grad=True) for _ in range(2))
-    pos = torch.rand(2, 6, pos_dim, generator=g, dtype=DT) if pos_dim else None
-    weights = torch.rand(2, 6, generator=g, dtype=DT) + 0.1 if weighted else None
+    k, v = (torch.randn(2, 6, n_heads * 3, generator=g, dtype=DT).to(device).requires_grad_() for _ in range(2))
+    pos = torch.rand(2, 6, pos_dim, generator=g, dtype=DT).to(device) if pos_dim else None
+    weights = (torch.rand(2, 6, generator=g, dtype=DT) + 0.1).to(device) if weighted else None
     return norm_k, norm_v, k, v, pos, None if weights is None else weights / weights.sum(-1, keepdim=True)
 
 
@@ -115,8 +124,8 @@ COLUMN_CASES = [(pos_dim, heads, weighted) for pos_dim in (0, 1, 2) for heads in
 
 
 @pytest.mark.parametrize("pos_dim, n_heads, weighted", COLUMN_CASES)
-def test_closed_form_column_outer_matches_autograd_of_the_plain_norms(pos_dim, n_heads, weighted):
-    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=10)
+def test_closed_form_column_outer_matches_autograd_of_the_plain_norms(pos_dim, n_heads, weighted, device):
+    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=10, device=device)
     params = [k, v, *norm_k.parameters(), *norm_v.parameters()]
 
     def plain():
@@ -126,7 +135,7 @@ def test_closed_form_column_outer_matches_autograd_of_the_plain_norms(pos_dim, n
     results = []
     for fn in (lambda: column_normalized_outer(k, v, n_heads, norm_k, norm_v, pos, weights), plain):
         out = fn()
-        grads = torch.autograd.grad((out * torch.linspace(-1, 2, out.numel(), dtype=DT).view_as(out)).sum(), params)
+        grads = torch.autograd.grad((out * _pattern(out)).sum(), params)
         results.append((out, grads))
     torch.testing.assert_close(results[0][0], results[1][0])
     for a, b in zip(results[0][1], results[1][1]):
@@ -134,8 +143,8 @@ def test_closed_form_column_outer_matches_autograd_of_the_plain_norms(pos_dim, n
 
 
 @pytest.mark.parametrize("pos_dim, n_heads, weighted", COLUMN_CASES)
-def test_closed_form_column_outer_passes_gradcheck(pos_dim, n_heads, weighted):
-    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=11)
+def test_closed_form_column_outer_passes_gradcheck(pos_dim, n_heads, weighted, device):
+    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=11, device=device)
 
     def outer(k, v, *ps):
         return column_normalized_outer(k, v, n_heads, norm_k, norm_v, pos, weights)
@@ -202,18 +211,18 @@ def _encoder_layer(mixer, dropout=0.0, **kw):
 
 
 @pytest.mark.parametrize("mixer, dropout", [("galerkin", 0.0), ("linear", 0.0), ("galerkin", 0.3)])
-def test_recomputing_encoder_layer_matches_the_plain_one_in_values_and_gradients(mixer, dropout):
-    layer = _encoder_layer(mixer, dropout)
+def test_recomputing_encoder_layer_matches_the_plain_one_in_values_and_gradients(mixer, dropout, device):
+    layer = _encoder_layer(mixer, dropout).to(device)
     g = torch.Generator().manual_seed(6)
-    x = torch.randn(2, 9, 6, generator=g, dtype=DT)
-    pos = torch.rand(2, 9, 1, generator=g, dtype=DT)
+    x = torch.randn(2, 9, 6, generator=g, dtype=DT).to(device)
+    pos = torch.rand(2, 9, 1, generator=g, dtype=DT).to(device)
     outs, grads = [], []
     for recompute in (False, True):
         layer.zero_grad()
         torch.manual_seed(7)  # the same dropout masks on both passes
         xi = x.clone().requires_grad_()
         out = layer(xi, pos, recompute=recompute)
-        (out * torch.linspace(-1, 2, out.numel(), dtype=DT).view_as(out)).sum().backward()
+        (out * _pattern(out)).sum().backward()
         outs.append(out.detach())
         grads.append([xi.grad] + [p.grad for p in layer.parameters()])
     torch.testing.assert_close(outs[0], outs[1])
@@ -221,11 +230,11 @@ def test_recomputing_encoder_layer_matches_the_plain_one_in_values_and_gradients
         torch.testing.assert_close(a, b)
 
 
-def test_recomputed_ffn_passes_gradcheck():
+def test_recomputed_ffn_passes_gradcheck(device):
     from petrov.operators.blocks import FeedForward
-    ffn = FeedForward(4, 7, act="gelu").double()
+    ffn = FeedForward(4, 7, act="gelu").to(device, DT)
     g = torch.Generator().manual_seed(8)
-    x = torch.randn(2, 5, 4, generator=g, dtype=DT, requires_grad=True)
+    x = torch.randn(2, 5, 4, generator=g, dtype=DT).to(device).requires_grad_()
     names, params = zip(*ffn.named_parameters())
 
     def f(x, *ps):

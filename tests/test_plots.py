@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from petrov.datasets import GridDataset
-from petrov.evaluate import plots
+from petrov.evaluate import figure_style, plots
 from petrov.evaluate.plots import (
     field_names,
     percentile_band,
@@ -39,7 +39,7 @@ def dataset(grid, n=3, grid_out=None, kind=None):
 def figures(monkeypatch):
     """The figures the plot functions make, inspected just before they are saved and closed."""
     seen = []
-    save = plots.save_figure
+    save = figure_style.save_figure
 
     def inspect(fig, path, **kwargs):
         texts = [t for ax in fig.axes for t in (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) if t]
@@ -51,7 +51,7 @@ def figures(monkeypatch):
         seen.append({"texts": texts, "colorbars": colorbars, "images": images, "bands": bands, "legend": labels})
         return save(fig, path, **kwargs)
 
-    monkeypatch.setattr(plots, "save_figure", inspect)
+    monkeypatch.setattr(figure_style, "save_figure", inspect)  # where every figure module calls it
     return seen
 
 
@@ -175,7 +175,7 @@ def test_comparison(tmp_path):
 def drawn(monkeypatch):
     """The figures the plot functions make, drawn (layout done) just before they are saved."""
     seen = []
-    save = plots.save_figure
+    save = figure_style.save_figure
 
     def keep(fig, path, **kwargs):
         fig.canvas.draw()
@@ -185,7 +185,7 @@ def drawn(monkeypatch):
                                  for ax in fig.axes for lg in [ax.get_legend()] if lg]})
         return save(fig, path, **kwargs)
 
-    monkeypatch.setattr(plots, "save_figure", keep)
+    monkeypatch.setattr(figure_style, "save_figure", keep)
     return seen
 
 
@@ -242,3 +242,39 @@ def test_legends_never_cover_the_data(tmp_path, drawn):
 def test_every_figure_is_also_a_pdf(tmp_path):
     path = plot_comparison(["a", "b"], [1e-2, 2e-2], tmp_path / "c.png")
     assert path.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def _overlapping(boxes):
+    """Pairs of boxes (matplotlib Bbox) that overlap, by index."""
+    return [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+
+
+def test_error_vs_level_labels_never_overprint(tmp_path, monkeypatch):
+    from petrov.evaluate.mesh_plots import plot_error_vs_level
+
+    seen = {}
+    save = figure_style.save_figure
+
+    def measure(fig, path, **kwargs):  # the boxes as drawn, before the figure is saved and closed
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        seen["ticks"] = [[(t.get_text(), t.get_window_extent()) for t in axis.get_ticklabels(which="both")
+                          if t.get_text()] for axis in (ax.xaxis, ax.yaxis)]
+        seen["texts"] = [t.get_window_extent() for t in ax.texts]
+        seen["axes"], seen["legend"] = ax.get_window_extent(), ax.get_legend().get_window_extent()
+        seen["figure"] = fig.bbox
+        return save(fig, path, **kwargs)
+
+    monkeypatch.setattr(figure_style, "save_figure", measure)
+    # level2 and the remesh have nearly the same node count, as in darcy-mesh files
+    nodes = {"level0": 328.0, "level1": 1225.0, "level2": 4731.0, "remesh": 4776.0}
+    rows = [{"resolution": name, "n": 100, "median": m, "mean": 1.1 * m, "max": 3 * m}
+            for name, m in zip(nodes, (3.6e-2, 3.7e-2, 4.0e-2, 4.05e-2))]
+    plot_error_vs_level(rows, nodes, tmp_path / "e.png", train_level="level0")
+    for labels in seen["ticks"]:
+        assert labels and not _overlapping([box for _, box in labels]), [text for text, _ in labels]
+    names = " ".join(text for text, _ in seen["ticks"][0])
+    assert all(name in names for name in nodes) and "4,776 nodes" in names
+    assert not seen["legend"].overlaps(seen["axes"])  # the legend sits outside the data
+    assert seen["legend"].width < 0.8 * seen["figure"].width  # below the axes, not a column beside them
+    assert not _overlapping(seen["texts"])

@@ -7,9 +7,10 @@ command and ``python`` of the environment running the tests first on ``PATH``; `
 environment too (``VENV``) and is told (``-o``, by a wrapper first on ``PATH``) not to reinstall it.
 
 An HTML comment right before a block says how to treat it:
-``<!-- readme-test: skip (why) -->`` leaves it out (installing packages; ``make test`` itself), and
-``<!-- readme-test: needs FILE -->`` names a user's file that the test writes first (a small stand-in
-with the same layout).
+``<!-- readme-test: skip (why) -->`` leaves it out (installing packages; ``make test`` itself),
+``<!-- readme-test: without "COMMAND" (why) -->`` runs it without the lines that start with COMMAND (the
+Quickstart's ``make test``), and ``<!-- readme-test: needs FILE -->`` names a user's file that the test
+writes first (a small stand-in with the same layout).
 """
 from __future__ import annotations
 
@@ -41,8 +42,16 @@ def test_readme_blocks_are_found_and_marked_knowingly():
     blocks = readme_blocks(README.read_text())
     assert sum(lang == "bash" for lang, _, _ in blocks) >= 8 and any(lang == "python" for lang, _, _ in blocks)
     for lang, mark, body in blocks:
-        assert mark == "" or mark.startswith(("skip (", "needs ")), f"unknown readme-test mark {mark!r}"
+        assert mark == "" or mark.startswith(("skip (", "needs ", 'without "')), f"unknown readme-test mark {mark!r}"
+        if mark.startswith("without "):
+            left_out = without(mark)
+            assert any(line.startswith(left_out) for line in body.splitlines()), f"no line of the block starts with {left_out!r}"
         assert lang in RUNNABLE or lang in ("toml", "text"), f"a {lang!r} block: run it or say what it is"
+
+
+def without(mark: str) -> str:
+    """The command a ``without "COMMAND" (why)`` mark leaves out of its block."""
+    return mark.split('"')[1]
 
 
 def children_cpu() -> float:
@@ -78,6 +87,8 @@ def test_readme_runs_top_to_bottom_in_a_fresh_folder(tmp_path, pdebench_darcy):
         if mark.startswith("needs "):
             provide(mark.split()[1], tmp_path, writers)
         script = tmp_path / f".readme-block-{number}.{'py' if lang == 'python' else 'sh'}"
+        if mark.startswith("without "):
+            body = "".join(line for line in body.splitlines(keepends=True) if not line.startswith(without(mark)))
         script.write_text(body)
         start, cpu = time.monotonic(), children_cpu()
         done = subprocess.run([*RUNNABLE[lang], str(script)], cwd=tmp_path, env=env, capture_output=True,

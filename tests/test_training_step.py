@@ -262,3 +262,22 @@ def test_a_compiled_run_saves_the_plain_model_and_resumes_exactly(tmp_path, monk
         assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
     from petrov.train import load_operator
     assert load_operator(tmp_path / "straight").model.state_dict().keys() == a["state_dict"].keys()
+
+
+def test_a_compiled_run_redraws_the_performer_features_as_an_eager_run_does(tmp_path, monkeypatch):
+    """A compiled forward leaves the Performer's call count out; the step counts instead, so the
+    features are redrawn at the same steps and the run ends with the eager run's weights."""
+    torch.set_num_threads(1)
+    model = {"name": "galerkin1d", "options": {"mixer": "performer", "d_model": 8, "n_layers": 1, "n_heads": 2,
+                                               "dim_feedforward": 8, "decoder_width": 8, "modes": 4,
+                                               "mixer_options": {"redraw_interval": 3}}}
+    cfg = cases.tiny_config(model=model, optim={"epochs": 2})
+    train(cfg, tmp_path / "eager", data=cases.tiny_data())
+    eager_compile(monkeypatch, "default")
+    train(cfg, tmp_path / "compiled", data=cases.tiny_data())
+    a, b = (load_run_checkpoint(tmp_path / run / "last.pt")["state_dict"] for run in ("eager", "compiled"))
+    calls = [k for k in a if k.endswith("mixer.calls")]
+    assert calls and all(int(a[k]) == int(b[k]) == 8 for k in calls)  # 2 epochs x 4 steps
+    assert all(int(a[k.replace("calls", "draw")]) == int(b[k.replace("calls", "draw")]) == 2 for k in calls)
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5)

@@ -107,9 +107,9 @@ def test_a_generation_refuses_a_disk_too_small_before_any_work(small_disk):
 
 
 def test_a_generation_that_cannot_create_its_file_leaves_nothing(small_disk, monkeypatch):
-    import petrov.datasets.storage as storage
+    import petrov.datasets.grid_generation as grid_generation
 
-    monkeypatch.setattr(storage, "check_resources", lambda *a, **k: None)  # as if the disk filled meanwhile
+    monkeypatch.setattr(grid_generation, "check_resources", lambda *a, **k: None)  # as if the disk filled meanwhile
     fill(small_disk, leave=50_000)
     with pytest.raises(NoSpace, match=r"disk full: cannot write .*b\.h5\.partial \(910 kB needed, .* free"):
         generate_dataset("burgers", small_disk / "b.h5", 100, resolution=1024, progress=False)

@@ -1,15 +1,15 @@
 """petrov.train: training configs, the training loop, checkpoints and the trained operator.
 
-- :mod:`.config`: ``TrainConfig`` and its tables, TOML presets (``configs/``), ``--set`` overrides;
-- :mod:`.data`: splits, normalisers, the input noise and batches of a data file;
-- :mod:`.trainer`: ``train`` (one run into a run directory, resumable), built from ``step`` (the sync-free
+- [`config`][]: ``TrainConfig`` and its tables, TOML presets (``configs/``), ``--set`` overrides;
+- [`data`][]: splits, normalisers, the input noise and batches of a data file;
+- [`trainer`][]: ``train`` (one run into a run directory, resumable), built from ``step`` (the sync-free
   training step), ``batches`` (batches on the device), ``compilation`` (``run.compile``), ``precision``
   (``run.amp``, ``run.matmul_precision``), ``timing`` and ``planning`` (clocks, warm-up, time budgets),
   ``optimization``, ``runlog`` and ``memory`` (out-of-memory advice);
-- :mod:`.losses`, :mod:`.rollout`: the loss and the training modes (direct, marching);
-- :mod:`.metrics`: per-sample test errors and the metrics files (validation, test, ``petrov evaluate``);
-- :mod:`.operator`: ``NormalizedOperator``, what ``load_operator`` gives back for inference;
-- :mod:`.checkpoint`: run checkpoints; :mod:`.distributed`: torchrun.
+- [`losses`][], [`rollout`][]: the loss and the training modes (direct, marching);
+- [`metrics`][]: per-sample test errors and the metrics files (validation, test, ``petrov evaluate``);
+- [`operator`][]: ``NormalizedOperator``, what ``load_operator`` gives back for inference;
+- [`checkpoint`][]: run checkpoints; [`distributed`][]: torchrun.
 """
 from ..common.moved import moved_attribute
 from .checkpoint import load_operator

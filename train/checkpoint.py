@@ -2,7 +2,7 @@
 
 ``best.pt`` and ``last.pt`` are ordinary model checkpoints — ``petrov.operators.load_model`` reads
 either — written atomically (temp file + ``os.replace``) and loaded with ``weights_only=True``.
-They hold only tensors, numbers, strings, lists and dicts::
+They hold only tensors, numbers, strings, lists and dicts:
 
     {"format": "petrov-model", "model_name", "config", "state_dict", "petrov_version",
      "extra": {"run_format": 1,
@@ -17,7 +17,7 @@ They hold only tensors, numbers, strings, lists and dicts::
 The DataLoader order needs no stored generator: the sampler permutation is a function of
 (seed, epoch) (``DistributedSampler.set_epoch``) and the epoch is stored.
 
-:func:`load_operator` turns a run checkpoint back into the trained operator (model rebuilt by
+[`load_operator`][] turns a run checkpoint back into the trained operator (model rebuilt by
 ``petrov.operators.io.model_from_checkpoint``, the one way petrov rebuilds a saved model, plus the
 run's normalisers).
 """
@@ -116,7 +116,7 @@ def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> Normali
 
 def operator_from_state(state: dict[str, Any], path: str | os.PathLike,
                         map_location: Any = "cpu") -> NormalizedOperator:
-    """The operator of a loaded run checkpoint (:func:`load_run_checkpoint`), in eval mode."""
+    """The operator of a loaded run checkpoint ([`load_run_checkpoint`][]), in eval mode."""
     model = model_from_checkpoint(state, path)
     norms = state["normalizers"]
     op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]),
@@ -169,7 +169,7 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` captured."""
+    """Restore what [`rng_state`][] captured."""
     torch.set_rng_state(state["torch"].cpu())
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

@@ -1,14 +1,14 @@
-"""Train/val/test data from a :class:`DataConfig`: splits, normalisers, input noise, batches.
+"""Train/val/test data from a [`DataConfig`][]: splits, normalisers, input noise, batches.
 
 Splits (file order, N complete samples): train ``[0, n_train)``, val ``[n_train, n_train + n_val)``
 (model selection only), test ``[N − n_test, N)`` (only ever evaluated); they must not overlap.
 The normalisers are fitted on the train indices at the file's native resolution (see
-:mod:`petrov.train.operator` for how the trained operator uses them); the input noise of the inverse
-problem is one :class:`~petrov.datasets.InputNoise`, the config's level (else the file's) and seed.
+[`petrov.train.operator`][] for how the trained operator uses them); the input noise of the inverse
+problem is one [`InputNoise`][], the config's level (else the file's) and seed.
 Grid files and mesh files (point sets, ``petrov.datasets.open_mesh_dataset``: each sample on its own
-mesh, stored at several levels) go through the same calls: :func:`open_split` opens a split at a
+mesh, stored at several levels) go through the same calls: [`open_split`][] opens a split at a
 resolution (grids: points per axis) or a mesh level (``data.level``; names like ``"level0"``,
-``"remesh"``), and :func:`data_loader` + :func:`to_batch` give a :class:`Batch`: the model's inputs
+``"remesh"``), and [`data_loader`][] + [`to_batch`][] give a [`Batch`][]: the model's inputs
 (``pos``; for point sets also ``weights``, ``mask``, ``boundary`` and what the model's
 ``sample_transform`` adds) and the quadrature weights of the metric.  Grid data are normalised point
 by point, point-set data per channel with quadrature-weighted statistics.
@@ -236,7 +236,7 @@ _POINT_SET_ONLY = {"y", "indices", "positions", "triangles"}
 
 
 def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0, pin: bool = False) -> DataLoader:
-    """Batches of ``dataset`` (turn each into a :class:`Batch` with :func:`to_batch`): a GridDataset-like
+    """Batches of ``dataset`` (turn each into a [`Batch`][] with [`to_batch`][]): a GridDataset-like
     one (``.x``, ``.y``) as ``(x, y, position)``, a point-set one padded by ``collate_points``.  ``pin``:
     in page-locked host memory (batches for a CUDA device: ``to_batch`` copies them without
     waiting)."""
@@ -255,7 +255,7 @@ def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0, pin: b
 
 def batches(loader: DataLoader) -> Iterator:
     """The batches of ``loader``, its worker processes started inside
-    :func:`~petrov.common.interrupts.held_signals` (no worker sees the process group's Ctrl-C or
+    [`held_signals`][] (no worker sees the process group's Ctrl-C or
     SIGTERM before its initializer, the parent takes it once they are started)."""
     with held_signals():
         iterator = iter(loader)

@@ -1,7 +1,7 @@
 """Data-parallel training with torch.distributed, launched by ``torchrun`` (or nothing).
 
 ``torchrun --nproc-per-node=N -m petrov train ...`` sets RANK/WORLD_SIZE/LOCAL_RANK and
-MASTER_ADDR/PORT; :func:`setup` then joins the group (``env://``; gloo on CPU, nccl on CUDA).
+MASTER_ADDR/PORT; [`setup`][] then joins the group (``env://``; gloo on CPU, nccl on CUDA).
 Several machines: the same command on each, ``torchrun --nnodes M --nproc-per-node N --rdzv-backend
 c10d --rdzv-endpoint HOST:PORT -m petrov train ...`` (HOST: one of them, e.g. the first node of the
 job).  Run with plain ``python`` the same code sees a world of one process and no collective is called.

@@ -2,7 +2,7 @@
 
 All functions are per sample first (shape ``(b,)``); the training loss is their batch mean.
 
-Relative L² (the metric of every table)::
+Relative L² (the metric of every table):
 
     relL2(p, y) = ‖p − y‖ / ‖y‖,   ‖v‖² = Σ_points Σ_channels v²
 
@@ -11,7 +11,7 @@ Relative L² (the metric of every table)::
 weights ``w (b, n)``, 0 on padding) the same ratio with the weights, ``√(Σ w |p − y|²) / √(Σ w |y|²)``:
 never a plain sum over nodes, which crowd where a mesh is fine.  The H¹ term is defined on grids only.
 
-H¹ seminorm by central differences along every grid axis i with spacing h_i::
+H¹ seminorm by central differences along every grid axis i with spacing h_i:
 
     (D_i u)_j = (u_{j+1} − u_{j−1}) / (2 h_i)
     |u|²_{H¹,h} = (Π_i h_i) Σ_points Σ_channels Σ_i (D_i u)²        ≈ ∫_Ω |∇u|² dx
@@ -63,7 +63,7 @@ def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor,
 
 
 def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Batch mean of :func:`relative_l2_per_sample` (a scalar)."""
+    """Batch mean of [`relative_l2_per_sample`][] (a scalar)."""
     return relative_l2_per_sample(pred, target).mean()
 
 

@@ -1,12 +1,12 @@
 """Scoring a trained operator on a dataset: per-sample errors and the one metrics format.
 
-- :func:`evaluate_relative_l2`: per-sample relative L² ``‖p − y‖ / ‖y‖`` (raw units) of an operator
+- [`evaluate_relative_l2`][]: per-sample relative L² ``‖p − y‖ / ‖y‖`` (raw units) of an operator
   on one dataset, batched, with the input noise of its protocol, sharded over ranks in a distributed
-  run: the trainer's validation and test, and ``petrov evaluate`` (:mod:`petrov.evaluate`), use it;
-- :func:`resolution_row` / :func:`per_time_row`: the one metrics format, a row ``{"resolution", "n",
+  run: the trainer's validation and test, and ``petrov evaluate`` ([`petrov.evaluate`][]), use it;
+- [`resolution_row`][] / [`per_time_row`][]: the one metrics format, a row ``{"resolution", "n",
   "mean", "std", "median", "max"}`` per resolution (points per axis of a grid, or the name of a mesh
   level; trajectories add per-snapshot statistics);
-- :func:`write_metrics` / :func:`read_metrics` store rows as ``metrics.csv`` + ``metrics.json``
+- [`write_metrics`][] / [`read_metrics`][] store rows as ``metrics.csv`` + ``metrics.json``
   (``{**meta, "rows": [...]}``), for training (``RUN_DIR/metrics.json``) and ``petrov evaluate``
   (``RUN_DIR/eval/``) alike.
 """
@@ -29,6 +29,8 @@ from .losses import relative_l2_per_sample
 from .operator import NormalizedOperator
 
 ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
+"""The columns of a metrics row (``metrics.csv``): the resolution, the number of samples, and the mean,
+standard deviation, median and maximum of their relative L² errors."""
 
 
 @torch.no_grad()
@@ -117,7 +119,7 @@ def resolution_row(resolution: int, per_sample: torch.Tensor, keep_samples: bool
 
 
 def per_time_row(resolution: int, per_time: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
-    """The metrics row of a trajectory at one resolution: :func:`resolution_row` of the final
+    """The metrics row of a trajectory at one resolution: [`resolution_row`][] of the final
     snapshot's errors plus ``per_time_mean/median/max`` over the samples, per snapshot
     (``per_time: (N, T + 1)``)."""
     row = resolution_row(resolution, per_time[:, -1], keep_samples=keep_samples)
@@ -139,7 +141,7 @@ def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
 
 
 def read_metrics(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows saved by :func:`write_metrics` (from the JSON file)."""
+    """The rows saved by [`write_metrics`][] (from the JSON file)."""
     path = Path(out_dir) / "metrics.json"
     if not path.is_file():
         raise FileNotFoundError(f"no evaluation results at {str(path)!r}; run `petrov evaluate` first")

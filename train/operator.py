@@ -2,7 +2,7 @@
 
 Normalisation (decided once, the same at every resolution): the network sees point-wise Gaussian
 normalised inputs ``x̂ = (x − μ_x)/σ_x`` (plus the input noise of the inverse problem, an
-:class:`~petrov.datasets.InputNoise`) and its output is read as a normalised target, decoded
+[`InputNoise`][]) and its output is read as a normalised target, decoded
 ``y = ŷ σ_y + μ_y`` *before* any loss or metric, so those are always in raw units.  The normalisers
 are fitted on the training split at the file's native resolution and restricted to any other grid
 with ``at_resolution``, so a model trained at one resolution is evaluated at another with
@@ -26,7 +26,7 @@ class NormalizedOperator(nn.Module):
     ``x: (b, *grid, c_in)`` raw units -> ``(b, *grid_out, c_out)`` raw units.  ``model`` is the
     trained network (it sees normalised data); ``x_normalizer``/``y_normalizer`` are fitted
     point-wise Gaussian normalisers (``None``: identity); ``noise`` the input noise of its training
-    and test protocol (default none; :meth:`predict` adds it only when asked).  The restricted normalisers are cached per (grid, device).
+    and test protocol (default none; [`predict`][] adds it only when asked).  The restricted normalisers are cached per (grid, device).
     """
 
     def __init__(self, model: nn.Module, x_normalizer: Any = None, y_normalizer: Any = None,
@@ -61,7 +61,7 @@ class NormalizedOperator(nn.Module):
         return norm.decode(y_hat, pos) if getattr(norm, "field", False) else norm.decode(y_hat)
 
     def encode_target(self, y: torch.Tensor) -> torch.Tensor:
-        """Raw targets in the units the model outputs (the inverse of :meth:`decode`)."""
+        """Raw targets in the units the model outputs (the inverse of [`decode`][])."""
         norm = self._at("y", y.shape[1:-1], y.device)
         return y if norm is None else norm.encode(y)
 
@@ -84,7 +84,7 @@ class NormalizedOperator(nn.Module):
         the data file (they seed each sample's noise).  ``net`` defaults to ``self.model``
         (the trainer passes its DDP-wrapped model under autocast).  ``teacher`` (raw units, the
         target's shape): states a marching model conditions on (teacher forcing), passed to it as
-        ``teacher=encode_target(teacher)`` (see :mod:`petrov.operators.trajectory`).  ``inputs``: the
+        ``teacher=encode_target(teacher)`` (see [`petrov.operators.trajectory`][]).  ``inputs``: the
         model's other keyword inputs as they are (point sets: ``weights``, ``mask``, ``boundary``, ...).
         """
         x_hat = self.encode(x, pos)

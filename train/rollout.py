@@ -4,7 +4,7 @@ metric, registered by name (``loss.mode`` in the config).
 - ``direct`` (default): one prediction ``operator(x)``, loss ``relL2 + γ·relH1`` of the whole output,
   validation relative L² of the whole output (every non-marching model).
 
-For marching models (:mod:`petrov.operators.trajectory`: ``x = u_0``, targets ``y: (b, n, T + 1)``)
+For marching models ([`petrov.operators.trajectory`][]: ``x = u_0``, targets ``y: (b, n, T + 1)``)
 the loss is ``relL2 + γ·relH1`` per snapshot averaged over ``k = 1 .. T``, and validation is the
 same mean per-time relative L² of a free rollout (what a user gets), so every time counts alike
 although the field decays:
@@ -17,7 +17,7 @@ although the field decays:
 - ``rollout``: the free rollout of all T steps, differentiated through every step (the unrolled
   loss; the costliest, the closest to evaluation).
 
-Adding a mode: ``@TRAINING_MODES.register("name")`` on a :class:`TrainingMode`.
+Adding a mode: ``@TRAINING_MODES.register("name")`` on a [`TrainingMode`][].
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..operators.attention.mixers.performer import advance_feature_draws
 from . import distributed as dist_
 from .compilation import mark_step
 from .data import Batch
@@ -142,6 +143,8 @@ class Stepper:
     def step(self, b: Batch, number: int, totals: EpochTotals) -> None:
         """One optimizer step on batch ``b`` (``number``: its place in the epoch, from 1)."""
         mark_step(self.compile_mode)
+        if self.compile_mode != "off":  # a compiled forward leaves the Performer's feature redraws out
+            advance_feature_draws(self.operator.model)
         loss, batch_sum = self.loss(b)
         totals.add_loss(batch_sum, b.n, number)
         self.optimizer.zero_grad(set_to_none=True)

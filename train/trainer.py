@@ -1,4 +1,4 @@
-"""The training loop: one function, :func:`train`, from a validated config to a run directory.
+"""The training loop: one function, [`train`][], from a validated config to a run directory.
 
 Recipe (the reference Galerkin Transformer's): Adam/AdamW and OneCycleLR stepped per global batch
 (``optimization``); gradient clipping by global norm; loss ``relL2 + γ·relH1`` in raw units
@@ -10,7 +10,7 @@ the device (``batches``), ``run.compile`` (``compilation``), ``run.amp`` and
 ``run.matmul_precision`` (``precision``), time and budgets (``timing``, ``planning``), the
 run log (``runlog``), out-of-memory errors (``memory``).
 
-Run directory (rank 0 writes it)::
+Run directory (rank 0 writes it):
 
     config.json      the resolved config          log.csv / log.jsonl   one row per epoch
     last.pt          resume point (each epoch)    best.pt               best validation model
@@ -94,7 +94,7 @@ class TrainingDiverged(RuntimeError):
 
 
 class Trainer:
-    """One training run.  Use :func:`train`; the class exists to keep the state in one place."""
+    """One training run.  Use [`train`][]; the class exists to keep the state in one place."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, ctx: dist_.Context,
                  data: TrainingData | None, callbacks: Iterable[Callable]):
@@ -251,7 +251,7 @@ class Trainer:
                      self.epoch, within, self.best_metric, self.best_epoch)
 
     def check_data_unchanged(self, when: str, recorded: dict | None = None, advice: str | None = None) -> None:
-        """:class:`DataChanged` if the data file no longer holds the content the run recorded."""
+        """[`DataChanged`][] if the data file no longer holds the content the run recorded."""
         recorded = self.data_identity if recorded is None else recorded
         if recorded is None:
             return
@@ -385,10 +385,10 @@ def train(
 ) -> TrainResult:
     """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``).
 
-    ``run_dir`` follows the output-folder rule (:mod:`petrov.common.outputs`): a folder holding a user's
+    ``run_dir`` follows the output-folder rule ([`petrov.common.outputs`][]): a folder holding a user's
     files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
     command's outputs are never written over.  The run records its data file's content
-    (:func:`~petrov.datasets.identity.data_identity`) and is tested, or resumed, only on that content.
+    ([`data_identity`][]) and is tested, or resumed, only on that content.
 
     ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; then no
     test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each

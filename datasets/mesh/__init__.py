@@ -6,6 +6,7 @@ darcy-mesh``), each sample on nested mesh levels and on an independent remesh; i
 and batch them with padding (``collate_points``). The building blocks are public too: random domains,
 the Delaunay mesher, the GRF series, the P1 solver, the mesh checks.
 """
+from ...common.moved import moved_attribute
 from .checks import check_mesh
 from .coefficient import evaluate_series, neglected_variance, series_coefficients
 from .darcy import DarcyMeshParams, darcy_mesh_sample
@@ -17,7 +18,7 @@ from .loading import MeshDataset, collate_points, open_mesh_dataset
 from .mesher import mesh_domain
 from .recipes import MESH_RECIPES, get_mesh_recipe
 from .sample import MeshSample, mesh_sample
-from .storage import generate_mesh_dataset, mesh_info, read_domain
+from .storage import mesh_info, read_domain
 
 __all__ = [
     "DOMAIN_FAMILIES",
@@ -32,7 +33,6 @@ __all__ = [
     "darcy_mesh_sample",
     "evaluate_series",
     "from_skfem",
-    "generate_mesh_dataset",
     "get_mesh_recipe",
     "import_meshes",
     "lumped_weights",
@@ -47,3 +47,7 @@ __all__ = [
     "solve_darcy_fem",
     "to_skfem",
 ]
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, name)  # generate_mesh_dataset (common/moved.py)

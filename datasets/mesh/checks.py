@@ -24,7 +24,7 @@ def _fail(name: str, problem: str, advice: str) -> None:
 
 
 def check_arrays(points, triangles, name: str = "mesh", advice: str = IMPORT_ADVICE) -> tuple[np.ndarray, np.ndarray]:
-    """The shape, type, finiteness and index-range checks of :func:`check_mesh`: after them the triangles
+    """The shape, type, finiteness and index-range checks of [`check_mesh`][]: after them the triangles
     can index the points. Returns float64 points and int64 triangles."""
     points, triangles = np.asarray(points), np.asarray(triangles)
     if points.ndim != 2 or points.shape[1] != 2 or not np.issubdtype(points.dtype, np.number):

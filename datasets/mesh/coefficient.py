@@ -8,7 +8,7 @@ node grid ``x_i = i/(n-1)`` the series with ``K = n`` is exactly what ``neumann_
 synthesises by a DCT-I, so a uniform grid is one mesh among others for the data too (up to round-off).
 The coefficient is ``a = high`` where ``psi >= 0``, ``low`` elsewhere (``grf.darcy_coefficient``).
 
-Truncation: the modes left out carry the fraction :func:`neglected_variance` of psi's variance
+Truncation: the modes left out carry the fraction [`neglected_variance`][] of psi's variance
 (averaged over the square). With the defaults (alpha = 2, tau = 3) that is 7.1e-4 at K = 32, 1.7e-4 at
 K = 64, 4.3e-5 at K = 128 (an rms error of 1.3% of psi's standard deviation at K = 64). A mesh of spacing
 h cannot represent cos(pi k x) beyond k = 1/h either, so K = 64 suits meshes down to h ~ 1/64.

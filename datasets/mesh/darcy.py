@@ -21,12 +21,12 @@ weights (``sample.MeshSample``).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..grf import darcy_coefficient
+from ..recipes import DarcyCoefficientParams, validate_darcy_coefficient
 from .coefficient import evaluate_series, series_coefficients
 from .domains import DOMAIN_FAMILIES, Domain, parse_families, sample_domain
 from .fem import centroids, from_skfem, solve_darcy_fem, to_skfem
@@ -39,14 +39,10 @@ H_RANGE = (0.005, 0.08)  # coarse spacings whose domains keep their gaps (3 h) a
 
 
 @dataclass(frozen=True)
-class DarcyMeshParams:
-    """Darcy equation, coefficient GRF, domain and mesh parameters of ``darcy-mesh``."""
+class DarcyMeshParams(DarcyCoefficientParams):
+    """Darcy equation, coefficient GRF (the fields shared with the grid kind), domain and mesh parameters
+    of ``darcy-mesh``."""
 
-    f: float = 1.0  # constant forcing
-    high: float = 12.0  # coefficient where psi >= 0
-    low: float = 3.0  # coefficient where psi < 0
-    alpha: float = 2.0  # GRF smoothness exponent
-    tau: float = 3.0  # GRF inverse length scale
     modes: int = 64  # K: cosine modes per axis of the GRF series (see coefficient.py)
     h: float = 0.058  # coarse mesh spacing (about 300-350 nodes on level0, ~5,000 on level2)
     refinements: int = 2  # uniform refinements: level1 .. level{refinements}; remesh at h / 2^refinements
@@ -60,14 +56,7 @@ def variants(p: DarcyMeshParams) -> list[str]:
 
 
 def validate(p: DarcyMeshParams) -> None:
-    for name in ("high", "low", "tau"):
-        value = getattr(p, name)
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite positive number, got {value}")
-    if not math.isfinite(p.f):
-        raise ValueError(f"f must be finite, got {p.f}")
-    if not p.alpha > 1.0:
-        raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
+    validate_darcy_coefficient(p)
     if not (H_RANGE[0] <= p.h <= H_RANGE[1]):
         raise ValueError(f"h must be in [{H_RANGE[0]}, {H_RANGE[1]}] (features keep 3 h apart inside the unit "
                          f"square), got {p.h}")
@@ -99,7 +88,7 @@ def _sample(mesh, a: np.ndarray, u: np.ndarray) -> MeshSample:
 
 
 def darcy_mesh_sample(p: DarcyMeshParams, seed: int, index: int) -> tuple[Domain, dict[str, MeshSample]]:
-    """Sample ``index``: its domain and ``{variant: MeshSample}`` in the order of :func:`variants`."""
+    """Sample ``index``: its domain and ``{variant: MeshSample}`` in the order of [`variants`][]."""
     domain = sample_domain(np.random.default_rng([seed, STREAM_DOMAIN, index]), p.h, parse_families(p.families),
                            p.max_holes)
     points, triangles = mesh_domain(domain, p.h, np.random.default_rng([seed, STREAM_MESH, index, 0]))

@@ -1,6 +1,6 @@
 """Random domains inside [0, 1]²: polygons shared by every mesh of a sample.
 
-A :class:`Domain` is an outer loop (counter-clockwise) and zero or more hole loops (clockwise), each an
+A [`Domain`][] is an outer loop (counter-clockwise) and zero or more hole loops (clockwise), each an
 ``(m, 2)`` float64 array of vertices, the closing edge implied; the domain lies to the left of every loop.
 Every edge is at most the coarse spacing ``h`` long, so the coarse mesh takes the vertices as its boundary
 nodes and finer meshes (uniform refinements, or a remesh at ``h / 4``) split the same edges: all meshes of

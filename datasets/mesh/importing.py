@@ -14,7 +14,8 @@ range, array lengths, NaN/Inf), its boundary nodes are those of the edges used b
 lumped-mass weights are computed. The model side expects coordinates in [0, 1]²: points outside are an
 error unless ``rescale``, which maps the bounding box of all samples into the unit square (aspect ratio
 kept; the attribute ``rescale`` records the offset and scale). The file (kind ``imported-mesh``, one
-variant ``mesh``) is written to a temporary file and renamed when complete.
+variant ``mesh``) is written to a temporary file with its content hash, the blocks going into it as a
+generation's do (``petrov.datasets.write_path.fill``), and renamed when complete.
 """
 from __future__ import annotations
 
@@ -26,13 +27,13 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ...common.files import atomic_path
-from ...common.progress import progress_bar
-from ..storage import writing_h5
+from ...common.outputs import output_file
+from ..write_path import fill
 from .checks import check_arrays, check_mesh
 from .geometry import orient_counterclockwise
 from .recipes import ImportedMeshParams, get_mesh_recipe
 from .sample import MeshSample, mesh_sample
-from .storage import DEFAULT_CHUNK_SIZE, create_mesh_file, mesh_attrs, write_samples
+from .storage import DEFAULT_CHUNK_SIZE, mesh_attrs, mesh_file_layout, sample_rows
 
 IGNORED_CELLS = ("vertex", "line")  # lower-dimensional cells: boundary markers, not part of the mesh
 UNIT_TOLERANCE = 1e-9
@@ -144,8 +145,6 @@ def import_meshes(
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
     output = Path(output)
-    if not output.parent.is_dir():
-        raise FileNotFoundError(f"output directory {output.parent} does not exist")
     if output.exists() and not overwrite:
         raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
     for src in sources:
@@ -153,6 +152,7 @@ def import_meshes(
             raise FileNotFoundError(f"no such mesh file: {src}")
         if output.exists() and os.path.samefile(src, output):
             raise ValueError(f"the output {output} is also a source; choose another name")
+    output_file(output)  # the one rule for outputs: missing folders are created
 
     def read(path: Path):
         return read_mesh_source(path, x_field, y_field, points_key=points_key, triangles_key=triangles_key)
@@ -176,15 +176,16 @@ def import_meshes(
                                  f"the first sample has {channels[0]}/{channels[1]}; every sample needs the same")
             yield _checked(path, number, x_field, y_field, points, triangles, x, y, offset, scale)
 
+    def blocks(start: int, size: int, stack):
+        made = samples()
+        for lo in range(start, len(sources), size):
+            hi = min(lo + size, len(sources))
+            yield lo, hi, [sample_rows(attrs, {"mesh": next(made)}) for _ in range(lo, hi)]
+
+    layout = mesh_file_layout(attrs, locking=False)  # the temp file's lock is atomic_path's; HDF5's would clash
     with atomic_path(output) as tmp:  # each writer its own temp file: the final file is always whole
-        create_mesh_file(tmp, attrs, locking=False)
-        with writing_h5(tmp, "r+", shown=output, locking=False) as h5, progress_bar(total=len(sources), unit="mesh", enabled=progress,
-                                                      desc="import") as bar:
-            made = samples()
-            for lo in range(0, len(sources), chunk):
-                block = [{"mesh": next(made)} for _ in range(lo, min(lo + chunk, len(sources)))]
-                write_samples(h5, lo, block)
-                bar.update(len(block))
+        layout.create(tmp, attrs)
+        fill(tmp, layout, blocks, len(sources), chunk, progress=progress, desc="import", shown=output, locking=False)
     return output
 
 

@@ -1,6 +1,6 @@
 """Reading mesh datasets lazily, one sample per item, and batching point sets with padding.
 
-``open_mesh_dataset(path, level="level2", indices=slice(0, 1000))`` returns a :class:`MeshDataset`: a torch
+``open_mesh_dataset(path, level="level2", indices=slice(0, 1000))`` returns a [`MeshDataset`][]: a torch
 ``Dataset`` that keeps only the per-sample offsets in memory and reads one sample per ``__getitem__``
 (the HDF5 file is opened on first use in each process, so DataLoader workers each have their own handle).
 An item is a dict of tensors:
@@ -16,9 +16,9 @@ An item is a dict of tensors:
 
 plus what the dataset's ``transform`` adds (a callable ``item -> dict`` of fixed-shape tensors, e.g. a
 model's per-mesh inputs such as ``mesh_fno``'s grid interpolation; see
-:func:`petrov.operators.models.sample_transform`), computed once per sample and kept.
+[`petrov.operators.models.sample_transform`][]), computed once per sample and kept.
 
-:func:`collate_points` pads a list of items into the point-set batch every mesh model takes:
+[`collate_points`][] pads a list of items into the point-set batch every mesh model takes:
 ``x (b, n, c_in)``, ``y (b, n, c_out)``, ``pos (b, n, 2)``, ``weights (b, n)``, ``mask (b, n)`` (True on
 real nodes), ``boundary (b, n)``, ``indices (b,)`` (file sample numbers), ``positions (b,)`` (dataset
 positions), all 0/False on padding, ``triangles``: a list of the b ``(t_i, 3)`` tensors (for plotting),
@@ -38,7 +38,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
 from ..loading import as_indices
-from ..storage import file_attrs, open_h5
+from ..hdf5_files import file_attrs, open_h5
 from .storage import open_mesh_h5, read_offsets, read_sample
 
 
@@ -151,7 +151,7 @@ def open_mesh_dataset(path: str | os.PathLike, level: str | int | None = None, i
                       dtype: torch.dtype = torch.float32, transform: Callable | None = None) -> MeshDataset:
     """Samples ``indices`` (default: every complete one; a slice, range or integer sequence) of mesh level
     ``level`` (a name such as ``"level2"`` or ``"remesh"``, or r for ``"level{r}"``; may be omitted for a
-    file with one mesh per sample) as a lazily read :class:`MeshDataset`."""
+    file with one mesh per sample) as a lazily read [`MeshDataset`][]."""
     path = Path(path)
     with open_mesh_h5(path) as h5:
         attrs = file_attrs(h5)
@@ -165,7 +165,7 @@ def open_mesh_dataset(path: str | os.PathLike, level: str | int | None = None, i
 
 
 def collate_points(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Pad items of :class:`MeshDataset` (different node counts) into one point-set batch (module docstring)."""
+    """Pad items of [`MeshDataset`][] (different node counts) into one point-set batch (module docstring)."""
     if not samples:
         raise ValueError("collate_points needs at least one sample")
     batch = {name: pad_sequence([s[name] for s in samples], batch_first=True)

@@ -1,6 +1,6 @@
 """Mesh dataset kinds: what one sample is, on which meshes (variants), with which parameters.
 
-A :class:`MeshRecipe` is the mesh counterpart of ``petrov.datasets.recipes.Recipe``: instead of a grid
+A [`MeshRecipe`][] is the mesh counterpart of ``petrov.datasets.recipes.Recipe``: instead of a grid
 resolution, each sample is stored on the named meshes ``variants(params)`` (e.g. ``level0``, ``level1``,
 ``level2``, ``remesh``), each with its own node count. ``sample(params, seed, index)`` makes sample
 ``index`` from ``(seed, index)`` alone, so samples can be made in any order, by any worker, and a run can

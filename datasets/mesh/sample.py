@@ -35,7 +35,7 @@ class MeshSample:
         return len(self.triangles)
 
     def check(self, name: str = "mesh", advice: str = IMPORT_ADVICE) -> "MeshSample":
-        """:func:`checks.check_mesh` on the mesh and all nodal arrays; returns self."""
+        """[`checks.check_mesh`][] on the mesh and all nodal arrays; returns self."""
         check_mesh(self.points, self.triangles, name=name, advice=advice,
                    fields={"x": self.x, "y": self.y, "weights": self.weights, "boundary": self.boundary})
         return self
@@ -47,7 +47,7 @@ def _channels(values: np.ndarray) -> np.ndarray:
 
 
 def mesh_sample(points: np.ndarray, triangles: np.ndarray, x: np.ndarray, y: np.ndarray) -> MeshSample:
-    """A :class:`MeshSample` whose boundary flags and weights are computed from the mesh (x, y: (n,) or (n, c))."""
+    """A [`MeshSample`][] whose boundary flags and weights are computed from the mesh (x, y: (n,) or (n, c))."""
     points = np.ascontiguousarray(points, dtype=np.float64)
     triangles = np.ascontiguousarray(triangles, dtype=np.int32)
     return MeshSample(points, triangles, boundary_mask(len(points), triangles), lumped_weights(points, triangles),

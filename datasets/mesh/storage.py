@@ -21,59 +21,47 @@ chunks. Geometry is float64 (the nested levels' shared nodes and the weights sta
 as in the grid files. Attributes: ``format`` ("petrov-mesh-dataset"), ``format_version``, ``kind``,
 ``family``, ``equation``, ``params`` (JSON) and every parameter, ``seed``, ``n_samples``, ``n_complete``,
 ``levels`` (JSON list of the variants), ``x_name``/``y_name``, ``x_channels``/``y_channels``,
-``solver_settings`` (JSON), ``domain_families`` (JSON), ``petrov_version``, ``created``, ``chunk_size``;
-each variant group records its ``spacing`` (and ``refinements``: r for ``level{r}``, -1 for a remesh).
+``solver_settings`` (JSON), ``domain_families`` (JSON), ``petrov_version``, ``created``, ``chunk_size``,
+``content_hash``; a shard (``petrov.datasets.shards``) also ``shard_start``, ``shard_stop``,
+``total_samples``. Each variant group records its ``spacing`` (and ``refinements``: r for ``level{r}``,
+-1 for a remesh).
 
-Generation writes ``FILE.partial`` chunk by chunk in index order: the rows, then the offsets, a flush,
-then ``n_complete``, and renames it to ``FILE`` when every sample is written. Rerunning with the same
-kind, parameters, seed and ``n_samples`` resumes after ``n_complete`` (rows beyond it, from a chunk cut
-short, are dropped first); sample ``i`` depends only on ``(seed, i)``, so the file equals an
-uninterrupted run's whatever the chunking or the number of workers.
+The content hash (``petrov.datasets.content_hash``) chains, per sample, every stored array of the sample
+as stored: for each variant in ``levels`` order, then the domain group, its rows of each dataset in the
+order above (the domain's ``family`` code last).
+
+Files are written along the one write path (``petrov.datasets.write_path``; ``mesh_file_layout`` is this
+format's part): ``FILE.partial`` chunk by chunk in index order, the rows, then the offsets, a flush, then
+``n_complete``, renamed to ``FILE`` when every sample is written. Rerunning with the same kind,
+parameters, seed and ``n_samples`` resumes after ``n_complete`` (rows beyond it, from a chunk cut short,
+are dropped first); sample ``i`` depends only on ``(seed, i)``, so the file equals an uninterrupted run's
+whatever the chunking, the number of workers or the shards it was merged from.
 """
 from __future__ import annotations
 
-import collections
 import contextlib
-import datetime
 import json
-import logging
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import h5py
 import numpy as np
 
-from ...common.config import asdict
-from ...common.files import exclusive_lock, replace_synced
-from ...common.outputs import check_outputs
-from ...common.progress import progress_bar
-from ...common.version import petrov_version
-from ..darcy import darcy_worker_pool
-from ..storage import (
-    MESH_FORMAT,
-    already_generated,
-    check_disk,
-    check_generation_args,
-    check_output_dir,
-    claim_partial,
-    file_attrs,
-    open_h5,
-    partial_path,
-)
+from ...common.moved import moved_attribute
+from ..hdf5_files import FORMAT, MESH_FORMAT, file_attrs, file_format, open_h5, writing_h5
+from ..write_path import SHARD_KEYS, Layout, dataset_attrs, start_hash
 from .domains import DOMAIN_FAMILIES, Domain
-from .recipes import MeshRecipe, get_mesh_recipe
+from .recipes import MeshRecipe
 from .sample import MeshSample
 
 MESH_FORMAT_VERSION = 1
-_IDENTITY = ("format_version", "kind", "params", "seed", "n_samples")
+IDENTITY = ("format_version", "kind", "params", "seed", "n_samples", *SHARD_KEYS)
 CHUNK_ROWS = 16384  # rows per HDF5 chunk of a ragged dataset (256 KiB of float64 points)
 DEFAULT_CHUNK_SIZE = 16  # samples per written chunk
-GENERATION_ADVICE = "the generator made an invalid mesh: please report it with the kind, parameters, seed and index"
 OFFSETS = {"node": "node_offsets", "triangle": "triangle_offsets", "vertex": "vertex_offsets"}
 DOMAIN_GROUP = "domain"
-
-log = logging.getLogger(__name__)
+FAMILY = "family"  # the domain group's per-sample dataset: index into the domain_families attribute
 
 
 def mesh_layout(x_channels: int, y_channels: int) -> dict[str, tuple[tuple[int, ...], str, str]]:
@@ -91,14 +79,44 @@ def mesh_layout(x_channels: int, y_channels: int) -> dict[str, tuple[tuple[int, 
 DOMAIN_LAYOUT = {"vertices": ((2,), "float64", "vertex"), "loop": ((), "int32", "vertex")}
 
 
-def _sample_rows(sample: MeshSample) -> dict[str, np.ndarray]:
-    return {"points": sample.points, "boundary": sample.boundary.astype(np.uint8), "weights": sample.weights,
-            "x": sample.x, "y": sample.y, "triangles": sample.triangles}
+def mesh_groups(attrs: dict[str, Any]) -> list[tuple[str, dict]]:
+    """The groups of a mesh file with the ragged datasets of each: the variants, then the domains (where
+    the attributes name domain families)."""
+    layout = mesh_layout(int(attrs["x_channels"]), int(attrs["y_channels"]))
+    groups = [(variant, layout) for variant in json.loads(attrs["levels"])]
+    return groups + ([(DOMAIN_GROUP, DOMAIN_LAYOUT)] if "domain_families" in attrs else [])
 
 
-def _domain_rows(domain: Domain) -> dict[str, np.ndarray]:
-    return {"vertices": np.concatenate(domain.loops),
-            "loop": np.concatenate([np.full(len(loop), k, np.int32) for k, loop in enumerate(domain.loops)])}
+def _as_stored(layout: dict, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: np.asarray(arrays[name], dtype=dtype) for name, (_, dtype, _) in layout.items()}
+
+
+def sample_rows(attrs: dict[str, Any], samples: dict[str, MeshSample], domain: Domain | None = None) -> dict:
+    """One sample as a block of the write path holds it: ``{group: {dataset: rows}}`` in the stored dtypes
+    (``samples``: ``{variant: MeshSample}``; ``domain`` for files that store domains)."""
+    rows = {}
+    for group, layout in mesh_groups(attrs):
+        if group == DOMAIN_GROUP:
+            loops = {"vertices": np.concatenate(domain.loops),
+                     "loop": np.concatenate([np.full(len(loop), k) for k, loop in enumerate(domain.loops)])}
+            families = json.loads(attrs["domain_families"])
+            rows[group] = {**_as_stored(layout, loops), FAMILY: np.int16(families.index(domain.family))}
+        else:
+            s = samples[group]
+            rows[group] = _as_stored(layout, {"points": s.points, "boundary": s.boundary, "weights": s.weights,
+                                              "x": s.x, "y": s.y, "triangles": s.triangles})
+    return rows
+
+
+def mesh_attrs(recipe: MeshRecipe, params, n_samples: int, seed: int | None, chunk_size: int) -> dict[str, Any]:
+    """The file attributes of a mesh dataset (module docstring); ``seed`` None for imported data."""
+    specific: dict[str, Any] = {"levels": json.dumps(recipe.variants(params)), "x_channels": int(recipe.x_channels),
+                                "y_channels": int(recipe.y_channels)}
+    if seed is not None:
+        specific["seed"] = int(seed)
+    if recipe.generatable:
+        specific["domain_families"] = json.dumps(DOMAIN_FAMILIES.names())
+    return dataset_attrs(recipe, params, MESH_FORMAT, MESH_FORMAT_VERSION, n_samples, chunk_size, **specific)
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -110,6 +128,27 @@ def _create_ragged(group: h5py.Group, layout: dict, n_samples: int) -> None:
     for name, (tail, dtype, _) in layout.items():
         group.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), dtype=dtype,
                              chunks=(CHUNK_ROWS, *tail))
+
+
+def create_mesh_file(path: Path, attrs: dict[str, Any], variant_attrs: dict[str, dict] | None = None,
+                     **options: Any) -> None:
+    """An empty mesh dataset file at ``path`` with groups for ``attrs["levels"]`` (and a domain group if
+    the attributes name domain families); ``options`` go to ``h5py.File`` (``locking=False`` for a
+    temporary file of ``petrov.common.files.atomic_path``, which holds its own lock)."""
+    n_samples = int(attrs["n_samples"])
+    try:
+        with writing_h5(path, "w", **options) as h5:
+            for name, layout in mesh_groups(attrs):
+                group = h5.create_group(name)
+                _create_ragged(group, layout, n_samples)
+                group.attrs.update((variant_attrs or {}).get(name, {}))
+                if name == DOMAIN_GROUP:
+                    group.create_dataset(FAMILY, shape=(n_samples,), dtype="int16", fillvalue=-1)
+            h5.attrs.update(attrs)
+            start_hash(h5)
+    except BaseException:
+        Path(path).unlink(missing_ok=True)  # nothing written yet: no partial file to keep
+        raise
 
 
 def _append(group: h5py.Group, layout: dict, lo: int, rows: list[dict[str, np.ndarray]]) -> None:
@@ -136,188 +175,55 @@ def _truncate(group: h5py.Group, layout: dict, n_complete: int) -> None:
         ds.resize((int(group[OFFSETS[kind]][n_complete]), *ds.shape[1:]))
 
 
-def mesh_attrs(recipe: MeshRecipe, params, n_samples: int, seed: int | None, chunk_size: int) -> dict[str, Any]:
-    """The file attributes of a mesh dataset (module docstring); ``seed`` None for imported data."""
-    plain = asdict(params)
-    attrs: dict[str, Any] = {
-        "format": MESH_FORMAT,
-        "format_version": MESH_FORMAT_VERSION,
-        "kind": recipe.name,
-        "family": recipe.family,
-        "equation": recipe.description,
-        "params": json.dumps(plain, sort_keys=True),
-        "n_samples": int(n_samples),
-        "n_complete": 0,
-        "levels": json.dumps(recipe.variants(params)),
-        "x_name": recipe.x_name,
-        "y_name": recipe.y_name,
-        "x_channels": int(recipe.x_channels),
-        "y_channels": int(recipe.y_channels),
-        "solver_settings": json.dumps(recipe.solver_settings(params), sort_keys=True),
-        "petrov_version": petrov_version(),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "chunk_size": int(chunk_size),
-    }
-    if seed is not None:
-        attrs["seed"] = int(seed)
-    if recipe.generatable:
-        attrs["domain_families"] = json.dumps(DOMAIN_FAMILIES.names())
-    clash = sorted(attrs.keys() & plain.keys())
-    if clash:
-        raise ValueError(f"{recipe.name} parameters reuse file attribute names {clash}; rename them")
-    attrs.update(plain)
-    return attrs
+def _writer(h5: h5py.File, n_complete: int, held: dict):
+    groups = mesh_groups(file_attrs(h5))
+    for name, layout in groups:
+        _truncate(h5[name], layout, n_complete)
+
+    def write(lo: int, rows: list[dict]) -> None:
+        for name, layout in groups:
+            _append(h5[name], layout, lo, [r[name] for r in rows])
+            if name == DOMAIN_GROUP:
+                h5[name][FAMILY][lo : lo + len(rows)] = [r[name][FAMILY] for r in rows]
+
+    return write
 
 
-def create_mesh_file(path: Path, attrs: dict[str, Any], variant_attrs: dict[str, dict] | None = None,
-                     **options: Any) -> None:
-    """An empty mesh dataset file at ``path`` with groups for ``attrs["levels"]`` (and a domain group if
-    the attributes name domain families); ``options`` go to ``h5py.File`` (``locking=False`` for a
-    temporary file of :func:`~petrov.common.files.atomic_path`, which holds its own lock)."""
-    n_samples = int(attrs["n_samples"])
-    layout = mesh_layout(int(attrs["x_channels"]), int(attrs["y_channels"]))
-    with h5py.File(path, "w", **options) as h5:
-        for variant in json.loads(attrs["levels"]):
-            group = h5.create_group(variant)
-            _create_ragged(group, layout, n_samples)
-            group.attrs.update((variant_attrs or {}).get(variant, {}))
-        if "domain_families" in attrs:
-            group = h5.create_group(DOMAIN_GROUP)
-            _create_ragged(group, DOMAIN_LAYOUT, n_samples)
-            group.create_dataset("family", shape=(n_samples,), dtype="int16", fillvalue=-1)
-        h5.attrs.update(attrs)
+def _reader(h5: h5py.File):
+    groups = mesh_groups(file_attrs(h5))
+
+    def read(lo: int, hi: int) -> list[dict]:
+        rows: list[dict] = [{} for _ in range(lo, hi)]
+        for name, layout in groups:
+            group = h5[name]
+            offsets = {kind: group[OFFSETS[kind]][lo : hi + 1] for kind in {row for _, _, row in layout.values()}}
+            for r in rows:
+                r[name] = {}
+            for field, (_, _, kind) in layout.items():
+                o = offsets[kind]
+                block = group[field][int(o[0]) : int(o[-1])]
+                for r, part in zip(rows, np.split(block, o[1:-1] - o[0])):
+                    r[name][field] = part
+            if name == DOMAIN_GROUP:
+                for r, code in zip(rows, group[FAMILY][lo:hi]):
+                    r[name][FAMILY] = code
+        return rows
+
+    return read
 
 
-def write_samples(h5: h5py.File, lo: int, samples: list[dict[str, MeshSample]],
-                  domains: list[Domain] | None = None) -> None:
-    """Write samples ``lo .. lo + len(samples) - 1`` (each ``{variant: MeshSample}``), then flush and set
-    ``n_complete``: the data reach the file before the counter that claims them."""
-    layout = mesh_layout(int(h5.attrs["x_channels"]), int(h5.attrs["y_channels"]))
-    for variant in json.loads(h5.attrs["levels"]):
-        _append(h5[variant], layout, lo, [_sample_rows(s[variant]) for s in samples])
-    if domains is not None:
-        group = h5[DOMAIN_GROUP]
-        _append(group, DOMAIN_LAYOUT, lo, [_domain_rows(d) for d in domains])
-        names = json.loads(h5.attrs["domain_families"])
-        group["family"][lo : lo + len(domains)] = [names.index(d.family) for d in domains]
-    h5.flush()
-    h5.attrs["n_complete"] = lo + len(samples)
-    h5.flush()
+def mesh_file_layout(attrs: dict[str, Any], variant_attrs: dict[str, dict] | None = None, **options: Any) -> Layout:
+    """The write path's view of a mesh file with these attributes (a block: a list of ``sample_rows``;
+    ``variant_attrs``: each group's attributes; ``options`` to ``h5py.File`` when the file is made)."""
+    groups = mesh_groups(attrs)
 
+    def samples(rows: list[dict]):
+        for r in rows:
+            yield [r[name][field] for name, layout in groups for field in layout] + (
+                [r[DOMAIN_GROUP][FAMILY]] if groups and groups[-1][0] == DOMAIN_GROUP else [])
 
-def _truncate_file(h5: h5py.File, n_complete: int) -> None:
-    layout = mesh_layout(int(h5.attrs["x_channels"]), int(h5.attrs["y_channels"]))
-    for variant in json.loads(h5.attrs["levels"]):
-        _truncate(h5[variant], layout, n_complete)
-    if DOMAIN_GROUP in h5:
-        _truncate(h5[DOMAIN_GROUP], DOMAIN_LAYOUT, n_complete)
-
-
-def _make_sample(kind: str, params, seed: int, index: int) -> tuple[Domain, dict[str, MeshSample]]:
-    """One checked sample (runs in the worker processes too)."""
-    domain, samples = get_mesh_recipe(kind).sample(params, seed, index)
-    for variant, sample in samples.items():
-        sample.check(name=f"{kind} sample {index} ({variant})", advice=GENERATION_ADVICE)
-    return domain, samples
-
-
-def _in_order(pool, fn: Callable, calls: Iterable[tuple], window: int) -> Iterator:
-    """``fn(*args)`` for each of ``calls``, results in order; with a pool, at most ``window`` in flight."""
-    if pool is None:
-        for args in calls:
-            yield fn(*args)
-        return
-    pending: collections.deque = collections.deque()
-    try:
-        for args in calls:
-            pending.append(pool.submit(fn, *args))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        for future in pending:  # interrupted: queued samples are not made
-            future.cancel()
-
-
-def _estimated_bytes(recipe: MeshRecipe, params, n_samples: int) -> int:
-    """A generous estimate of the file size: hexagonal-lattice node counts (1.2 / h^2 on the unit square),
-    33 bytes per node and two triangles of 12 bytes per node."""
-    spacing = [attrs["spacing"] for attrs in recipe.variant_attrs(params).values()]
-    nodes = sum(1.2 / s**2 for s in spacing) if spacing else 0.0
-    return int(n_samples * nodes * (33 + 24))
-
-
-def generate_mesh_dataset(
-    kind: str,
-    path: str | os.PathLike,
-    n_samples: int,
-    seed: int = 0,
-    *,
-    overwrite: bool = False,
-    chunk_size: int | None = None,
-    workers: int = 0,
-    progress: bool = True,
-    callback: Callable[[int, int], None] | None = None,
-    **params: Any,
-) -> Path:
-    """Generate ``n_samples`` samples of the mesh kind ``kind`` (e.g. ``"darcy-mesh"``) into ``path``.
-
-    As ``petrov.datasets.generate_dataset`` (which calls this for mesh kinds): ``params`` are the kind's
-    parameters (unknown names are a ValueError listing the valid ones); an existing ``path`` needs
-    ``overwrite``; ``path.partial`` of the same settings is resumed; one writer per path (a second is
-    refused). ``workers`` > 0 makes samples in that many single-threaded processes (same file whatever
-    the count); ``chunk_size`` samples (default 16) are written at a time, then ``callback(n_complete,
-    n_samples)`` runs. Returns ``Path(path)``.
-    """
-    recipe = get_mesh_recipe(kind)
-    if not recipe.generatable:
-        recipe.validate(recipe.make_params(params))  # raises, saying how such files are made
-    p = recipe.make_params(params)
-    recipe.validate(p)
-    check_generation_args(n_samples, seed, workers, chunk_size)
-    path = Path(path)
-    check_output_dir(path)
-    check_disk(_estimated_bytes(recipe, p, n_samples), path.parent, "generate fewer samples or use a larger h")
-    with exclusive_lock(path, what="generated"):
-        if not overwrite and already_generated(path, mesh_attrs(recipe, p, n_samples, seed, chunk_size or 0),
-                                               _IDENTITY):
-            log.info(f"{path} already holds these {n_samples} samples; nothing to do")
-            return path
-        check_outputs(path.parent, "generate", [path.name], overwrite=overwrite, scope="file", flag="-o")
-        return _generate_locked(recipe, p, path, n_samples, seed, overwrite, chunk_size, workers, progress, callback)
-
-
-def _generate_locked(recipe: MeshRecipe, p, path: Path, n_samples: int, seed: int, overwrite: bool,
-                     chunk_size: int | None, workers: int, progress: bool, callback) -> Path:
-    tmp = partial_path(path)
-    attrs = mesh_attrs(recipe, p, n_samples, seed, chunk_size or 0)
-    old_chunk = claim_partial(path, attrs, overwrite, _IDENTITY)
-    chunk_size = chunk_size or old_chunk or DEFAULT_CHUNK_SIZE
-    attrs["chunk_size"] = int(chunk_size)
-    if not tmp.exists():
-        create_mesh_file(tmp, attrs, recipe.variant_attrs(p))
-
-    with contextlib.ExitStack() as stack:
-        h5 = stack.enter_context(h5py.File(tmp, "r+"))
-        start = int(h5.attrs["n_complete"])
-        _truncate_file(h5, start)
-        pool = stack.enter_context(darcy_worker_pool(workers)) if workers else None
-        log.debug("%s: samples %d..%d of %d%s", tmp, start, n_samples - 1, n_samples,
-                  f" (resumed, {start} already written)" if start else "")
-        results = _in_order(pool, _make_sample, ((recipe.name, p, seed, i) for i in range(start, n_samples)),
-                            window=4 * workers)
-        stack.callback(results.close)  # cancels the queued samples on an interruption
-        bar = stack.enter_context(progress_bar(total=n_samples, initial=start, unit="sample", enabled=progress,
-                                               desc=recipe.name))
-        for lo in range(start, n_samples, chunk_size):
-            made = [next(results) for _ in range(lo, min(lo + chunk_size, n_samples))]
-            write_samples(h5, lo, [s for _, s in made], [d for d, _ in made])
-            bar.update(len(made))
-            if callback is not None:
-                callback(lo + len(made), n_samples)
-    replace_synced(tmp, path)
-    return path
+    return Layout(identity=IDENTITY, create=lambda path, a: create_mesh_file(path, a, variant_attrs, **options),
+                  writer=_writer, samples=samples, reader=_reader)
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -327,11 +233,10 @@ def open_mesh_h5(path: str | os.PathLike) -> h5py.File:
     """Open a mesh dataset file (complete or ``.partial``); ValueError if it is another kind of file."""
     path = Path(path)
     h5 = open_h5(path)
-    fmt = h5.attrs.get("format")
-    fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+    fmt = file_format(h5)
     if fmt != MESH_FORMAT:
         h5.close()
-        hint = " (a grid dataset: open it with petrov.datasets.open_dataset)" if fmt == "petrov-dataset" else ""
+        hint = " (a grid dataset: open it with petrov.datasets.open_dataset)" if fmt == FORMAT else ""
         raise ValueError(f"{path} is not a petrov mesh dataset (format {fmt!r}, expected {MESH_FORMAT!r}){hint}")
     return h5
 
@@ -342,8 +247,7 @@ def is_mesh_file(path: str | os.PathLike) -> bool:
     if not path.is_file() or not h5py.is_hdf5(path):
         return False
     with contextlib.suppress(OSError), h5py.File(path, "r") as h5:
-        fmt = h5.attrs.get("format")
-        return (fmt.decode() if isinstance(fmt, bytes) else fmt) == MESH_FORMAT
+        return file_format(h5) == MESH_FORMAT
     return False
 
 
@@ -374,7 +278,7 @@ def read_domain(h5: h5py.File, index: int) -> Domain:
     lo, hi = (int(v) for v in group[OFFSETS["vertex"]][index : index + 2])
     vertices, loop = group["vertices"][lo:hi], group["loop"][lo:hi]
     loops = [vertices[loop == k] for k in range(int(loop.max()) + 1)]
-    family = json.loads(h5.attrs["domain_families"])[int(group["family"][index])]
+    family = json.loads(h5.attrs["domain_families"])[int(group[FAMILY][index])]
     return Domain(family, loops[0], tuple(loops[1:]))
 
 
@@ -392,7 +296,7 @@ def mesh_info(path: str | os.PathLike) -> dict[str, Any]:
         families = {}
         if DOMAIN_GROUP in h5 and n:
             names = json.loads(attrs["domain_families"])
-            codes, counts = np.unique(h5[DOMAIN_GROUP]["family"][:n], return_counts=True)
+            codes, counts = np.unique(h5[DOMAIN_GROUP][FAMILY][:n], return_counts=True)
             families = {names[c]: int(k) for c, k in zip(codes, counts)}
         return {
             "path": str(path), "source": MESH_FORMAT, "layout": "mesh", "kind": attrs["kind"],
@@ -401,6 +305,10 @@ def mesh_info(path: str | os.PathLike) -> dict[str, Any]:
         }
 
 
-__all__ = ["CHUNK_ROWS", "MESH_FORMAT", "MESH_FORMAT_VERSION", "create_mesh_file", "generate_mesh_dataset",
-           "is_mesh_file", "mesh_attrs", "mesh_info", "mesh_layout", "open_mesh_h5", "read_domain", "read_offsets",
-           "read_sample", "write_samples"]
+__all__ = ["CHUNK_ROWS", "IDENTITY", "MESH_FORMAT", "MESH_FORMAT_VERSION", "create_mesh_file", "is_mesh_file",
+           "mesh_attrs", "mesh_file_layout", "mesh_groups", "mesh_info", "mesh_layout", "open_mesh_h5",
+           "read_domain", "read_offsets", "read_sample", "sample_rows"]
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, name)  # generate_mesh_dataset (common/moved.py)

@@ -1,13 +1,13 @@
 """Attention as a learned Petrov–Galerkin projection, and the kernels ("mixers") it plugs in by name.
 
-- :mod:`.layer`: ``Attention`` (projections, normalizations, coordinates, mixer, output projection),
+- [`layer`][]: ``Attention`` (projections, normalizations, coordinates, mixer, output projection),
   ``AttentionConfig``, the causal recurrence (``init_state`` / ``step``);
-- :mod:`.norms`: the normalizations (the tilde): column-wise over the points with quadrature
+- [`norms`][]: the normalizations (the tilde): column-wise over the points with quadrature
   weights, or per-head LayerNorm;
-- :mod:`.mixers`: the kernels, registered in ``MIXERS`` (galerkin, fourier, softmax, linear,
+- [`mixers`][]: the kernels, registered in ``MIXERS`` (galerkin, fourier, softmax, linear,
   performer, cosformer), and their causal forms;
-- :mod:`.kernels`: the quadrature sums and feature-map attention the linear-cost mixers share;
-- :mod:`.fused`: a mixer's fused path (Galerkin: the whole layer in one pass), declared by the
+- [`kernels`][]: the quadrature sums and feature-map attention the linear-cost mixers share;
+- [`fused`][]: a mixer's fused path (Galerkin: the whole layer in one pass), declared by the
   mixer as ``fused_path`` and chosen once when the layer is built.
 """
 from .layer import Attention, AttentionConfig, AttentionState

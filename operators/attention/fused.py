@@ -13,10 +13,10 @@ e = d + p, quadrature weights ``w`` or uniform ``1/n``):
 
 (the same operator as the unfused layer, products reassociated).  Q is never formed: the query
 projection and the product with S cost one n-sized product ``x A`` instead of two, in forward and in
-backward.  :class:`_NormalizedOuter` computes S from the raw projections without concatenating the
+backward.  ``_NormalizedOuter`` computes S from the raw projections without concatenating the
 coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
 normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
-For two column norms (the default; not under autocast or ``recompute``) :class:`_ColumnOuter` does
+For two column norms (the default; not under autocast or ``recompute``) ``_ColumnOuter`` does
 better: S from the centred K, V and d x d products, K̃, Ṽ never formed, and a closed-form backward
 (a few point-sized passes instead of recomputing and differentiating the normalization).
 
@@ -31,6 +31,7 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
+from torch.utils.checkpoint import checkpoint
 
 from ...common.dtypes import upcast
 from .kernels import weighted_mean
@@ -83,21 +84,24 @@ class Normalized(NamedTuple):
     params: Callable[[], list]
 
 
-def _recompute(side: Normalized, source: torch.Tensor, weights, grad_out: torch.Tensor):
-    """Gradients of ``<grad_out, make(source)>`` for the source and every parameter (None where not
-    wanted), ``make`` recomputed with autograd."""
+def _remake(side: Normalized, source: torch.Tensor, weights) -> tuple[torch.Tensor, list]:
+    """``make(source)`` recomputed with autograd from a fresh leaf: the output and its inputs (the
+    leaf, then every parameter), for ``_side_grads``."""
     with torch.enable_grad():
         leaf = source.detach().requires_grad_(source.requires_grad)
-        out = side.make(leaf, weights)
+        return side.make(leaf, weights), [leaf] + list(side.params())
+
+
+def _side_grads(out: torch.Tensor, inputs: list, grad_out: torch.Tensor) -> list:
+    """Gradients of ``<grad_out, out>`` for each of ``inputs`` (None where not wanted)."""
     grad_out = grad_out.to(out.dtype)  # under autocast the normalized side is float32, its gradient may not be
-    inputs = [leaf] + list(side.params())
     wanted = [t for t in inputs if t.requires_grad]
     found = dict(zip(map(id, wanted), torch.autograd.grad(out, wanted, grad_out, allow_unused=True)))
     return [found.get(id(t)) for t in inputs]
 
 
 class _NormalizedOuter(torch.autograd.Function):
-    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` from two :class:`Normalized` sides, saving only their
+    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` from two [`Normalized`][] sides, saving only their
     sources for backward.
 
     ``forward(key, value, n_key_params, weights, pos, source_k, source_v, *params_k, *params_v)``:
@@ -107,8 +111,9 @@ class _NormalizedOuter(torch.autograd.Function):
 
     Backward, with ``G = dL/dS`` split in blocks ``G_kk (d, d), G_kp (d, p), G_pk (p, d)``:
     ``dL/dK̃ = diag(w) (Ṽ G_kkᵀ + pos G_kpᵀ)``, ``dL/dṼ = diag(w) (K̃ G_kk + pos G_pk)``, then through
-    each side's ``make``, recomputed with autograd one side at a time (Ṽ once more without a graph
-    first), so that only one side's recomputed activations are alive at a time.
+    each side's ``make``, recomputed once with autograd (K̃ and Ṽ serve both the products above and
+    their own backward: two normalizations per backward, not four; both sides' recomputed values are
+    alive together for a moment, one ``(b, h, n, d)`` tensor more than one side at a time).
     """
 
     @staticmethod
@@ -140,20 +145,16 @@ class _NormalizedOuter(torch.autograd.Function):
                 add_thin_product_(out, pos_h, g_pos)
             return out if weights is None else out.mul_(weights[:, None, :, None])
 
-        with torch.no_grad():
-            vt = value.make(source_v, weights)
+        vt, inputs_v = _remake(value, source_v, weights)
         d = vt.shape[-1]
         grad = _uniform_scale(grad, vt.shape[-2], weights)
         g_kk, g_kp, g_pk = grad[..., :d, :d], grad[..., :d, d:], grad[..., d:, :d]
-        grad_kt = cross(vt, g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
-        del vt
-        with torch.no_grad():
-            kt = key.make(source_k, weights)
-        grad_vt = cross(kt, g_kk, g_pk)
-        del kt
-        grads_k = _recompute(key, source_k, weights, grad_kt)
-        del grad_kt
-        grads_v = _recompute(value, source_v, weights, grad_vt)
+        grad_kt = cross(vt.detach(), g_kk.transpose(-1, -2), g_kp.transpose(-1, -2))
+        kt, inputs_k = _remake(key, source_k, weights)
+        grad_vt = cross(kt.detach(), g_kk, g_pk)
+        grads_k = _side_grads(kt, inputs_k, grad_kt)
+        del kt, grad_kt
+        grads_v = _side_grads(vt, inputs_v, grad_vt)
         return (None, None, None, None, None, grads_k[0], grads_v[0], *grads_k[1:], *grads_v[1:])
 
 
@@ -188,6 +189,8 @@ def _rstd(c: torch.Tensor, weights: torch.Tensor | None, eps: float) -> torch.Te
 
 def _head_apply(a: torch.Tensor, mat: torch.Tensor) -> torch.Tensor:
     """``a_h mat_h`` per head: ``(b, n, h, d), (b, h, d, e) -> (b, n, h, e)`` (contiguous)."""
+    if torch.compiler.is_compiling():  # dynamo takes no strided out= (the compiler plans the copy itself)
+        return torch.stack([torch.bmm(a[:, :, i], mat[:, i]) for i in range(a.shape[2])], dim=2)
     out = a.new_empty(*a.shape[:3], mat.shape[-1])
     for i in range(a.shape[2]):
         torch.bmm(a[:, :, i], mat[:, i], out=out[:, :, i])
@@ -270,11 +273,20 @@ class _ColumnOuter(torch.autograd.Function):
 
 def column_normalized_outer(k: torch.Tensor, v: torch.Tensor, n_heads: int, norm_k: ColumnNorm, norm_v: ColumnNorm,
                             pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
-    """What :func:`normalized_outer` computes for two column norms, from the raw projections
-    ``k, v: (b, n, h d)`` in closed form (see :class:`_ColumnOuter`) -> ``(b, h, d + p, d + p)``."""
+    """What [`normalized_outer`][] computes for two column norms, from the raw projections
+    ``k, v: (b, n, h d)`` in closed form (see ``_ColumnOuter``) -> ``(b, h, d + p, d + p)``."""
     k, v = (t.view(*t.shape[:2], n_heads, -1) for t in (k, v))
     return _ColumnOuter.apply(k, v, pos, weights, norm_k.weight, norm_k.bias, norm_v.weight, norm_v.bias,
                               norm_k.eps, norm_v.eps)
+
+
+def _plain_outer(layer: nn.Module, norm_k: nn.Module, norm_v: nn.Module, x: torch.Tensor,
+                 pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
+    """What ``normalized_outer`` computes, with plain autograd (for ``torch.compile``)."""
+    kt, vt = (norm(layer._split_heads(proj(x)), weights) for norm, proj in ((norm_k, layer.k_proj),
+                                                                           (norm_v, layer.v_proj)))
+    with torch.autocast(x.device.type, enabled=False):  # sums over the points: float32 at least
+        return outer_blocks(upcast(kt), upcast(vt), pos, weights)
 
 
 def _autocast_state(device_type: str) -> dict:
@@ -286,7 +298,7 @@ def _autocast_state(device_type: str) -> dict:
 def normalized_outer(key: Normalized, value: Normalized, pos: torch.Tensor | None,
                      weights: torch.Tensor | None) -> torch.Tensor:
     """``[K̃, pos]ᵀ diag(w) [Ṽ, pos]`` (each ``(b, h, n, d)``) -> ``(b, h, d + p, d + p)``, keeping only
-    the sources of K̃ and Ṽ for backward and recomputing the rest there (see :class:`_NormalizedOuter`)."""
+    the sources of K̃ and Ṽ for backward and recomputing the rest there (see ``_NormalizedOuter``)."""
     params_k = list(key.params())
     return _NormalizedOuter.apply(key, value, len(params_k), weights, pos, key.source, value.source,
                                   *params_k, *value.params())
@@ -322,10 +334,10 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
     K, V normalized inside one autograd Function that keeps only the raw projections for backward
     (only ``x`` with ``recompute``: the projections are then recomputed too), the query projection
     folded into the output one.  Two column norms (norms declaring ``closed_form = True``) are not
-    formed at all and are differentiated in closed form (:class:`_ColumnOuter`; autocast and
+    formed at all and are differentiated in closed form (``_ColumnOuter``; autocast and
     ``recompute`` take the generic path).  The same operator as the unfused layer.
 
-    The fused path of :class:`~petrov.operators.attention.mixers.galerkin.GalerkinMixer` (its
+    The fused path of [`GalerkinMixer`][petrov.operators.attention.mixers.galerkin.GalerkinMixer] (its
     ``fused_path``); ``x: (b, n, d_model)`` -> ``(b, n, d_model)``.
     """
     norm_k, norm_v = (layer.norms[name] if name in layer.norms else _NO_NORM for name in "kv")
@@ -335,6 +347,15 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
         s = column_normalized_outer(layer.k_proj(x), layer.v_proj(x), layer.n_heads, norm_k, norm_v,
                                     pos_or_none, weights)
         return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
+    if torch.compiler.is_compiling():
+        # _NormalizedOuter differentiates its recomputed sides with autograd.grad inside its backward,
+        # which dynamo cannot trace: plain autograd here (the same operator), recomputed by checkpoint
+        # with ``recompute``; the compiler chooses what to keep for backward
+        def layer_output(x):
+            s = _plain_outer(layer, norm_k, norm_v, x, pos_or_none, weights)
+            return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
+
+        return checkpoint(layer_output, x, use_reentrant=False) if recompute else layer_output(x)
     sides = []
     for norm, proj in ((norm_k, layer.k_proj), (norm_v, layer.v_proj)):
         if recompute:  # source x: the projection is recomputed too

@@ -4,7 +4,7 @@ Quadrature weights ``w: (b, n)`` sum to 1 per batch; ``None`` means uniform ``1/
 over points are quadratures, so the eps of a normalizer means the same thing at every resolution.
 
 Under ``torch.autocast`` these sums, the feature maps and the normalizers are computed in float32
-(:func:`full_precision`): a bfloat16 sum over thousands of points and a bfloat16 division by a
+([`full_precision`][]): a bfloat16 sum over thousands of points and a bfloat16 division by a
 small normalizer lose most of their digits.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ class _OuterSum(torch.autograd.Function):
 def weighted_outer(a: torch.Tensor, c: torch.Tensor, weights: torch.Tensor | None,
                    grad_dtype: torch.dtype | None = None) -> torch.Tensor:
     """``sum_j w_j a_j c_jᵀ``: ``(b, h, n, f), (b, h, n, e) -> (b, h, f, e)`` (the gradient's
-    point-wise products in ``grad_dtype`` if given, see :class:`_OuterSum`)."""
+    point-wise products in ``grad_dtype`` if given, see ``_OuterSum``)."""
     n, f, e = a.shape[-2], a.shape[-1], c.shape[-1]
     if weights is not None:
         a = a * weights[:, None, :, None].to(a.dtype)
@@ -105,7 +105,7 @@ def normalized_kernel_attention(
     ``z_i = phi_qᵢᵀ (Σ_j w_j phi_kⱼ vⱼᵀ) / (phi_qᵢᵀ Σ_j w_j phi_kⱼ + eps)``
 
     ``phi_q, phi_k: (b, h, n, f)`` nonnegative features, ``v: (b, h, n, e)`` -> ``(b, h, n, e)``.
-    Cost O(n f e).  Call inside :func:`full_precision` with upcast inputs.
+    Cost O(n f e).  Call inside [`full_precision`][] with upcast inputs.
     """
     kv = weighted_outer(phi_k, v, weights)  # (b, h, f, e)
     k_sum = weighted_mean(phi_k, weights)  # (b, h, f)
@@ -124,7 +124,7 @@ def check_eps(eps: float) -> float:
 def feature_map_attention(mixer, q, k, v, weights) -> torch.Tensor:
     """The non-causal forward of a mixer with positive feature maps ``mixer.features(q, k,
     weights=weights)`` (the weights let a mixer leave out the keys of weight 0, e.g. from a
-    stabilizer) and a normalizer ``mixer.eps`` (linear, Performer): :func:`normalized_kernel_attention`
+    stabilizer) and a normalizer ``mixer.eps`` (linear, Performer): [`normalized_kernel_attention`][]
     in float32 at least, returned in ``v``'s dtype."""
     dtype = v.dtype
     with full_precision(q):

@@ -6,7 +6,7 @@ For ``x: (b, n, d_model)`` sampled at points ``pos: (b, n, p)`` with quadrature 
 1. per head ``Q, K, V = x W^Q, x W^K, x W^V``                          ``(b, h, n, head_dim)``
    (only those the mixer reads, its ``inputs``; the others are None and have no projection)
 2. the matrices the mixer names in ``normalized`` are normalized (``norm``: "column", "layer" or
-   None; see :mod:`petrov.operators.attention.norms`), using the weights;
+   None; see [`petrov.operators.attention.norms`][]), using the weights;
 3. the coordinates are appended to Q, K and V of every head             ``(b, h, n, head_dim + p)``
 4. the mixer combines them, ``z = mixer(Q, K, V, pos, w)``              ``(b, h, n, head_dim + p)``
 5. heads are concatenated, dropout, output projection
@@ -25,7 +25,7 @@ mixer (so mixers stay interchangeable; linear kernels have no attention matrix t
 in ``eval()``.
 
 Causal attention (``causal=True``; galerkin, fourier, linear, performer, cosformer, softmax): point i
-attends to the points j <= i in index order (see :mod:`petrov.operators.attention.mixers.causal`).  The
+attends to the points j <= i in index order (see [`petrov.operators.attention.mixers.causal`][]).  The
 normalizations must then be point-wise: norm "layer" or None (the column norm's statistics are sums
 over all points, later ones included; running statistics are not implemented).  For the linear-cost
 mixers ``init_state`` / ``step`` run the same layer as a recurrence, one point at a time, with a
@@ -47,7 +47,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..checks import check_finite
+from ..checks import check_matches_weights, checks_values, non_finite, non_finite_failure, raise_first
 from .kernels import full_precision, upcast
 from .mixers import MIXERS, build_mixer
 from .mixers.causal import CausalState, check_causal, mixer_state, mixer_step
@@ -64,12 +64,25 @@ def _positive_int(name: str, value: object, low: int = 1) -> int:
 class AttentionConfig:
     """Everything an attention layer is built from besides its width and its coordinates.
 
-    ``head_dim`` defaults to ``d_model // n_heads`` but is independent of it; ``mixer_options`` go
-    to the mixer's constructor (unknown options raise ``ValueError``); ``dropout`` acts on the
-    concatenated mixer output; ``init_gain``/``init_diagonal`` set the Q/K/V initialization and
-    ``norm_eps`` the eps of the normalization; ``causal=True``: point i sees points j <= i only (the
-    mixer's ``chunk_size`` option sets the chunk of the parallel form).  Model configs extend this dataclass, so one config
-    object is passed whole from a TOML table down to every layer.
+    Model configs extend this dataclass, so one config object is passed whole from a TOML table down
+    to every layer.  Fields:
+
+    - ``n_heads``: attention heads.
+    - ``head_dim``: width of each head's Q, K and V (``None``: ``d_model // n_heads``; independent
+      of it otherwise).
+    - ``mixer``: the attention kernel by name (``petrov mixers`` lists them: ``galerkin``,
+      ``fourier``, ``softmax``, ``linear``, ``performer``, ``cosformer``, ``physics``).
+    - ``norm``: the normalization of the mixer's normalized pair (Galerkin: K and V; Fourier: Q and
+      K): ``"column"`` (zero mean, unit L² norm per channel over the points, with the quadrature
+      weights), ``"layer"`` (LayerNorm per point and head) or ``None``.
+    - ``mixer_options``: keyword options of the mixer (``petrov mixers NAME`` lists them; an
+      unknown one is an error).
+    - ``dropout``: dropout probability on the concatenated mixer output.
+    - ``init_gain``: gain of the Xavier-uniform initialization of the Q, K, V projections.
+    - ``init_diagonal``: added to the diagonal of the Q, K, V weights at initialization.
+    - ``norm_eps``: the eps of the normalization.
+    - ``causal``: point i sees the points j ≤ i only (in index order); needs a point-wise ``norm``
+      (``"layer"`` or ``None``); the mixer option ``chunk_size`` sets the chunk of the parallel form.
     """
 
     n_heads: int = 1
@@ -87,6 +100,21 @@ class AttentionConfig:
 _CONFIG_FIELDS = {f.name for f in dataclasses.fields(AttentionConfig)}
 
 
+def _check_step_weight(weight, x_t: torch.Tensor) -> None:
+    """A recurrent step's weight: a number (checked in Python) or a ``(b,)`` tensor on ``x_t``'s device
+    (its values checked where ``checks_values`` says), finite and >= 0."""
+    message = f"weight_t must be finite and >= 0 (a quadrature weight), got {weight!r}"
+    if not isinstance(weight, torch.Tensor):
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < math.inf:
+            raise ValueError(message)
+        return
+    if weight.device != x_t.device:
+        raise ValueError(f"weight_t is on {weight.device} but x_t is on {x_t.device}; move it "
+                         "(weight_t.to(x_t.device))")
+    if checks_values(weight):
+        raise_first([(non_finite(weight) | (weight < 0).any(), lambda: message)])
+
+
 class AttentionState(NamedTuple):
     """Recurrent state of a causal layer: the mixer's state and the default (uniform) point weight."""
 
@@ -97,13 +125,19 @@ class AttentionState(NamedTuple):
 class Attention(nn.Module):
     """``Attention(d_model, config=None, *, pos_dim=0, **options)``.
 
-    ``config`` is an :class:`AttentionConfig` (or a config extending it, e.g. a model's);
+    ``config`` is an [`AttentionConfig`][] (or a config extending it, e.g. a model's);
     keyword ``options`` name its fields (``n_heads=4, mixer="fourier"``) and override it; any other
     keyword is a mixer option (``Attention(64, n_heads=4, mixer="performer", n_features=128)``).
 
     ``forward(x, pos=None, weights=None) -> (b, n, d_model)`` with ``x: (b, n, d_model)``,
     ``pos: (b, n, pos_dim)`` (required iff ``pos_dim > 0``; batch size 1 broadcasts) and
     ``weights: (b, n)`` nonnegative quadrature weights (batch size 1 broadcasts).
+
+    Inputs are checked at every call: shapes, and ``x`` in the layer's dtype (any floating dtype
+    under autocast) with every tensor on the layer's device (a one-line error saying what to
+    ``.to(...)``), always; values (NaN/inf, weights ``>= 0`` with a positive sum) where
+    ``petrov.operators.checks.checks_values`` says, in one host read, never inside a compiled or
+    captured step.
     """
 
     def __init__(self, d_model: int, config: AttentionConfig | None = None, *, pos_dim: int = 0, **options):
@@ -244,9 +278,7 @@ class Attention(nn.Module):
         pos, _ = self._check_inputs(x_t[:, None], None if pos_t is None else pos_t[:, None], None)
         q, k, v = self._heads(x_t[:, None], pos, None)
         weight = state.weight if weight_t is None else weight_t
-        w = torch.as_tensor(weight)
-        if not bool(torch.isfinite(w).all() and (w >= 0).all()):
-            raise ValueError(f"weight_t must be finite and >= 0 (a quadrature weight), got {weight_t!r}")
+        _check_step_weight(weight, x_t)
         pos = None if pos is None else pos[:, 0]
         z, mixer = mixer_step(self.mixer, state.mixer, q[:, :, 0], k[:, :, 0], v[:, :, 0], pos, weight)
         y = self.out_proj(self.dropout(z.reshape(z.shape[0], -1)))
@@ -282,19 +314,22 @@ class Attention(nn.Module):
         return torch.baddbmm(self.out_proj.bias.to(m.dtype), q, m)
 
     def _check_inputs(self, x, pos, weights):
-        """Validate shapes; return pos expanded to ``(b, n, p)`` and weights normalized to sum 1,
-        both in x's dtype (under autocast in float32 at least: a bfloat16 coordinate cannot resolve
-        a 1/512 grid spacing near 1, and bfloat16 weights no longer sum to 1)."""
+        """Validate shapes, dtype and devices (plain Python) and, where ``checks_values`` says, the
+        values (NaN/inf, nonnegative weights with a positive sum: one host read for all); return pos
+        expanded to ``(b, n, p)`` and weights normalized to sum 1, both in x's dtype (under autocast in
+        float32 at least: a bfloat16 coordinate cannot resolve a 1/512 grid spacing near 1, and
+        bfloat16 weights no longer sum to 1)."""
         if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"Attention expects x of shape (b, n, {self.d_model}), got {shape}")
         b, n, _ = x.shape
-        dtype = upcast(x).dtype if torch.is_autocast_enabled(x.device.type) else x.dtype
         if n == 0:
             raise ValueError("Attention got an empty point set (n = 0)")
-        check_finite(x, "Attention: x")
-        if pos is not None:
-            check_finite(pos, "Attention: pos")
+        param = self.out_proj.weight
+        check_matches_weights(x, "x", param, "Attention", owner="layer")
+        dtype = upcast(x).dtype if torch.is_autocast_enabled(x.device.type) else x.dtype
+        look = checks_values(x)
+        failures = [non_finite_failure(x, "Attention: x")] if look else []
         if self.pos_dim == 0:
             if pos is not None:
                 raise ValueError("pos given but the layer was built with pos_dim=0; "
@@ -306,19 +341,23 @@ class Attention(nn.Module):
             if pos.ndim != 3 or pos.shape[0] not in (1, b) or pos.shape[1:] != (n, self.pos_dim):
                 raise ValueError(f"pos must have shape ({b}, {n}, {self.pos_dim}) "
                                  f"(or batch 1), got {tuple(pos.shape)}")
+            check_matches_weights(pos, "pos", param, "Attention", owner="layer", dtype=False)
+            if look:
+                failures.append(non_finite_failure(pos, "Attention: pos"))
             pos = pos.to(dtype).expand(b, n, self.pos_dim)
         if weights is not None:
             if weights.ndim != 2 or weights.shape[0] not in (1, b) or weights.shape[1] != n:
                 raise ValueError(f"weights must have shape ({b}, {n}) (or batch 1), "
                                  f"got {tuple(weights.shape)}")
-            if not bool(torch.isfinite(weights).all()):
-                raise ValueError("weights contain NaN or inf")
-            if bool((weights < 0).any()):
-                raise ValueError("weights must be nonnegative (quadrature weights)")
+            check_matches_weights(weights, "weights", param, "Attention", owner="layer", dtype=False)
             total = weights.sum(dim=-1, keepdim=True)
-            if bool((total <= 0).any()):
-                raise ValueError("weights sum to 0 for some batch entry; at least one must be positive")
+            if look:
+                failures += [(non_finite(weights), lambda: "weights contain NaN or inf"),
+                             ((weights < 0).any(), lambda: "weights must be nonnegative (quadrature weights)"),
+                             ((total <= 0).any(), lambda: "weights sum to 0 for some batch entry; at least one "
+                                                          "must be positive")]
             weights = (weights / total).to(dtype).expand(b, n)
+        raise_first(failures)
         return pos, weights
 
     def extra_repr(self) -> str:

@@ -4,7 +4,7 @@ Both act on one projected matrix ``x: (b, h, n, d)`` with quadrature ``weights: 
 to 1 per batch (``None`` means uniform ``1/n``) and carry a learnable affine map per head and
 channel, ``gamma, beta: (h, d)`` (initialized to 1 and 0):
 
-- ``"column"`` (:class:`ColumnNorm`): every channel ``c`` of every head is treated as a function
+- ``"column"`` ([`ColumnNorm`][]): every channel ``c`` of every head is treated as a function
   sampled at the n points and normalized with the quadrature weights,
 
       mu_c    = sum_j w_j x_jc
@@ -13,7 +13,7 @@ channel, ``gamma, beta: (h, d)`` (initialized to 1 and 0):
 
   i.e. zero mean and unit discrete L2(Omega) norm (|Omega| = 1).  Means and norms are quadratures,
   so the result does not depend on how finely the functions are sampled.
-- ``"layer"`` (:class:`HeadLayerNorm`): LayerNorm over the d channels at each point, separately per
+- ``"layer"`` ([`HeadLayerNorm`][]): LayerNorm over the d channels at each point, separately per
   head (what the reference code ran); the weights are not used.
 
 Both compute in float32 when the input is float16/bfloat16 (a 16-bit sum over thousands of points,

@@ -4,14 +4,14 @@ Every model takes channels-last grid tensors ``x: (b, *grid, in_channels)`` and 
 coordinates ``pos: (b, *grid, d)`` (default: the uniform grid of its config, see
 ``petrov.operators.layout.grid_coordinates``) and returns ``(b, *grid_out, out_channels)``.
 A model keeps its config dataclass as ``model.config`` (grid models through
-:class:`~petrov.operators.models.base.GridOperator`, which also checks their inputs);
+[`GridOperator`][petrov.operators.models.base.GridOperator], which also checks their inputs);
 ``model_name(model)`` and ``model_config(model)`` (a plain dict) are all that is needed to rebuild
 it, ``build_model(name, **config)``, however the model was built (``build_model`` or its own
 constructor with a config).
 
-Point-set models (class attribute ``point_set = True``, listed by :func:`point_set_models`) take
+Point-set models (class attribute ``point_set = True``, listed by [`point_set_models`][]) take
 meshes instead: ``model(x, pos, weights, mask=None, boundary=None)`` on a padded batch of node sets
-(:mod:`petrov.operators.models.base`).
+([`petrov.operators.models.base`][]).
 
 Adding a model: ``@register_model("name", Config)`` on a class whose ``__init__`` takes the
 config dataclass and stores it as ``self.config``; import its module below (or, from another
@@ -23,6 +23,7 @@ from ...common.config import asdict, from_dict
 from ...common.registry import Registry
 
 MODELS: Registry = Registry("model", entry_point_group="petrov.models")
+"""The models by name (``petrov models``); ``@register_model("name", Config)`` adds one."""
 _CONFIG_CLASSES: dict[str, type] = {}
 
 
@@ -54,7 +55,7 @@ def model_name(model) -> str:
 
 
 def model_config(model) -> dict:
-    """``model.config`` as a plain dict (defaults filled in): with :func:`model_name`, what rebuilds it.
+    """``model.config`` as a plain dict (defaults filled in): with [`model_name`][], what rebuilds it.
     (A plugin model written for petrov 0.1 may keep it as ``.cfg``.)"""
     name = model_name(model)
     cfg = getattr(model, "config", None)
@@ -79,7 +80,7 @@ def sample_transform(model):
 
 def point_set_models() -> list[str]:
     """Names of the registered models that take point sets (``forward(x, pos, weights, mask=None,
-    boundary=None)``, :mod:`petrov.operators.models.base`) rather than grids."""
+    boundary=None)``, [`petrov.operators.models.base`][]) rather than grids."""
     return [name for name in MODELS.names() if getattr(MODELS.get(name), "point_set", False)]
 
 

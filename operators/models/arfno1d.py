@@ -1,10 +1,10 @@
 """``arfno1d``: the autoregressive FNO baseline, one ``fno1d`` applied step by step.
 
-Data contract (:mod:`petrov.operators.trajectory`): ``forward(x, pos=None, teacher=None)``,
+Data contract ([`petrov.operators.trajectory`][]): ``forward(x, pos=None, teacher=None)``,
 ``x = u_0: (b, n, 1)`` -> trajectory ``(b, n, T + 1)`` (channel 0 = ``x``); ``teacher: (b, n, T + 1)``
 gives the input states 1..T-1 (teacher forcing) instead of the model's own predictions.
 
-One step (Markov: the next state depends on the current one only)::
+One step (Markov: the next state depends on the current one only):
 
     u_{k+1} = B(u_k + F([u_k, t_k]))   F an ``fno1d`` with 2 input channels, t_k = k / T a constant channel;
                                        B the lowest ``state_modes`` Fourier modes (None: identity)
@@ -27,6 +27,7 @@ from ..trajectory import (
     check_state_modes,
     check_time_steps,
     limit_state,
+    repeat_per_step,
     steps_as_batch,
     teacher_states,
     time_coordinates,
@@ -38,6 +39,13 @@ from .fno import FNO1d, FNO1dConfig
 
 @dataclass
 class ArFNO1dConfig(FNO1dConfig):
+    """The options of ``arfno1d``: the FNO fields configure the one-step map ``F``, and
+
+    - ``time_steps``: steps ``T`` of a trajectory (the model returns ``T + 1`` states).
+    - ``state_modes``: keep only the lowest this many Fourier modes of every predicted state
+      (periodic grids; ``None``: off).
+    """
+
     time_steps: int = 20
     state_modes: Optional[int] = None  # band-limit each predicted state (as marching1d; None: off)
 
@@ -73,7 +81,7 @@ class ArFNO1d(GridOperator):
         t = time_coordinates(steps, b, x.dtype, x.device)
         if teacher is not None:
             states = teacher_states(x, teacher, steps, where)
-            nxt = self._next(steps_as_batch(states), t.reshape(b * steps, 1), pos.repeat_interleave(steps, dim=0))
+            nxt = self._next(steps_as_batch(states), t.reshape(b * steps, 1), repeat_per_step(pos, steps))
             return torch.cat([x, batch_as_steps(nxt, b)], dim=-1)
         u, out = x, [x]
         for k in range(steps):

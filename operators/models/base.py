@@ -1,14 +1,14 @@
 """What the models share: their config, their input checks, the Dirichlet boundary.
 
 Every model keeps its config dataclass as ``.config`` (``.cfg``, the 0.1 name, reads the same object):
-with the registered name that is all :func:`petrov.operators.build_model` needs to rebuild it.
+with the registered name that is all [`petrov.operators.build_model`][] needs to rebuild it.
 
-Grid models (:class:`GridOperator`) take channels-last grids ``x: (b, *grid, in_channels)`` with
+Grid models ([`GridOperator`][]) take channels-last grids ``x: (b, *grid, in_channels)`` with
 ``ndim`` grid axes and optional coordinates ``pos: (b, *grid, ndim)`` (default: the uniform grid of
-their config, ``i/n`` periodic or ``i/(n-1)`` node grid; see :func:`petrov.operators.checks.grid_pos`).
+their config, ``i/n`` periodic or ``i/(n-1)`` node grid; see [`petrov.operators.checks.grid_pos`][]).
 
-Point-set models (:class:`PointSetOperator`, ``point_set = True``) take meshes: a batch of samples
-with different node counts, padded to one length ``n``::
+Point-set models ([`PointSetOperator`][], ``point_set = True``) take meshes: a batch of samples
+with different node counts, padded to one length ``n``:
 
     x        (b, n, c_in)   nodal input values (0 on padding)
     pos      (b, n, 2)      node coordinates in [0, 1]² (finite on padding, e.g. 0)
@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..checks import check_grid_input, check_point_input, grid_pos, weight_dtype
+from ..checks import check_grid_input, check_point_input, checks_values, first_weight, grid_pos, raise_first
 
 
 class Operator(nn.Module):
@@ -45,7 +45,7 @@ class Operator(nn.Module):
 
 
 class GridOperator(Operator):
-    """Base of the grid models: ``.config``, and :meth:`grid_inputs` at the top of ``forward``.
+    """Base of the grid models: ``.config``, and [`grid_inputs`][] at the top of ``forward``.
 
     Subclasses set ``ndim`` (grid axes; 0: given by the config's ``ndim``) and, if their input is
     not ``config.in_channels`` wide, ``input_channels``."""
@@ -61,10 +61,10 @@ class GridOperator(Operator):
         return self.config.in_channels
 
     def grid_inputs(self, x: torch.Tensor, pos: torch.Tensor | None) -> torch.Tensor:
-        """Check ``x`` (shape, channels, dtype, NaN/inf; a clear ``ValueError`` naming the model) and
+        """Check ``x`` (shape, channels, dtype, device, NaN/inf; a clear ``ValueError`` naming the model) and
         return the coordinates ``(b, *grid, ndim)``: ``pos`` checked, or the config's uniform grid."""
         where = type(self).__name__
-        check_grid_input(x, self.grid_ndim, self.input_channels, where, weight_dtype(self))
+        check_grid_input(x, self.grid_ndim, self.input_channels, where, first_weight(self))
         return grid_pos(pos, x, self.config.periodic, where)
 
 
@@ -75,32 +75,67 @@ def zero_boundary(out: torch.Tensor) -> torch.Tensor:
     return F.pad(out[(slice(None), *[slice(1, -1)] * ndim)], (0, 0) + (1, 1) * ndim)
 
 
+# boundary_distance on an accelerator or under torch.compile: candidate nodes per pass, so that a pass
+# holds at most about this many distances (or one chunk of 256 nodes)
+_DISTANCES_PER_PASS = 2**24
+
+
 def boundary_distance(pos: torch.Tensor, boundary: torch.Tensor) -> torch.Tensor:
     """``(b, n, 1)``: the distance from every point to the nearest boundary node of its sample (0 on the
     boundary nodes).  The domain's geometry as a point-wise input (where the solution must vanish): on
     a refined mesh the boundary nodes sample the same boundary more densely, so the distance converges
     (an overestimate of at most ~h²/(8δ) at distance δ from a boundary sampled with spacing h).
-    ``pos (b, n, 2)``, ``boundary (b, n)`` bool with at least one True per sample."""
-    counts = boundary.sum(dim=1)
-    if bool((counts == 0).any()):
-        raise ValueError("boundary_features needs boundary nodes in every sample (boundary flags all False)")
+    ``pos (b, n, 2)``, ``boundary (b, n)`` bool with at least one True per sample (checked where
+    ``petrov.operators.checks.checks_values`` says; a sample without one gets distance inf).
+
+    On the CPU in eager mode the boundary nodes are gathered first (``k`` of them at most per sample:
+    O(n k), a size read from the data, free on the CPU); on an accelerator and under ``torch.compile``
+    every node is a candidate, masked unless it is a boundary node, in passes over chunks of nodes
+    (O(n²) work, fixed shapes, no host read).  Both give the same numbers: each distance is computed
+    alone (no matrix-product formula) and the minimum does not depend on the order."""
+    if checks_values(boundary):
+        raise_first([((boundary.sum(dim=1) == 0).any(),
+                      lambda: "boundary_features needs boundary nodes in every sample (boundary flags all False)")])
     with torch.no_grad():
-        b, n, _ = pos.shape
-        k = int(counts.max())
-        first = torch.argsort((~boundary).to(torch.int8), dim=1, stable=True)[:, :k]  # boundary nodes first
-        nodes = pos.gather(1, first[..., None].expand(b, k, 2))
-        real = torch.arange(k, device=pos.device)[None, :] < counts[:, None]  # (b, k)
-        dist = torch.cdist(pos, nodes, compute_mode="donot_use_mm_for_euclid_dist")  # exact: 0 on the boundary
-        dist = dist.masked_fill(~real[:, None, :], float("inf"))
-        return dist.min(dim=-1).values[..., None]
+        if pos.device.type == "cpu" and not torch.compiler.is_compiling():
+            return _nearest_gathered(pos, boundary)[..., None]
+        return _nearest_masked(pos, boundary)[..., None]
+
+
+def _distances(pos: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+    """``(b, n, k)`` exact Euclidean distances (0 on a node itself)."""
+    return torch.cdist(pos, nodes, compute_mode="donot_use_mm_for_euclid_dist")
+
+
+def _nearest_gathered(pos: torch.Tensor, boundary: torch.Tensor) -> torch.Tensor:
+    """``(b, n)``: the boundary nodes gathered to the front (as many columns as the largest count)."""
+    b, n, _ = pos.shape
+    counts = boundary.sum(dim=1)
+    k = max(int(counts.max()), 1)
+    first = torch.argsort((~boundary).to(torch.int8), dim=1, stable=True)[:, :k]  # boundary nodes first
+    nodes = pos.gather(1, first[..., None].expand(b, k, 2))
+    real = torch.arange(k, device=pos.device)[None, :] < counts[:, None]  # (b, k)
+    return _distances(pos, nodes).masked_fill(~real[:, None, :], float("inf")).amin(dim=-1)
+
+
+def _nearest_masked(pos: torch.Tensor, boundary: torch.Tensor) -> torch.Tensor:
+    """``(b, n)``: every node a candidate, the interior ones masked, chunk by chunk of nodes."""
+    b, n, _ = pos.shape
+    chunk = max(256, _DISTANCES_PER_PASS // (b * n))
+    best = None
+    for start in range(0, n, chunk):
+        dist = _distances(pos, pos[:, start:start + chunk])
+        dist = dist.masked_fill(~boundary[:, None, start:start + chunk], float("inf")).amin(dim=-1)
+        best = dist if best is None else torch.minimum(best, dist)
+    return best
 
 
 class PointSetOperator(Operator):
-    """Base of the point-set (mesh) models: ``.config``, :meth:`point_inputs` at the top of ``forward``
-    and :meth:`finish` at its end.  Point sets have no order: ``causal`` attention is refused.
+    """Base of the point-set (mesh) models: ``.config``, [`point_inputs`][] at the top of ``forward``
+    and [`finish`][] at its end.  Point sets have no order: ``causal`` attention is refused.
 
     With ``config.boundary_features`` the inputs gain a channel, the distance to the boundary
-    (:func:`boundary_distance`), so the model sees the domain's shape (holes, notches) at every node."""
+    ([`boundary_distance`][]), so the model sees the domain's shape (holes, notches) at every node."""
 
     point_set = True
 
@@ -115,12 +150,12 @@ class PointSetOperator(Operator):
         """Check the batch (shapes, matching n, mask and weights, NaN/inf: a clear ``ValueError``
         naming the model); return ``pos`` in ``x``'s dtype."""
         check_point_input(x, pos, weights, mask, boundary, channels=self.config.in_channels,
-                          where=type(self).__name__, dtype=weight_dtype(self))
+                          where=type(self).__name__, weight=first_weight(self))
         return pos.to(x.dtype)
 
     @property
     def feature_channels(self) -> int:
-        """Channels of :meth:`features`: the inputs, plus the boundary distance if configured."""
+        """Channels of [`features`][]: the inputs, plus the boundary distance if configured."""
         return self.config.in_channels + int(getattr(self.config, "boundary_features", False))
 
     def features(self, x: torch.Tensor, pos: torch.Tensor, boundary: torch.Tensor | None,

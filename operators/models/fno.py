@@ -29,6 +29,19 @@ from .base import GridOperator
 
 @dataclass
 class FNO1dConfig:
+    """The options of ``fno1d`` (and, with other defaults, ``fno2d``).
+
+    - ``in_channels``, ``out_channels``: channels of the input and of the output field.
+    - ``width``: channels of the spectral blocks.
+    - ``modes``: Fourier modes each spectral block keeps per axis.
+    - ``n_layers``: spectral blocks ``σ(K x + W x + b)``.
+    - ``proj_hidden``: hidden width of the pointwise projection to the output.
+    - ``activation``: activation of the blocks and the projection (``gelu``, ``relu``, ``silu``, ...).
+    - ``padding``: zero points appended to every grid axis before the blocks and removed after (for
+      non-periodic problems, so that the FFT does not wrap the boundaries together; 0: none).
+    - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``).
+    """
+
     in_channels: int = 1
     out_channels: int = 1
     width: int = 32

@@ -38,6 +38,17 @@ from .base import GridOperator
 
 @dataclass
 class Galerkin1dConfig(SpectralDecoderFields, EncoderConfig):
+    """The options of ``galerkin1d``: the encoder's and the spectral decoder's, and
+
+    - ``lift_coordinates``: the lift also takes the coordinates (the reference lifts the function
+      values only; coordinates enter every attention head either way).
+    - ``decoder_hidden``: hidden width of the decoder's output MLP (``None``: ``decoder_width``).
+    - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``).
+    - ``checkpoint_layers``: recompute the encoder layers' activations in backward instead of
+      keeping them: the same numbers, less training memory, about half an encoder forward more
+      per step.
+    """
+
     lift_coordinates: bool = False
     decoder_width: int = 32
     decoder_hidden: Optional[int] = None  # default decoder_width

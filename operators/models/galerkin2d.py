@@ -25,7 +25,7 @@ intermediate grid, which moves with the input size), and the bilinear decimation
 input without anti-aliasing, so a model trained at one resolution computes a different operator at
 another (its error grows at resolutions finer than the training one: benchmarks/README.md).  Kept unchanged
 because it reproduces the reference architecture and its figures; ``latent2d`` /
-``latent2d_inverse`` (:mod:`.latent2d`) are the resolution-invariant counterparts.
+``latent2d_inverse`` ([`latent`][petrov.operators.models.latent]) are the resolution-invariant counterparts.
 
 ``REFERENCE_CONFIG`` / ``INVERSE_REFERENCE_CONFIG`` reproduce the reference architectures:
 2,220,829 and 2,383,873 parameters (the reference's counts).  Defaults are small versions for
@@ -56,7 +56,13 @@ from .base import GridOperator, zero_boundary
 
 @dataclass
 class CoarseGridConfig(EncoderConfig):
-    """The shared 2-D encoder: fine grid -> ``coarse_size``² points -> attention layers."""
+    """The shared 2-D encoder: fine grid -> ``coarse_size``² points -> attention layers.
+
+    - ``coarse_size``: points per axis of the coarse grid the attention runs on.
+    - ``downsampler_activation``: activation of the convolutional down-sampler.
+    - ``upsampler_activation``: activation of the convolutional up-sampler.
+    - ``periodic``: periodic grids (the Darcy hybrids run on node grids: ``False``).
+    """
 
     n_heads: int = 4
     coarse_size: int = 22
@@ -67,6 +73,11 @@ class CoarseGridConfig(EncoderConfig):
 
 @dataclass
 class Galerkin2dConfig(SpectralDecoderFields, CoarseGridConfig):
+    """The options of ``galerkin2d``: the coarse-grid encoder's and the spectral decoder's, and
+
+    - ``dirichlet``: exact zeros on the boundary nodes of the output.
+    """
+
     dirichlet: bool = True
 
 

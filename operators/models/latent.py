@@ -11,7 +11,7 @@ is a discretization of one continuous operator and converges as the input grid i
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the m^d latent points
       --Linear--> z (b, *m, c_f) --P--> P z          (b, *n, c_f)   prolongation back to the input grid
 
-(the encoder up to ``P`` is :class:`petrov.operators.latent_encoder.LatentEncoder`), then
+(the encoder up to ``P`` is [`petrov.operators.latent_encoder.LatentEncoder`][]), then
 
 - ``latent1d`` / ``latent2d``: ``h = f + P z`` (pointwise skip) -> SpectralDecoder (lift of
   ``[h, c(pos)]`` to ``decoder_width``, spectral blocks with ``modes`` fixed Fourier modes, MLP);
@@ -26,7 +26,7 @@ is a discretization of one continuous operator and converges as the input grid i
   features interpolated at the coarse nodes) -> PointwiseDecoder of ``[g, pos_c]``.  Any input
   resolution gives the same ``(b, n_c, n_c, c_out)`` grid.
 
-Transfers (:mod:`petrov.operators.transfer`): on node grids ``i/(n-1)`` (``periodic=False``, Darcy)
+Transfers ([`petrov.operators.transfer`][]): on node grids ``i/(n-1)`` (``periodic=False``, Darcy)
 quadrature-weighted hat averages ``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k`` (an average over a
 window of fixed physical width: a coefficient jumping between 3 and 12 is anti-aliased and its
 average converges under refinement) and linear interpolation ``P[j, i] = φ_i(x_j)``; on periodic grids
@@ -67,6 +67,9 @@ from .base import GridOperator, zero_boundary
 
 @dataclass
 class Latent1dConfig(SpectralDecoderFields, LatentGridConfig):
+    """The options of ``latent1d``: the latent-grid encoder's and the spectral decoder's (periodic
+    grids and a 64-point latent grid by default)."""
+
     latent_size: int = 64
     periodic: bool = True
     decoder_width: int = 32
@@ -75,6 +78,13 @@ class Latent1dConfig(SpectralDecoderFields, LatentGridConfig):
 
 @dataclass
 class Latent2dConfig(SpectralDecoderFields, LatentGridConfig):
+    """The options of ``latent2d``: the latent-grid encoder's and the decoder's, and
+
+    - ``dirichlet``: exact zeros on the boundary nodes of the output.
+    - ``decoder``: ``"spectral"`` (spectral blocks on the input grid) or ``"pointwise"`` (an MLP at
+      every point, ``mesh_latent``'s decoder: see the module docstring).
+    """
+
     dirichlet: bool = True
     decoder: str = "spectral"  # or "pointwise" (mesh_latent's decoder, see the module docstring)
 
@@ -86,6 +96,11 @@ class Latent2dConfig(SpectralDecoderFields, LatentGridConfig):
 
 @dataclass
 class Latent2dInverseConfig(PointwiseDecoderFields, LatentGridConfig):
+    """The options of ``latent2d_inverse``: the latent-grid encoder's and the pointwise decoder's, and
+
+    - ``coarse_size``: points per axis of the output's fixed coarse node grid.
+    """
+
     coarse_size: int = 36
 
 

@@ -1,6 +1,6 @@
 """``marching1d``: an operator that marches a 1-D field in time, causal attention over the steps.
 
-Data contract (:mod:`petrov.operators.trajectory`): ``forward(x, pos=None, teacher=None)`` with
+Data contract ([`petrov.operators.trajectory`][]): ``forward(x, pos=None, teacher=None)`` with
 ``x = u_0: (b, n, 1)``, ``pos: (b, n, 1)`` (default the periodic grid ``i/n``) returns the trajectory
 ``(b, n, T + 1)``, channel 0 = ``x``; ``teacher: (b, n, T + 1)`` switches from rollout to teacher
 forcing (states 1..T-1 taken from it).  ``T = time_steps`` of the config.
@@ -43,6 +43,7 @@ from ..trajectory import (
     check_state_modes,
     check_time_steps,
     limit_state,
+    repeat_per_step,
     steps_as_batch,
     teacher_states,
     time_coordinates,
@@ -54,7 +55,20 @@ from .base import GridOperator
 @dataclass
 class Marching1dConfig(EncoderConfig):
     """The inherited attention/encoder fields configure the temporal attention ``A`` (``d_model``,
-    ``n_layers``, ``mixer``...); the rest the spatial maps."""
+    ``n_layers``, ``mixer``...; causal, with a point-wise ``norm``); the rest the spatial maps:
+
+    - ``time_steps``: steps ``T`` of a trajectory (the model returns ``T + 1`` states).
+    - ``width``: channels of the spatial encoder ``E`` and decoder ``D``.
+    - ``modes``: Fourier modes kept by the spatial spectral blocks.
+    - ``encoder_layers``: spectral blocks of the spatial encoder ``E``.
+    - ``decoder_layers``: spectral blocks of the spatial decoder ``D``.
+    - ``summary_modes``: lowest Fourier coefficients of each state that make its temporal token.
+    - ``state_modes``: keep only the lowest this many Fourier modes of every predicted state
+      (periodic grids; ``None``: off).
+    - ``proj_hidden``: hidden width of the decoder's output MLP.
+    - ``activation``: activation of the spatial maps.
+    - ``periodic``: the grid is periodic, ``x_i = i/n``.
+    """
 
     norm: Optional[str] = "layer"  # causal attention needs a point-wise normalization
     causal: bool = True
@@ -137,7 +151,7 @@ class Marching1d(GridOperator):
 
     def _teacher_forced(self, x: torch.Tensor, pos: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
         b, n, steps = states.shape
-        pos_steps = pos.repeat_interleave(steps, dim=0)
+        pos_steps = repeat_per_step(pos, steps)
         u = steps_as_batch(states)  # (b T, n, 1)
         h = self._encode(u, pos_steps)
         t = time_coordinates(steps, b, x.dtype, x.device)  # (b, T, 1)

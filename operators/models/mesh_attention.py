@@ -13,7 +13,7 @@ one domain the model converges to one operator, and nodes of weight 0 (padding) 
 Any registered mixer plugs in by name.  Cost O(n d²) per layer for the linear-cost mixers, O(n² d)
 for softmax and dense Fourier-type attention.
 
-Forward contract (:mod:`petrov.operators.models.base`): ``forward(x, pos, weights, mask=None,
+Forward contract ([`petrov.operators.models.base`][]): ``forward(x, pos, weights, mask=None,
 boundary=None) -> (b, n, c_out)``; ``boundary`` is required with ``dirichlet=True``.
 """
 from __future__ import annotations
@@ -31,6 +31,18 @@ from .base import PointSetOperator
 
 @dataclass
 class MeshAttentionConfig(EncoderConfig):
+    """The options of ``mesh_attention``: the encoder's (attention over every node), and
+
+    - ``lift_hidden``: hidden width of the lift MLP (``None``: ``d_model``).
+    - ``lift_activation``: activation of the lift MLP.
+    - ``decoder_hidden``: hidden width of the pointwise decoder (``None``: ``d_model``).
+    - ``decoder_layers``: hidden layers of the pointwise decoder.
+    - ``decoder_activation``: activation of the pointwise decoder.
+    - ``dirichlet``: exact zeros on the boundary nodes of the output (needs the boundary flags).
+    - ``boundary_features``: the distance of each node to the nearest boundary node as an extra
+      input channel (the model sees the domain's shape).
+    """
+
     n_heads: int = 4
     lift_hidden: Optional[int] = None  # hidden width of the lift MLP, default d_model
     lift_activation: str = "gelu"

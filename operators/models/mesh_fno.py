@@ -13,12 +13,12 @@ so it is resolution-free in the grid size ``s`` (``grid_size``) but not in the m
 is seen depends on ``s`` (features finer than the grid spacing are lost by the interpolation; the
 boundary of Ω is a staircase of grid nodes).
 
-Forward contract (:mod:`petrov.operators.models.base`, plus the interpolation of each sample):
+Forward contract ([`petrov.operators.models.base`][], plus the interpolation of each sample):
 ``forward(x, pos, weights, mask=None, boundary=None, *, grid_index, grid_barycentric)`` with
 
 - ``grid_index (b, s², 3)`` int64 and ``grid_barycentric (b, s², 3)`` float: for each sample, the
-  ``(index, barycentric)`` pair :func:`petrov.operators.p1_grid.p1_grid_interpolation(points,
-  triangles, s) <petrov.operators.p1_grid.p1_grid_interpolation>` returns for its own nodes
+  ``(index, barycentric)`` pair [`p1_grid_interpolation`][petrov.operators.p1_grid.p1_grid_interpolation]
+  ``(points, triangles, s)`` returns for its own nodes
   (``points = pos[b, :n_b]``, indices into them, so into the padded batch too); the grid node order
   is row-major with ``x = i/(s-1)`` on the first axis.  Fixed shape per sample: a data loader
   computes them once per mesh and stacks them without padding.
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import checks_values, raise_first
 from ..layout import points_to_grid
 from ..p1_grid import grid_interpolation_inputs, p1_to_grid
 from ..transfer import prolong_points
@@ -43,6 +44,12 @@ from .fno import FNO2d, FNO2dConfig
 
 @dataclass
 class MeshFNOConfig(FNO2dConfig):
+    """The options of ``mesh_fno``: the ``fno2d`` fields of the grid part, and
+
+    - ``grid_size``: points per axis of the node grid of ``[0, 1]²`` the FNO runs on.
+    - ``dirichlet``: exact zeros on the boundary nodes of the output (needs the boundary flags).
+    """
+
     grid_size: int = 64
     dirichlet: bool = True
 
@@ -102,10 +109,18 @@ class MeshFNO(PointSetOperator):
             got = f"{tuple(bary.shape)} {bary.dtype}" if isinstance(bary, torch.Tensor) else type(bary).__name__
             raise ValueError(f"{where}: expected grid_barycentric of shape ({b}, {g}, 3) floating "
                              f"(p1_grid_interpolation at grid_size {self.config.grid_size}), got {got}")
-        if bool((index < 0).any() or (index >= n).any()):
-            raise ValueError(f"{where}: grid_index holds node indices outside 0..{n - 1}")
+        if index.device != x.device or bary.device != x.device:
+            raise ValueError(f"{where}: grid_index and grid_barycentric must be on x's device {x.device}, got "
+                             f"{index.device} and {bary.device}")
+        if not checks_values(x):  # the checks below read the values (petrov.operators.checks)
+            return
+        failures = [((index < 0).any() | (index >= n).any(),
+                     lambda: f"{where}: grid_index holds node indices outside 0..{n - 1}")]
         if mask is not None:
+            # (indices outside 0..n-1 clamped here: that failure comes first and is reported)
             used = bary != 0
-            if bool((used & ~mask.gather(1, index.flatten(1)).view(b, g, 3)).any()):
-                raise ValueError(f"{where}: grid_index points at padding nodes; its indices must refer to "
-                                 "each sample's own nodes (the first n_b of the batch)")
+            at_padding = used & ~mask.gather(1, index.clamp(0, n - 1).flatten(1)).view(b, g, 3)
+            failures.append((at_padding.any(), lambda: f"{where}: grid_index points at padding nodes; its indices "
+                                                       "must refer to each sample's own nodes (the first n_b of the "
+                                                       "batch)"))
+        raise_first(failures)

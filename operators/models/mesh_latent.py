@@ -10,11 +10,11 @@
       --P-----> h = f + P z                         (b, n, c_f)      bilinear interpolation at the nodes
       --PointwiseDecoder([h, pos])-->               (b, n, c_out)    exact zeros on boundary nodes, padding
 
-``R`` and ``P`` are :func:`~petrov.operators.transfer.restrict_points` /
-:func:`~petrov.operators.transfer.prolong_points`: ``(R f)_i = Σ_j φ_i(x_j) w_j f_j / mass_i`` with
+``R`` and ``P`` are [`restrict_points`][] /
+[`prolong_points`][]: ``(R f)_i = Σ_j φ_i(x_j) w_j f_j / mass_i`` with
 ``mass_i = Σ_j φ_i(x_j) w_j ≈ ∫_Ω φ_i`` (φ_i the tensor hats of the latent grid), 0 where the hat meets
 no node (``mass_i = 0``, never divided).  The layers after ``R`` are those of ``latent2d``
-(:meth:`LatentEncoder.latent_operator <petrov.operators.latent_encoder.LatentEncoder.latent_operator>`, the
+([`LatentEncoder.latent_operator`][petrov.operators.latent_encoder.LatentEncoder.latent_operator], the
 same modules and parameter names).
 
 The domain on the latent grid: the coverage ``ρ_i = min(1, 2 mass_i / ∫_{[0,1]²} φ_i)`` is 1 on the
@@ -41,7 +41,7 @@ spectral blocks there (a spectral block in front of the decoder would be one mor
 decoder combines, node by node, the prolonged latent features with the skip ``f``, which carries the
 input at the mesh's own resolution (e.g. a coefficient's jumps).
 
-Forward contract (:mod:`petrov.operators.models.base`): ``forward(x, pos, weights, mask=None,
+Forward contract ([`petrov.operators.models.base`][]): ``forward(x, pos, weights, mask=None,
 boundary=None) -> (b, n, c_out)``.  ``weights`` are the physical quadrature weights
 (``Σ_j w_j = |Ω|`` with Ω inside the unit square: ρ compares them with the hats' areas), not
 normalized ones.
@@ -56,7 +56,8 @@ import torch
 from ...common.config import check_positive
 from ..blocks import pointwise_decoder
 from ..latent_encoder import LatentEncoder, LatentGridConfig
-from ..layout import grid_coordinates, grid_to_points
+from ..layout import cached_grid_coordinates, grid_to_points
+from ..shape_cache import shape_cached
 from ..transfer import prolong_points, restrict_points, trapezoid_weights
 from . import register_model
 from .base import PointSetOperator
@@ -64,6 +65,17 @@ from .base import PointSetOperator
 
 @dataclass
 class MeshLatentConfig(LatentGridConfig):
+    """The options of ``mesh_latent``: the latent-grid encoder's (on a latent grid over the bounding
+    box), and
+
+    - ``decoder_hidden``: hidden width of the pointwise decoder at the nodes.
+    - ``decoder_layers``: hidden layers of the pointwise decoder.
+    - ``decoder_activation``: activation of the pointwise decoder.
+    - ``dirichlet``: exact zeros on the boundary nodes of the output (needs the boundary flags).
+    - ``boundary_features``: the distance of each node to the nearest boundary node as an extra
+      input channel (``False``: ``latent2d``'s inputs).
+    """
+
     decoder_hidden: int = 64
     decoder_layers: int = 2
     decoder_activation: str = "silu"
@@ -82,9 +94,14 @@ def latent_coverage(mass: torch.Tensor) -> torch.Tensor:
     """``mass (b, m_1, m_2)`` hat masses ``≈ ∫_Ω φ_i`` -> ``ρ = min(1, 2 mass / ∫_{[0,1]²} φ_i)``, same shape.
 
     ``∫_{[0,1]²} φ_i`` is the latent grid's product trapezoid weight (a hat's integral)."""
-    m1, m2 = mass.shape[-2:]
-    full = trapezoid_weights(m1, mass.dtype, mass.device)[:, None] * trapezoid_weights(m2, mass.dtype, mass.device)
-    return (2 * mass / full).clamp(max=1.0)
+    return (2 * mass / _hat_integrals(tuple(mass.shape[-2:]), mass.dtype, mass.device)).clamp(max=1.0)
+
+
+@shape_cached
+def _hat_integrals(size: tuple[int, int], dtype: torch.dtype, device) -> torch.Tensor:
+    """``(m_1, m_2)``: ``∫_{[0,1]²} φ_i``, the product trapezoid weights of the latent grid."""
+    m1, m2 = size
+    return trapezoid_weights(m1, dtype, device)[:, None] * trapezoid_weights(m2, dtype, device)
 
 
 @register_model("mesh_latent", MeshLatentConfig)
@@ -104,7 +121,7 @@ class MeshLatent(PointSetOperator):
         f = self.encoder.lift_features(self.features(x, pos, boundary, mask), pos)
         z, mass = restrict_points(f, pos, weights, self.latent)
         coverage = latent_coverage(mass)
-        pos_z = grid_to_points(grid_coordinates(self.latent, dtype=pos.dtype, device=pos.device)[None])
+        pos_z = grid_to_points(cached_grid_coordinates(self.latent, False, pos.dtype, pos.device)[None])
         z = self.encoder.latent_operator(z, pos_z.expand(x.shape[0], -1, -1), weights=coverage.flatten(1),
                                          coverage=coverage)
         h = f + prolong_points(z, pos)

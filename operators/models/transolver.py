@@ -7,7 +7,7 @@ The published structure (thuml/Transolver, ``Transolver_1D`` / the irregular-mes
       --> n_layers x [ h = h + PhysicsAttention(LayerNorm(h)),  h = h + MLP(LayerNorm(h)) ]
       --> LayerNorm, Linear(d_model, c_out)                         --> (b, *grid, c_out)
 
-Physics attention is the ``"physics"`` mixer (:mod:`petrov.operators.attention.mixers.physics`) in petrov's
+Physics attention is the ``"physics"`` mixer ([`petrov.operators.attention.mixers.physics`][]) in petrov's
 attention layer: K and V projections of width ``n_heads * (d_model // n_heads)`` (the reference's
 ``in_project_x``, ``in_project_fx``), ``n_slices`` slices per head, the output projection
 (``to_out``).  The block MLP is ``Linear(d_model, dim_feedforward), GELU, Linear(·, d_model)``
@@ -32,15 +32,15 @@ on):
   grid (it is not resolution-invariant).  Here every map is pointwise except the slice tokens.
 - The slice tokens are quadratures with the grid's weights: the tensor-product trapezoid rule on
   node grids ``i/(n-1)``, uniform weights on periodic grids ``i/n`` (where the trapezoid rule is the
-  plain mean) (:func:`petrov.operators.transfer.grid_weights`).  The reference's plain sums over
+  plain mean) ([`petrov.operators.transfer.grid_weights`][]).  The reference's plain sums over
   the points are the same on uniform periodic grids but not on node grids (the boundary nodes would
   count double).
 - Coordinates enter the preprocess as ``(cos 2πx, sin 2πx)`` on periodic grids
-  (:func:`petrov.operators.latent_encoder.coordinate_features`: a raw periodic coordinate jumps at the wrap,
+  ([`petrov.operators.latent_encoder.coordinate_features`][]: a raw periodic coordinate jumps at the wrap,
   and the slice integrals of a jump converge only at first order); raw ``x`` on node grids.  With
   ``unified_pos = R > 0`` they enter instead as the reference's Darcy features: the Euclidean distances
   to the ``R^d`` nodes of a uniform reference grid on ``[0, 1]^d`` (its Darcy run: ``R = 8``, 64
-  features), on periodic grids the distances on the torus (:func:`reference_distances`).  Both are
+  features), on periodic grids the distances on the torus ([`reference_distances`][]).  Both are
   functions of the physical position, the same at every resolution.
 - ``dirichlet=True`` (node grids): the output's boundary nodes are exact zeros (as ``latent2d``).
 
@@ -66,14 +66,36 @@ from ..attention import Attention
 from ..attention.mixers.physics import check_temperature
 from ..blocks import FeedForward, FullPrecisionLinear, activation
 from ..latent_encoder import coordinate_features
-from ..layout import grid_coordinates, grid_to_points, points_to_grid
-from ..transfer import grid_weights
+from ..layout import cached_grid_coordinates, grid_to_points, points_to_grid
+from ..transfer import cached_grid_weights
 from . import register_model
 from .base import GridOperator, zero_boundary
 
 
 @dataclass
 class Transolver1dConfig:
+    """The options of ``transolver1d`` (and, with other defaults, ``transolver2d``).
+
+    - ``in_channels``, ``out_channels``: channels of the input and of the output field.
+    - ``d_model``: width of the blocks.
+    - ``n_layers``: blocks (physics attention and an MLP, each pre-norm in a residual branch).
+    - ``n_heads``: attention heads.
+    - ``n_slices``: slices per head (the tokens physics attention attends among).
+    - ``temperature``: initial slice temperature τ of every head (learned).
+    - ``dim_feedforward``: hidden width of the block MLP (``None``: ``d_model``, the reference's
+      ``mlp_ratio = 1``).
+    - ``preprocess_hidden``: hidden width of the preprocess MLP (``None``: ``2 * d_model``).
+    - ``activation``: activation of the MLPs.
+    - ``dropout``: dropout probability in the blocks.
+    - ``init_std``: standard deviation of the normal initialization of every Linear weight.
+    - ``slice_init``: ``"orthogonal"`` (the attention module's start of the slice projections) or
+      ``"normal"`` (``init_std``, as the reference's model-wide initialization does).
+    - ``unified_pos``: R > 0: coordinates enter as distances to the nodes of an ``R^d`` reference
+      grid (the reference's Darcy: 8); 0: raw coordinates.
+    - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``).
+    - ``dirichlet``: exact zeros on the boundary nodes of the output (node grids only).
+    """
+
     in_channels: int = 1
     out_channels: int = 1
     d_model: int = 64
@@ -130,7 +152,7 @@ def reference_distances(pos: torch.Tensor, nodes: int, periodic: bool) -> torch.
     grid ``linspace(0, 1, nodes)^d`` (nodes in row-major order); on the torus ``[0, 1)^d`` when
     ``periodic`` (per axis ``min(|x - r|, 1 - |x - r|)`` with ``x`` taken modulo 1)."""
     d = pos.shape[-1]
-    ref = grid_coordinates((nodes,) * d, dtype=pos.dtype, device=pos.device).reshape(-1, d)  # (nodes^d, d)
+    ref = cached_grid_coordinates((nodes,) * d, False, pos.dtype, pos.device).reshape(-1, d)  # (nodes^d, d)
     diff = (pos[..., None, :] - ref).abs()
     if periodic:
         diff = torch.remainder(diff, 1.0)
@@ -204,7 +226,7 @@ class _Transolver(GridOperator):
         if not c.periodic and min(grid) < 2:
             raise ValueError(f"{name}: a node grid needs at least 2 points per axis, got {grid}")
         # the slice tokens' quadrature (uniform on periodic grids: None takes the cheaper uniform path)
-        weights = None if c.periodic else grid_weights(grid, False, pos.dtype, x.device).unsqueeze(0)
+        weights = None if c.periodic else cached_grid_weights(grid, False, pos.dtype, x.device).unsqueeze(0)
         h = grid_to_points(self.preprocess(torch.cat([x, self.coordinate_features(pos)], dim=-1)))
         for block in self.blocks:
             h = block(h, weights)

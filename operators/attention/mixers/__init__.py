@@ -25,8 +25,15 @@ Causal attention (token i sees tokens j <= i, in point index order): a mixer wit
 attribute ``supports_causal = True`` takes the option ``causal=False``.  The linear-cost ones also
 take ``chunk_size`` and define ``features(q, k, pos) -> (φ_q, φ_k)`` (point-wise feature maps),
 ``feature_width(width, pos_dim)`` and ``causal_eps`` (None: no normalizer), and get the parallel
-chunked form and the recurrent step from :mod:`petrov.operators.attention.mixers.causal`.
+chunked form and the recurrent step from [`petrov.operators.attention.mixers.causal`][].
 ``build_mixer(name, ..., causal=True)`` on any other mixer raises.
+
+The options several mixers share (``model.options.mixer_options`` in a config):
+
+- ``causal``: token i sees the tokens j ≤ i only (set through the attention's ``causal`` field).
+- ``chunk_size``: causal linear-cost mixers: the chunk of the parallel (training) form; memory
+  ``O(n c + (n/c) d²)``.
+- ``eps``: the stabilizer of the normalizer in the denominator.
 
 Adding a mixer: write a module here with ``@MIXERS.register("name")`` on the class and import it
 below.
@@ -40,6 +47,7 @@ from torch import nn
 from ....common.registry import Registry
 
 MIXERS: Registry = Registry("mixer", entry_point_group="petrov.mixers")
+"""The attention mixers by name (``petrov mixers``); ``@MIXERS.register("name")`` adds one."""
 
 
 def list_mixers() -> list[str]:

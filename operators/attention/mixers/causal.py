@@ -10,12 +10,12 @@ quadrature weights ``w_j`` (``None``: uniform ``1/n``),
 points), so ``S_n`` is the non-causal quadrature; for short prefixes ``s_i`` is small and eps
 weighs relatively more there.
 
-- Parallel form (training), :func:`causal_kernel_attention`: the tokens are split into chunks of
+- Parallel form (training), [`causal_kernel_attention`][]: the tokens are split into chunks of
   ``c``; inside a chunk the masked ``c x c`` product ``tril(φ_Q φ_Kᵀ) V``, across chunks the state
   at each chunk start (an exclusive prefix sum of the per-chunk ``φ_Kᵀ V``).  Memory
   O(n c + (n/c) f e) per head, never the O(n f e) of one state per token.
-- Recurrent form (inference), :func:`causal_step`: ``S_t = S_{t-1} + w_t φ_k(k_t) v_tᵀ``, a
-  constant-size :class:`CausalState` (``f x e`` plus the ``f`` normalizer sum per head).
+- Recurrent form (inference), [`causal_step`][]: ``S_t = S_{t-1} + w_t φ_k(k_t) v_tᵀ``, a
+  constant-size [`CausalState`][] (``f x e`` plus the ``f`` normalizer sum per head).
 
 A mixer supports ``causal=True`` by the class attribute ``supports_causal = True``; the linear-cost
 ones also define ``features(q, k, pos) -> (φ_q, φ_k)`` applied point by point (so one token can be
@@ -79,7 +79,7 @@ def causal_kernel_attention(
 
     ``z_i = φq_iᵀ S_i / (φq_iᵀ s_i + eps)`` (module doc), computed chunk by chunk; ``n`` need not be
     a multiple of ``chunk_size`` (the tail is zero-padded: zero keys add nothing, padded queries
-    are dropped).  Call inside :func:`full_precision` with upcast inputs.
+    are dropped).  Call inside [`full_precision`][] with upcast inputs.
     """
     b, h, n, f = phi_q.shape
     e = v.shape[-1]
@@ -120,13 +120,16 @@ def causal_step(
     """One token: ``phi_q, phi_k: (b, h, f)``, ``v: (b, h, e)``, its weight ``w_t`` (a number or
     ``(b,)``) -> ``(z_t: (b, h, e), new state)`` with ``S_t = S_{t-1} + w_t φk vᵀ`` (module doc).
 
-    Call inside :func:`full_precision` with upcast inputs.  The state is not modified in place.
+    Call inside [`full_precision`][] with upcast inputs.  The state is not modified in place.
     """
     if state.kv.shape[:3] != phi_k.shape or state.kv.shape[-1] != v.shape[-1]:
         raise ValueError(f"state of shape {tuple(state.kv.shape)} does not fit features "
                          f"{tuple(phi_k.shape)} and values {tuple(v.shape)}; build it with init_state")
-    w = torch.as_tensor(weight, dtype=phi_k.dtype, device=phi_k.device)
-    wk = phi_k * (w[:, None, None] if w.ndim else w)
+    if isinstance(weight, torch.Tensor):
+        w = weight.to(phi_k.dtype)
+        wk = phi_k * (w[:, None, None] if w.ndim else w)
+    else:  # a number multiplies as it is (a tensor made of it would be a host-to-device copy)
+        wk = phi_k * weight
     kv = state.kv + wk.unsqueeze(-1) * v.unsqueeze(-2)
     k_sum = state.k_sum + wk
     z = (phi_q.unsqueeze(-2) @ kv).squeeze(-2)
@@ -176,7 +179,7 @@ def identity_features(mixer, q, k, pos=None):
 class IdentityFeatures:
     """The causal protocol of the kernels with the identity as feature map and no normalizer (Galerkin,
     Fourier): ``supports_causal``, ``causal_eps = None``, ``features``, ``feature_width``, and
-    :meth:`set_causal` for their ``causal`` / ``chunk_size`` options."""
+    ``set_causal`` for their ``causal`` / ``chunk_size`` options."""
 
     supports_causal = True
     causal_eps = None  # no normalizer

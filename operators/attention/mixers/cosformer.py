@@ -11,7 +11,7 @@ kernel does not change with the resolution.  Each factor splits as
 linear-cost kernel attention of width ``2^p d``: O(n 2^p d²).  Needs ``pos``.
 
 ``causal=True``: the sums run over the tokens ``j ≤ i`` in point index order
-(:mod:`petrov.operators.attention.mixers.causal`), while the cos re-weighting keeps using the tokens'
+([`petrov.operators.attention.mixers.causal`][]), while the cos re-weighting keeps using the tokens'
 physical coordinates (not their index): both factors of ``c`` are point-wise, so the causal and
 recurrent forms apply unchanged.
 
@@ -26,6 +26,7 @@ import math
 import torch
 from torch import nn
 
+from ...checks import checks_values, raise_first
 from ..kernels import check_eps, full_precision, normalized_kernel_attention, upcast
 from . import MIXERS
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
@@ -54,7 +55,9 @@ def expand_features(features: torch.Tensor, terms: torch.Tensor) -> torch.Tensor
 class CosformerMixer(nn.Module):
     """``forward(q, k, v, pos, weights=None)``: ``(b,h,n,d)`` x3, ``pos: (b,n,p)`` -> ``(b,h,n,d)``.
 
-    ``domain = (low, high)``: the box the coordinates live in (every axis); points outside raise.
+    - ``domain``: ``(low, high)``, the box the coordinates live in (every axis); points outside raise
+      (where [`checks_values`][petrov.operators.checks.checks_values] says: not inside a compiled or
+      captured step).
     """
 
     normalized: tuple[str, ...] = ()
@@ -76,18 +79,19 @@ class CosformerMixer(nn.Module):
         self.domain = (low, high)
 
     def unit_coordinates(self, pos: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
-        """Map ``pos`` from ``domain`` to [0, 1]; raise if a point of positive weight (any point
-        when ``weights`` is None) lies outside."""
+        """Map ``pos`` from ``domain`` to [0, 1] (clamped onto it); raise if a point of positive weight
+        (any point when ``weights`` is None) lies outside, where ``petrov.operators.checks.checks_values``
+        says to look at values."""
         low, high = self.domain
         x = (pos - low) / (high - low)
-        tol = 1e-6
-        outside = (x < -tol) | (x > 1 + tol)
-        if weights is not None:
-            outside = outside & (weights > 0)[..., None]
-        if bool(outside.any()):
-            raise ValueError(
-                f"cosformer: coordinates outside the domain {self.domain} (range "
-                f"[{float(pos.min()):.4g}, {float(pos.max()):.4g}]); pass domain=(low, high)")
+        if checks_values(pos):
+            tol = 1e-6
+            outside = (x < -tol) | (x > 1 + tol)
+            if weights is not None:
+                outside = outside & (weights > 0)[..., None]
+            raise_first([(outside.any(), lambda: f"cosformer: coordinates outside the domain {self.domain} (range "
+                                                 f"[{float(pos.min()):.4g}, {float(pos.max()):.4g}]); pass "
+                                                 "domain=(low, high)")])
         return x.clamp(0.0, 1.0)
 
     @property

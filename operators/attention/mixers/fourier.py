@@ -14,7 +14,7 @@ products accumulate in float32 on the CPU and round the result); the associative
 
 ``causal=True``: ``z_i = Σ_{j≤i} w_j (q̃_i·k̃_j) v_j``, the masked kernel; this is causal linear
 attention with φ = identity and no normalizer, computed in O(n d²) by the chunked form of
-:mod:`petrov.operators.attention.mixers.causal` whatever ``associative`` says (same numbers as the masked
+[`petrov.operators.attention.mixers.causal`][] whatever ``associative`` says (same numbers as the masked
 n x n product).  The layer then requires norm "layer" or None (the column norm uses all points).
 """
 from __future__ import annotations
@@ -28,7 +28,11 @@ from .causal import DEFAULT_CHUNK_SIZE, IdentityFeatures, causal_forward
 
 @MIXERS.register("fourier")
 class FourierMixer(IdentityFeatures, nn.Module):
-    """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``."""
+    """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``.
+
+    - ``associative``: compute ``Q̃ (K̃ᵀ diag(w) V)`` (cost ``O(n d²)``, the same numbers up to
+      rounding) instead of the dense kernel ``(Q̃ diag(w) K̃ᵀ) V`` (``O(n² d)``).
+    """
 
     normalized = ("q", "k")
 

@@ -7,7 +7,7 @@ normalized by the attention layer.  Under autocast the d x d sum ``K̃ᵀ diag(w
 float32 (a sum over n points); the n-sized product ``Q (K̃ᵀ diag(w) Ṽ)`` runs in autocast's dtype.
 
 ``causal=True``: ``z_i = q_i Σ_{j≤i} w_j k̃_j ṽ_jᵀ`` (linear attention with φ = identity and no
-normalizer; see :mod:`petrov.operators.attention.mixers.causal`), in chunks of ``chunk_size`` tokens.  The
+normalizer; see [`petrov.operators.attention.mixers.causal`][]), in chunks of ``chunk_size`` tokens.  The
 column norm would use all points, so the attention layer then requires norm "layer" or None.
 """
 from __future__ import annotations

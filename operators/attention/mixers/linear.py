@@ -5,7 +5,7 @@
 Cost O(n d²).  Features, sums and normalizer in float32 under autocast.  Since the weights sum to
 1, eps is relative to an average (not a sum) and keeps its meaning at every resolution.
 
-``causal=True``: the sums run over ``j ≤ i`` (:mod:`petrov.operators.attention.mixers.causal`), in chunks of
+``causal=True``: the sums run over ``j ≤ i`` ([`petrov.operators.attention.mixers.causal`][]), in chunks of
 ``chunk_size`` tokens; a recurrent step is available for inference.
 """
 from __future__ import annotations

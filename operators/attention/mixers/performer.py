@@ -21,9 +21,13 @@ Attention is then ``z_i = φ(q_i)ᵀ Σ_j w_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j 
   outputs).  Draw number t is made by a ``torch.Generator`` seeded from ``(seed, t)``, so two
   layers built with the same seed agree.  In training mode the features are redrawn every
   ``redraw_interval`` forward calls (0 = never); in eval they are frozen.  ``seed=None`` takes a
-  seed from torch's global generator (reproducible under ``torch.manual_seed``).
+  seed from torch's global generator (reproducible under ``torch.manual_seed``).  Counting and
+  redrawing are host work (the count is kept on the host as well as in the ``calls`` buffer, so
+  counting reads nothing back): a step compiled by ``torch.compile`` or captured in a CUDA graph
+  leaves them out, and a loop that runs such a step calls ``advance_feature_draws`` on the model
+  once per training step, outside it.
 - Under autocast the projections, exponentials, sums and normalizer are computed in float32.
-- ``causal=True`` (:mod:`petrov.operators.attention.mixers.causal`): the per-(batch, head) key max would look
+- ``causal=True`` ([`petrov.operators.attention.mixers.causal`][]): the per-(batch, head) key max would look
   at later tokens, so the keys subtract instead a constant that does not depend on the data:
   ``ω_r·x − |x|²/2 ≤ |ω_r|²/2``, so ``shift = max(0, max_r |ω_r|²/2 − KEY_HEADROOM)`` keeps every key
   exponent below ``KEY_HEADROOM`` (no float32 overflow) and is 0 for the usual head widths.  It
@@ -38,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...checks import capturing
 from ..kernels import check_eps, feature_map_attention, upcast
 from . import MIXERS
 from .causal import DEFAULT_CHUNK_SIZE, causal_forward, check_causal, check_chunk_size
@@ -73,9 +78,10 @@ def draw_omega(n_features: int, dim: int, generator: torch.Generator, ortho: boo
     return rows * norms.unsqueeze(1)
 
 
-def key_shift(omega: torch.Tensor) -> float:
-    """The causal keys' data-independent stabilizer ``max(0, max_r |ω_r|²/2 − KEY_HEADROOM)``."""
-    return max(0.0, float(omega.double().square().sum(dim=1).max()) / 2 - KEY_HEADROOM)
+def key_shift(omega: torch.Tensor) -> torch.Tensor:
+    """The causal keys' data-independent stabilizer ``max(0, max_r |ω_r|²/2 − KEY_HEADROOM)``: a 0-d
+    float64 tensor on ω's device (a tensor, not a number: reading it would wait for the device)."""
+    return (omega.double().square().sum(dim=1).max() / 2 - KEY_HEADROOM).clamp_min(0.0)
 
 
 def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float | None = None,
@@ -83,8 +89,8 @@ def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float 
     """``φ(x) = m^{-1/2} exp(ωx − |x|²/2)``: ``(b, h, n, d) -> (b, h, n, m)``.
 
     ``x`` is already scaled by ``d^{-1/4}``.  ``stabilize``: ``"row"`` subtracts the max over the
-    features of each point (queries), ``"head"`` one max per (b, h) (keys), a number subtracts that
-    constant (causal keys, :func:`key_shift`), ``None`` nothing (exact unstabilized features, for
+    features of each point (queries), ``"head"`` one max per (b, h) (keys), a number or a 0-d tensor
+    subtracts that constant (causal keys, [`key_shift`][]), ``None`` nothing (exact unstabilized features, for
     tests).  The subtracted maxima are constants for autograd.  ``keep: (b, n)`` bool: the points
     not kept get features 0 and stay out of the ``"head"`` max (keys of weight 0).
     """
@@ -93,7 +99,7 @@ def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float 
         # -inf before the exponential: feature 0 and gradient 0 (an inf feature masked after the
         # exponential would give 0 * inf = NaN in backward)
         logits = logits.masked_fill(~keep[:, None, :, None], float("-inf"))
-    if isinstance(stabilize, float):
+    if isinstance(stabilize, (float, torch.Tensor)):
         logits = logits - stabilize
     elif stabilize == "row":
         logits = logits - logits.detach().amax(dim=-1, keepdim=True)
@@ -104,12 +110,27 @@ def favor_features(x: torch.Tensor, omega: torch.Tensor, stabilize: str | float 
     return torch.exp(logits) / math.sqrt(omega.shape[0])
 
 
+def advance_feature_draws(model: nn.Module) -> None:
+    """One training step's count (and redraw where due) for every Performer mixer of ``model`` in
+    training mode: what their forward does in eager mode, for a loop whose step runs compiled or
+    captured (there the forward leaves it out).  Not for eager loops: it would count twice."""
+    for module in model.modules():
+        if isinstance(module, PerformerMixer) and module.training:
+            module.count_training_call()
+
+
 @MIXERS.register("performer")
 class PerformerMixer(nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``.
 
     ``head_dim`` is the width d of q and k as the mixer sees them (with coordinates appended).
-    ``n_features`` m defaults to ``ceil(d ln d)`` (at least d).
+
+    - ``n_features``: random features m (``None``: ``ceil(d ln d)``, at least d).
+    - ``redraw_interval``: in training, the features are redrawn every this many forward calls
+      (0: never; frozen in eval).
+    - ``seed``: seeds the draws (``None``: a seed from torch's global generator).
+    - ``ortho``: blocks of mutually orthogonal feature directions (lower variance) instead of
+      i.i.d. ones.
     """
 
     normalized: tuple[str, ...] = ()
@@ -146,26 +167,37 @@ class PerformerMixer(nn.Module):
         self.register_buffer("draw", torch.tensor(0, dtype=torch.int64))
         self.register_buffer("calls", torch.tensor(0, dtype=torch.int64))  # training-mode forwards
         self.register_buffer("omega", torch.empty(n_features, head_dim))
+        self._host_seed, self._host_calls = seed, 0
         self.redraw(0)
 
     @torch.no_grad()
     def redraw(self, draw: int) -> None:
-        """Set the features to draw number ``draw`` of this layer's seed."""
-        generator = seeded_generator(int(self.seed), draw)
+        """Set the features to draw number ``draw`` of this layer's seed (host work: a CPU generator,
+        then one copy to the features' device)."""
+        generator = seeded_generator(self._host_seed, draw)
         omega = draw_omega(self.n_features, self.head_dim, generator, self.ortho)
         self.omega.copy_(omega.to(self.omega))
         self.draw.fill_(draw)
 
-    def _count_training_call(self) -> None:
+    def count_training_call(self) -> None:
+        """Count one training-mode forward and redraw the features when the interval says so.  The
+        forward does this itself in eager mode; a compiled or captured step leaves it out (see
+        ``advance_feature_draws``).  The count is kept on the host too, so counting reads nothing
+        back from the device."""
         if self.redraw_interval:
-            calls = int(self.calls)
+            calls = self._host_calls
             if calls > 0 and calls % self.redraw_interval == 0:
                 self.redraw(calls // self.redraw_interval)
-        self.calls += 1
+        self._host_calls += 1
+        self.calls.add_(1)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._host_seed, self._host_calls = int(self.seed), int(self.calls)  # the host copies follow the buffers
 
     @property
-    def causal_eps(self) -> float:
-        return self.eps * math.exp(-key_shift(self.omega))
+    def causal_eps(self) -> torch.Tensor:
+        return self.eps * torch.exp(-key_shift(self.omega))
 
     def feature_width(self, width: int, pos_dim: int) -> int:
         """Width of the feature maps for q, k of ``width`` (m random features)."""
@@ -173,7 +205,7 @@ class PerformerMixer(nn.Module):
 
     def features(self, q, k, pos=None, weights=None):
         """Query features (row-stabilized) and key features (``"head"``-stabilized over the keys of
-        positive weight, 0 for the others; or by the constant :func:`key_shift` when causal):
+        positive weight, 0 for the others; or by the constant [`key_shift`][] when causal):
         ``(b,h,n,d)`` x2 -> ``(b,h,n,m)`` x2."""
         d = q.shape[-1]
         if d != self.head_dim:
@@ -185,8 +217,8 @@ class PerformerMixer(nn.Module):
         return favor_features(q * scale, omega, "row"), favor_features(k * scale, omega, key_stabilizer, keep)
 
     def forward(self, q, k, v, pos=None, weights=None):
-        if self.training:
-            self._count_training_call()
+        if self.training and not capturing(q):
+            self.count_training_call()
         if self.causal:
             return causal_forward(self, q, k, v, pos, weights)
         return feature_map_attention(self, q, k, v, weights)

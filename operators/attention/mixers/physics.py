@@ -36,7 +36,7 @@ resolution; the reference adds 1e-5 to the plain sum ``Σ_i s_ij``, which grows 
 
 Cost O(n G d) per head (assignment, slicing, de-slicing) + O(G² d) (token attention); memory O(n G).
 Under autocast the slice logits (a point-wise product) run in autocast's dtype; the softmax over the
-slices, the two sums over the points (one product, :func:`slice_sums`) and the token attention run in
+slices, the two sums over the points (one product, [`slice_sums`][]) and the token attention run in
 float32; the de-slicing product (a sum over the G slices, not over the points) runs in autocast's
 dtype, like the n-sized products of the other mixers.
 
@@ -68,7 +68,7 @@ def slice_sums(s: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
                grad_dtype: torch.dtype | None = None) -> torch.Tensor:
     """``[Σ_i w_i s_ij v_i, Σ_i w_i s_ij]``: ``(b, h, n, G), (b, h, n, d) -> (b, h, G, d + 1)`` (uniform
     ``w = 1/n`` for None), both sums in one product ``sᵀ [w v, w]``: the weights scale the d-wide
-    features, not the G-wide assignment.  ``grad_dtype``: see :class:`~..kernels._OuterSum`."""
+    features, not the G-wide assignment.  ``grad_dtype``: see ``_OuterSum``."""
     b, h, n, g = s.shape
     if weights is None:
         c = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
@@ -83,8 +83,11 @@ def slice_sums(s: torch.Tensor, v: torch.Tensor, weights: torch.Tensor | None,
 class PhysicsMixer(nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``k, v: (b, h, n, d)`` -> ``(b, h, n, d)`` (``q`` unused).
 
-    ``n_slices`` G, the initial ``temperature`` τ (per head, learned) and ``eps`` (see the module
-    docstring).  ``slice_weights(k)`` gives the assignment ``s: (b, h, n, G)``.
+    ``slice_weights(k)`` gives the assignment ``s: (b, h, n, G)``.
+
+    - ``n_slices``: slices G per head (the tokens the attention runs among).
+    - ``temperature``: the initial temperature τ of the slice assignment (per head, learned).
+    - ``eps``: keeps a slice whose mass underflows to 0 from giving 0/0.
     """
 
     normalized: tuple[str, ...] = ()

@@ -9,7 +9,8 @@ kernels); points with weight 0 are excluded.  Cost O(n² d).
 
 ``causal=True`` (a reference for the causal linear mixers): the sums run over ``j ≤ i`` — SDPA's
 ``is_causal`` without weights; with weights an explicit ``(n, n)`` additive mask (log weights plus
-``-inf`` above the diagonal).  A token whose prefix has total weight 0 is an error (0/0).  There
+``-inf`` above the diagonal).  A first token of weight 0 is an error (its attention is 0/0; checked
+where ``petrov.operators.checks.checks_values`` says: not inside a compiled or captured step).  There
 is no recurrent step (its state, the keys and values seen so far, grows with the sequence).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ...checks import checks_values, raise_first
 from . import MIXERS
 from .causal import check_causal
 
@@ -28,7 +30,7 @@ from .causal import check_causal
 class SoftmaxMixer(nn.Module):
     """``forward(q, k, v, pos=None, weights=None)``: ``(b,h,n,d)`` x3 -> ``(b,h,n,d)``.
 
-    ``scale``: logit scale ``s`` (default ``1/sqrt(d)`` with d the width of q).
+    - ``scale``: the logit scale ``s`` (``None``: ``1/sqrt(d)`` with d the width of q).
     """
 
     normalized: tuple[str, ...] = ()
@@ -51,9 +53,10 @@ class SoftmaxMixer(nn.Module):
             log_w = torch.log(weights * weights.shape[-1])
             mask = log_w.to(q.dtype)[:, None, None, :]
             if self.causal:
-                if bool((weights[:, 0] == 0).any()):
-                    raise ValueError("causal softmax: the first token has weight 0, so its attention "
-                                     "is 0/0; give every prefix a positive weight")
+                if checks_values(weights):
+                    raise_first([((weights[:, 0] == 0).any(),
+                                  lambda: "causal softmax: the first token has weight 0, so its attention is 0/0; "
+                                          "give every prefix a positive weight")])
                 n = q.shape[-2]
                 future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
                 mask = mask.masked_fill(future, float("-inf"))

@@ -1,0 +1,91 @@
+"""Generating a dataset of a grid kind (burgers, darcy, ...) into a grid file, whole or one shard of it.
+
+The samples come from the kind's recipe a chunk at a time (``recipe.produce``, on a pool of worker
+processes for kinds that use one), are checked (shape, finite) and go through the one write path
+(``write_path``): a partial file resumed after an interruption, the content hash chained chunk by chunk,
+one writer per path, the rename at the end. Because sample ``i`` depends only on ``(seed, i)``, the
+result equals an uninterrupted run's, and shards merged equal one run of all the samples.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .darcy import darcy_worker_pool
+from .grid_files import default_chunk_size, file_bytes, grid_attrs, grid_layout, sample_shapes
+from .recipes import Recipe, get_recipe
+from .resources import check_disk, check_memory
+from .shards import first_index, shard_attrs
+from .write_path import WriteOptions, check_generation_args, write_dataset
+
+
+def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size: int | None,
+                    directory: Path, params=None, already_written: int = 0) -> None:
+    """Refuse a generation that cannot fit: memory for one chunk (ValueError), disk for the rest of the
+    file (``NoSpace``; ``already_written``: bytes of the partial file being resumed)."""
+    params = recipe.params_cls() if params is None else params
+    points = math.prod(recipe.grid(resolution))
+    chunk = chunk_size or default_chunk_size(points)
+    # a chunk's x and y in float64, plus one solve's working set (sparse matrix and its factor or
+    # multigrid hierarchy, FFT buffers): a generous 2 kB per grid point
+    check_memory(points * (16 * chunk + 2048),
+                 f"{recipe.name} at resolution {resolution} ({points:,} grid points per sample)",
+                 f"choose a lower --resolution (native {recipe.native_resolution}) or a smaller --chunk-size")
+    check_disk(file_bytes(recipe, params, resolution, n_samples) - already_written, directory,
+               "free some space, or generate fewer samples or a lower resolution")
+
+
+def _produced(recipe: Recipe, p, resolution: int, seed: int, offset: int, n_samples: int, workers: int):
+    """The block source of the write path: the recipe's samples ``offset + lo ..`` as float32, checked."""
+    shapes = sample_shapes(recipe, p, resolution)
+
+    def blocks(start: int, chunk: int, stack: contextlib.ExitStack):
+        # one pool for the whole run (starting spawn workers costs seconds); an interrupt kills it at once
+        pool = stack.enter_context(darcy_worker_pool(workers)) if workers and recipe.uses_workers else 0
+        for lo in range(start, n_samples, chunk):
+            hi = min(lo + chunk, n_samples)
+            first, last = offset + lo, offset + hi - 1
+            data = dict(zip(("x", "y"), recipe.produce(p, resolution, seed, np.arange(first, last + 1), pool)))
+            for name, arr in data.items():
+                arr = np.asarray(arr)
+                if arr.shape != (hi - lo, *shapes[name]):
+                    raise RuntimeError(f"{recipe.name} recipe returned {name} of shape {arr.shape}, expected "
+                                       f"{(hi - lo, *shapes[name])}")
+                if not np.isfinite(arr).all():
+                    raise RuntimeError(f"{recipe.name}: non-finite values in {name} for samples {first}..{last}")
+                data[name] = arr.astype(np.float32)
+            yield lo, hi, data
+
+    return blocks
+
+
+def generate_grid(kind: str, path: str | os.PathLike, n_samples: int, resolution: int | None, seed: int,
+                  params: dict[str, Any], options: WriteOptions, workers: int = 0, part: Any = None) -> Path:
+    """Generate ``n_samples`` samples of the grid kind ``kind`` at native ``resolution`` into ``path``: the
+    grid half of ``petrov.datasets.generate_dataset``, whose docstring holds the rules (quick mode and the
+    shard, ``part`` from ``shards.sample_range``, are worked out there, once for both halves)."""
+    recipe = get_recipe(kind)
+    p = recipe.make_params(params)
+    resolution = recipe.native_resolution if resolution is None else resolution
+    recipe.validate(p, resolution)
+    check_generation_args(n_samples, seed, workers)
+    attrs = shard_attrs(grid_attrs(recipe, p, resolution, seed, n_samples, options.chunk_size or 0), part)
+    count = int(attrs["n_samples"])
+    directory = Path(path).parent
+
+    def admit(already_written: int) -> None:
+        check_resources(recipe, resolution, count, options.chunk_size, directory, p, already_written)
+
+    desc = f"{kind} n={resolution}" + (f" shard {attrs['shard']}" if attrs.get("shard") else "")
+    blocks = _produced(recipe, p, resolution, seed, first_index(attrs), count, workers)
+    return write_dataset(path, attrs, grid_layout(sample_shapes(recipe, p, resolution)), blocks, options,
+                         default_chunk=default_chunk_size(math.prod(recipe.grid(resolution))), admit=admit,
+                         desc=desc)
+
+
+__all__ = ["check_resources", "generate_grid"]

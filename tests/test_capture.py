@@ -1,0 +1,419 @@
+"""Every registered model and every mixer runs whole inside a compiled step.
+
+``torch.compile(..., backend="eager", fullgraph=True)`` runs dynamo alone (no code generation): any
+graph break — a host read such as ``bool(t)`` or ``.item()``, Python control flow on a tensor's value,
+a shape read from data — raises.  Each registered model (default config, tiny inputs) and the attention
+layer with each mixer (with and without quadrature weights, causal where the mixer has a causal form)
+are traced in forward and differentiated through the compiled output; values and gradients equal the
+eager ones.  The same eager step on a GPU must not read a value either: on the CPU this is seen by running
+it on fake tensors (shapes without values, where any read raises) under the policy the models follow on
+an accelerator (value checks off, the boundary distance's masked form); on CUDA (``@pytest.mark.cuda``)
+by forward and backward of every model and mixer after a warm-up call under
+``torch.cuda.set_sync_debug_mode("error")``, which raises on any synchronization.
+
+Also here: the shape cache (cached transfer matrices equal fresh ones; one entry per shape, dtype and
+device; no autograd history), value checks that answer in eager mode and step aside while compiling,
+and the dtype/device errors of the attention layer and the models.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+import torch._dynamo
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
+
+from petrov.operators import Attention, build_model, list_mixers, list_models, point_set_models
+from petrov.operators.attention.mixers import MIXERS, mixer_options
+from petrov.operators.attention.mixers.performer import advance_feature_draws
+from petrov.operators import checks
+from petrov.operators.checks import checks_values, raise_first
+from petrov.operators.models import base
+from petrov.operators.p1_grid import p1_grid_interpolation
+from petrov.operators.shape_cache import clear_shape_caches
+from petrov.operators.transfer import (
+    cached_prolongation_matrix,
+    cached_restriction_matrix,
+    prolongation_matrix,
+    restrict,
+    restriction_matrix,
+)
+
+DT = torch.float64
+GRID_SIZE = {1: 32, 2: 24}  # fits every default config (modes, latent and coarse grids)
+MARCHING = ("marching1d", "arfno1d")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled(module):
+    return torch.compile(module, backend="eager", fullgraph=True)
+
+
+# ---- inputs ----------------------------------------------------------------------------------------
+
+def point_batch(meshes, model, device) -> tuple[tuple, dict]:
+    """Two meshes of different sizes padded to one length (mask, boundary, mesh_fno's grid inputs)."""
+    samples = [meshes.grid(4), meshes.grid(3, notch=2 / 3)]
+    n = max(len(m.points) for m in samples) + 2
+    b = len(samples)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(b, n, model.config.in_channels, generator=g, dtype=DT)
+    pos, weights = torch.zeros(b, n, 2, dtype=DT), torch.zeros(b, n, dtype=DT)
+    mask, boundary = torch.zeros(b, n, dtype=torch.bool), torch.zeros(b, n, dtype=torch.bool)
+    index, bary = [], []
+    for i, m in enumerate(samples):
+        k = len(m.points)
+        pos[i, :k], weights[i, :k] = torch.from_numpy(m.points), torch.from_numpy(m.weights)
+        mask[i, :k], boundary[i, :k] = True, torch.from_numpy(m.boundary)
+        if hasattr(model.config, "grid_size"):
+            idx, w = p1_grid_interpolation(m.points, m.triangles, model.config.grid_size)
+            index.append(idx)
+            bary.append(w)
+    kwargs = dict(mask=mask.to(device), boundary=boundary.to(device))
+    if index:
+        kwargs.update(grid_index=torch.stack(index).to(device), grid_barycentric=torch.stack(bary).to(device))
+    return (x.to(device), pos.to(device), weights.to(device)), kwargs
+
+
+def model_inputs(name: str, model, meshes, device, teacher: bool = False) -> tuple[tuple, dict]:
+    if name in point_set_models():
+        return point_batch(meshes, model, device)
+    ndim = model.grid_ndim
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, *(GRID_SIZE[ndim],) * ndim, model.input_channels, generator=g, dtype=DT).to(device)
+    if teacher:
+        steps = model.config.time_steps
+        return (x,), dict(teacher=torch.randn(*x.shape[:-1], steps + 1, generator=g, dtype=DT).to(device))
+    return (x,), {}
+
+
+MODEL_CASES = [(name, False) for name in list_models()] + [(name, True) for name in MARCHING]
+
+
+def _model(name: str, device="cpu"):
+    """The default config; a rollout of 3 steps instead of 20 (each step is traced anew: 20 take 20 times
+    as long, and the 3 repeat the same step)."""
+    torch.manual_seed(0)
+    return build_model(name, **(dict(time_steps=3) if name in MARCHING else {})).to(device, DT).train()
+
+
+def forward_backward(fn, module, args, kwargs):
+    """Output and gradients (first input, every parameter) of a fixed weighted sum of the output."""
+    module.zero_grad(set_to_none=True)
+    x = args[0].detach().requires_grad_()
+    out = fn(x, *args[1:], **kwargs)
+    pattern = torch.linspace(-1.0, 2.0, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
+    (out * pattern).sum().backward()
+    return out.detach(), [x.grad] + [p.grad for p in module.parameters()]
+
+
+def assert_same_step(module, args, kwargs, call=None):
+    """The compiled module (whole graph, dynamo only) gives the eager values and gradients."""
+    call = call or (lambda m: m)
+    eager = forward_backward(call(module), module, args, kwargs)
+    traced = forward_backward(call(compiled(module)), module, args, kwargs)
+    torch.testing.assert_close(traced[0], eager[0], rtol=1e-10, atol=1e-12)
+    for got, want in zip(traced[1], eager[1]):
+        if want is None:
+            assert got is None
+        else:
+            torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+
+
+# ---- every model, compiled whole ---------------------------------------------------------------------
+
+def test_every_registered_model_has_a_capture_case():
+    assert {name for name, _ in MODEL_CASES} == set(list_models())
+
+
+@pytest.mark.parametrize("name, teacher", MODEL_CASES)
+def test_every_model_traces_whole_in_forward_and_backward_with_the_eager_numbers(name, teacher, meshes):
+    model = _model(name)
+    args, kwargs = model_inputs(name, model, meshes, "cpu", teacher)
+    assert_same_step(model, args, kwargs)
+
+
+def test_a_recomputing_galerkin1d_traces_whole():
+    torch.manual_seed(0)
+    model = build_model("galerkin1d", checkpoint_layers=True, norm="layer").double().train()
+    assert_same_step(model, (torch.randn(2, 32, 1, dtype=DT),), {})
+
+
+# ---- the attention layer with every mixer -------------------------------------------------------------
+
+def attention_cases():
+    for mixer in list_mixers():
+        supports_causal = getattr(MIXERS.get(mixer), "supports_causal", False)
+        for weighted in (False, True):
+            for causal in (False, True) if supports_causal else (False,):
+                yield mixer, weighted, causal
+
+
+def _attention(mixer: str, causal: bool, norm="column", device="cpu") -> Attention:
+    torch.manual_seed(0)
+    options = dict(mixer=mixer, n_heads=2, pos_dim=2, causal=causal, init_gain=1.0)
+    if causal:
+        chunked = "chunk_size" in (mixer_options(mixer) or ())
+        options.update(norm="layer", mixer_options={"chunk_size": 4} if chunked else {})
+    else:
+        options.update(norm=norm)
+    return Attention(8, **options).to(device, DT).train()
+
+
+def attention_inputs(weighted: bool, device="cpu") -> tuple[tuple, dict]:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 10, 8, generator=g, dtype=DT)
+    pos = torch.rand(2, 10, 2, generator=g, dtype=DT)
+    weights = torch.rand(2, 10, generator=g, dtype=DT) + 0.1 if weighted else None
+    return (x.to(device), pos.to(device), None if weights is None else weights.to(device)), {}
+
+
+@pytest.mark.parametrize("mixer, weighted, causal", list(attention_cases()))
+def test_attention_with_every_mixer_traces_whole_with_the_eager_numbers(mixer, weighted, causal):
+    layer = _attention(mixer, causal)
+    args, kwargs = attention_inputs(weighted)
+    assert_same_step(layer, args, kwargs)
+
+
+@pytest.mark.parametrize("norm", ["column", "layer", None])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_galerkin_fused_paths_trace_whole_with_the_eager_numbers(norm, recompute):
+    layer = _attention("galerkin", False, norm=norm)
+    args, kwargs = attention_inputs(True)
+    assert_same_step(layer, args, dict(recompute=recompute))
+
+
+def test_compiled_performer_steps_leave_the_redraws_to_advance_feature_draws():
+    eager, traced = (_attention("performer", False) for _ in range(2))
+    for layer in (eager, traced):
+        layer.mixer.redraw_interval = 2
+    args, _ = attention_inputs(True)
+    step = compiled(traced)
+    for _ in range(5):
+        eager(*args)  # counts and redraws itself
+        step(*args)  # counts nothing ...
+        advance_feature_draws(traced)  # ... the loop does, outside the step
+    for name in ("omega", "calls", "draw"):
+        torch.testing.assert_close(getattr(traced.mixer, name), getattr(eager.mixer, name), rtol=0, atol=0)
+    assert int(eager.mixer.draw) == 2
+
+
+# ---- value checks: an error in eager mode, out of the way while compiling -------------------------------
+
+def test_value_checks_answer_in_eager_mode_and_step_aside_while_compiling():
+    layer = _attention("galerkin", False)
+    (x, pos, weights), _ = attention_inputs(True)
+    negative = weights.clone()
+    negative[0, 3] = -1.0
+    with pytest.raises(ValueError, match="weights must be nonnegative"):
+        layer(x, pos, negative)
+    compiled(layer)(x, pos, negative)  # no host read in the step: the data pipeline checks the batch
+    seen = []
+    torch.compile(lambda t: seen.append(checks_values(t)) or t + 1, backend="eager", fullgraph=True)(x)
+    assert seen == [False] and checks_values(x)
+
+
+def test_raise_first_reports_the_first_failed_check_in_order():
+    ok, bad = torch.tensor(False), torch.tensor(True)
+    raise_first([(ok, lambda: "not this")])
+    with pytest.raises(ValueError, match="^second$"):
+        raise_first([(ok, lambda: "first"), (bad, lambda: "second"), (bad, lambda: "third")])
+
+
+# ---- the attention layer's dtype and device errors --------------------------------------------------------
+
+def test_attention_names_a_mismatched_dtype_or_device_and_what_to_do():
+    layer = Attention(8, n_heads=2, pos_dim=2)  # float32 weights on the CPU
+    x, pos = torch.randn(2, 5, 8), torch.rand(2, 5, 2)
+    with pytest.raises(ValueError, match=r"x is torch.float64 but the layer's weights are torch.float32; .*"
+                                         r"x.to\(torch.float32\).*layer.to\(torch.float64\)"):
+        layer(x.double(), pos)
+    with pytest.raises(ValueError, match=r"x is on meta but the layer's weights are on cpu; .*x.to\('cpu'\)"):
+        layer(x.to("meta"), pos)
+    with pytest.raises(ValueError, match=r"pos is on meta but the layer's weights are on cpu"):
+        layer(x, pos.to("meta"))
+    with pytest.raises(ValueError, match=r"weights is on meta but the layer's weights are on cpu"):
+        layer(x, pos, torch.ones(2, 5, device="meta"))
+    layer(x, pos.double(), torch.ones(2, 5, dtype=DT))  # coordinates and weights take x's dtype
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(x.bfloat16(), pos)  # autocast: any floating input
+
+
+def test_a_model_names_an_input_on_another_device():
+    model = build_model("fno1d")
+    with pytest.raises(ValueError, match=r"FNO1d: x is on meta but the model's weights are on cpu"):
+        model(torch.randn(2, 32, 1, device="meta"))
+
+
+# ---- the shape cache ---------------------------------------------------------------------------------------
+
+def test_cached_transfer_matrices_equal_fresh_ones_one_entry_per_shape_dtype_and_device():
+    cached = cached_restriction_matrix(5, 13, torch.float32, torch.device("cpu"))
+    assert cached_restriction_matrix(5, 13, torch.float32, torch.device("cpu")) is cached
+    torch.testing.assert_close(cached, restriction_matrix(5, 13, torch.float32), rtol=0, atol=0)
+    torch.testing.assert_close(cached_prolongation_matrix(13, 5, DT, "cpu"), prolongation_matrix(13, 5, DT),
+                               rtol=0, atol=0)
+    others = [cached_restriction_matrix(5, 13, DT, "cpu"), cached_restriction_matrix(5, 14, torch.float32, "cpu"),
+              cached_restriction_matrix(5, 13, torch.float32, "meta")]
+    assert all(other is not cached for other in others)
+    assert (others[0].dtype, others[1].shape, others[2].device) == (DT, (5, 14), torch.device("meta"))
+    assert cached_restriction_matrix(5, 13, torch.float32, "cpu") is cached  # a device name: the same entry
+
+
+def test_cached_matrices_carry_no_autograd_history_whatever_mode_built_them():
+    cached_restriction_matrix.cache_clear()
+    u = torch.randn(2, 1, 17, 17, dtype=DT)
+    with torch.inference_mode():
+        restrict(u, (6, 6))  # built here first: still usable by autograd below
+    with torch.enable_grad():
+        matrix = cached_restriction_matrix(6, 17, DT, u.device)
+        assert not matrix.requires_grad and matrix.grad_fn is None and not matrix.is_inference()
+        leaf = u.clone().requires_grad_()
+        restrict(leaf, (6, 6)).sum().backward()
+    r = restriction_matrix(6, 17, DT)
+    torch.testing.assert_close(leaf.grad[0, 0], (r.sum(0)[:, None] * r.sum(0)[None, :]), rtol=1e-12, atol=1e-14)
+
+
+def test_the_cache_is_left_alone_while_compiling():
+    cached_restriction_matrix.cache_clear()
+    u = torch.randn(1, 1, 11, 11, dtype=DT)
+    out = compiled(lambda t: restrict(t, (4, 4)))(u)
+    assert not cached_restriction_matrix.cache  # built inside the graph, not stored
+    torch.testing.assert_close(out, restrict(u, (4, 4)), rtol=0, atol=0)
+    assert cached_restriction_matrix.cache
+
+
+def test_a_too_coarse_input_grid_is_refused_from_the_sizes_alone():
+    with pytest.raises(ValueError, match=r"n >= 9"):
+        restriction_matrix(16, 8)
+    restriction_matrix(16, 9)
+
+
+# ---- the boundary distance without a host read ------------------------------------------------------------
+
+def test_boundary_distance_masked_on_every_node_equals_the_gathered_boundary_nodes(monkeypatch):
+    g = torch.Generator().manual_seed(0)
+    pos = torch.rand(2, 600, 2, generator=g, dtype=DT)
+    boundary = torch.rand(2, 600, generator=g) < torch.tensor([[0.02], [0.3]])  # different counts per sample
+    gathered = base.boundary_distance(pos, boundary)
+    monkeypatch.setattr(base, "_DISTANCES_PER_PASS", 1)  # chunks of 256 nodes: three passes
+    torch.testing.assert_close(base._nearest_masked(pos, boundary)[..., None], gathered, rtol=0, atol=0)
+    torch.testing.assert_close(compiled(base.boundary_distance)(pos, boundary), gathered, rtol=0, atol=0)
+    assert (gathered[boundary] == 0).all()
+
+
+# ---- no host read in an eager step on an accelerator, seen from the CPU -----------------------------------
+
+@pytest.fixture
+def accelerator_policy(monkeypatch):
+    """What the models do on a GPU by default: values unchecked, the boundary distance's masked form."""
+    monkeypatch.setitem(checks._FINITE_CHECK, "mode", "never")
+    monkeypatch.setattr(base, "_nearest_gathered", base._nearest_masked)
+    yield
+    clear_shape_caches()  # they hold fake tensors now
+
+
+def step_on_fake_tensors(module, args, kwargs):
+    """Forward and backward on fake tensors (shapes, no values): reading a value raises."""
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = {name: mode.from_tensor(t).requires_grad_(t.requires_grad)
+                for name, t in module.state_dict(keep_vars=True).items()}
+        args = tuple(None if t is None else mode.from_tensor(t) for t in args)
+        kwargs = {k: mode.from_tensor(t) for k, t in kwargs.items()}
+        x = args[0].requires_grad_()
+        torch.func.functional_call(module, fake, (x, *args[1:]), kwargs).sum().backward()
+
+
+@pytest.mark.parametrize("name, teacher", MODEL_CASES)
+def test_every_model_steps_without_reading_a_value_under_the_accelerator_policy(name, teacher, meshes,
+                                                                                 accelerator_policy):
+    model = _model(name)
+    args, kwargs = model_inputs(name, model, meshes, "cpu", teacher)
+    step_on_fake_tensors(model, args, kwargs)
+
+
+@pytest.mark.parametrize("mixer, weighted, causal", list(attention_cases()))
+def test_attention_steps_without_reading_a_value_under_the_accelerator_policy(mixer, weighted, causal,
+                                                                               accelerator_policy):
+    args, kwargs = attention_inputs(weighted)
+    step_on_fake_tensors(_attention(mixer, causal), args, kwargs)
+
+
+def test_a_value_read_is_what_the_fake_step_catches(accelerator_policy):
+    layer = _attention("galerkin", False)
+    (x, pos, weights), _ = attention_inputs(True)
+    checks._FINITE_CHECK["mode"] = "always"  # the weights checks read values
+    with pytest.raises(DataDependentOutputException):
+        step_on_fake_tensors(layer, (x, pos, weights), {})
+
+
+# ---- CUDA: no host synchronization in a training step, fused paths against the reference ----------------
+
+@contextlib.contextmanager
+def no_sync_allowed():
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def _step_without_syncs(module, args, kwargs):
+    forward_backward(module, module, args, kwargs)  # warm-up: caches, cuFFT plans, lazy initialization
+    with no_sync_allowed():
+        out, grads = forward_backward(module, module, args, kwargs)
+    assert torch.isfinite(out).all() and all(g is None or torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name, teacher", MODEL_CASES)
+def test_every_model_steps_on_cuda_without_a_host_sync(name, teacher, meshes):
+    model = _model(name, "cuda")
+    args, kwargs = model_inputs(name, model, meshes, "cuda", teacher)
+    _step_without_syncs(model, args, kwargs)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mixer, weighted, causal", list(attention_cases()))
+def test_attention_with_every_mixer_steps_on_cuda_without_a_host_sync(mixer, weighted, causal):
+    layer = _attention(mixer, causal, device="cuda")
+    args, kwargs = attention_inputs(weighted, "cuda")
+    _step_without_syncs(layer, args, kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, DT])
+def test_fused_galerkin_layer_and_the_unfused_one_agree_on_every_device(device, dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 50, 8, generator=g, dtype=dtype).to(device)
+    pos, weights = (torch.rand(2, 50, *shape, generator=g, dtype=dtype).to(device) for shape in ((2,), ()))
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+    for norm in ("column", "layer"):
+        layer = _attention("galerkin", False, norm=norm, device=device).to(dtype)
+        fused = forward_backward(layer, layer, (x, pos, weights), {})
+        layer.fused_path = None  # the reference: projections, norms, mixer, output projection
+        reference = forward_backward(layer, layer, (x, pos, weights), {})
+        torch.testing.assert_close(fused[0], reference[0], **tol)
+        for got, want in zip(fused[1], reference[1]):
+            torch.testing.assert_close(got, want, **tol)
+
+
+def test_the_outer_sum_and_its_backward_match_the_plain_product_on_every_device(device):
+    from petrov.operators.attention.kernels import weighted_outer
+
+    g = torch.Generator().manual_seed(4)
+    a, c = (torch.randn(2, 3, 40, f, generator=g, dtype=DT).to(device).requires_grad_() for f in (5, 4))
+    weights = torch.rand(2, 40, generator=g, dtype=DT).to(device)
+    results = []
+    for fn in (weighted_outer, lambda a, c, w: torch.einsum("bhnf,bn,bhne->bhfe", a, w, c)):
+        out = fn(a, c, weights)
+        results.append((out, *torch.autograd.grad((out * out.detach().sin()).sum(), (a, c))))
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-13)
