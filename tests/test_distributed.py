@@ -116,7 +116,7 @@ def test_normalisers_fitted_on_shares_merge_to_the_whole_splits(tmp_path):
     assert merged.periodic == whole.periodic and merged.eps == whole.eps
 
 
-def test_a_lazily_read_split_copied_to_the_device_equals_the_split_in_memory(tmp_path, monkeypatch):
+def test_a_lazily_read_split_copied_to_the_device_equals_the_split_in_memory(tmp_path, monkeypatch, device):
     from petrov.datasets import InputNoise, generate_dataset, open_dataset
     from petrov.train import batches
 
@@ -125,11 +125,13 @@ def test_a_lazily_read_split_copied_to_the_device_equals_the_split_in_memory(tmp
     monkeypatch.setattr(batches, "RESIDENT_BLOCK", 4)  # blocks of 4, 4 and 1
     lazy = open_dataset(path, indices=range(2, 9), lazy=True)
     memory = open_dataset(path, indices=range(2, 9))
-    a, b = batches.ResidentSplit(lazy, torch.device("cpu")), batches.ResidentSplit(memory, torch.device("cpu"))
+    a, b = batches.ResidentSplit(lazy, device), batches.ResidentSplit(memory, device)
+    assert a.x.device.type == device.type
     assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y) and list(a.indices) == list(b.indices)
     noise = InputNoise(0.1, 3)
     assert torch.equal(a.noise_for(noise).table, b.noise_for(noise).table)
-    assert batches.resident(lazy, torch.device("cpu")) is None  # on the CPU a lazily read split stays on the file
+    on_device = batches.resident(lazy, device)  # on the CPU a lazily read split stays on the file
+    assert on_device is None if device.type == "cpu" else torch.equal(on_device.x, b.x)
 
 
 def test_an_epoch_started_later_leaves_its_first_batches_out_unread(tmp_path, monkeypatch):

@@ -30,7 +30,8 @@ _spec.loader.exec_module(cases)
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals")
 HOOKED = Path(__file__).with_name("hooked_petrov.py")
 # dropout draws from torch's generator in every step: a resumed run must have it exactly where it was
-DROPOUT = {"name": "galerkin1d", "options": {"d_model": 8, "n_layers": 1, "decoder_width": 8, "modes": 4, "dropout": 0.1}}
+DROPOUT = {"name": "galerkin1d",
+           "options": {"d_model": 8, "n_layers": 1, "decoder_width": 8, "modes": 4, "dropout": 0.1}}
 
 
 def last(run: Path) -> dict:
@@ -182,7 +183,8 @@ def test_a_job_script_that_always_passes_resume_starts_stops_on_sigterm_and_cont
     assert "nothing to resume in run (no last.pt): starting the run" in proc.stdout
     assert "stopped at batch 7 of 16 in epoch 2; saved run/last.pt" in proc.stdout
     # one line, the DataLoader worker quiet (it ignores the signal sent to the process group)
-    assert proc.stderr.strip().splitlines() == ["petrov train: terminated; continue with `petrov train --out run --resume`"]
+    assert proc.stderr.strip().splitlines() == [
+        "petrov train: terminated; continue with `petrov train --out run --resume`"]
     assert seconds < 60  # the target is 5 s: a few tenths to save, the rest is the interpreter's exit
     print(f"SIGTERM to exit: {seconds:.2f} s")
 

@@ -7,8 +7,8 @@ Two ways, the same batches in the same order -- the sampler's (``DistributedSamp
   ``RESIDENT_FRACTION`` of its free memory) is copied there once: one held in memory (on the CPU it is
   there already), or on a CUDA device one read lazily from its file, block by block (``RESIDENT_BLOCK``
   samples at a time: the host holds one block, never the split; under torchrun every rank reads the
-  whole split once, which is what makes it cheap to use any of its samples in any epoch).  Per epoch the sampler's order is copied once; a batch is an
-  ``index_select`` there, its coordinates a view of one device copy, and the input noise is looked up
+  whole split once, which is what makes it cheap to use any of its samples in any epoch).  Per epoch
+  the sampler's order is copied once; a batch is an ``index_select`` there, its coordinates a view of one device copy, and the input noise is looked up
   in a table drawn once (the same draws ``InputNoise`` makes per sample): no host work per step.
 - *loader*: ``petrov.train.data``'s DataLoader (samples read per batch: lazily read grid files on the
   CPU, meshes, data too large for the device), in page-locked memory with non-blocking copies on CUDA.
@@ -209,8 +209,9 @@ class Batches:
                         {"pos": split.pos(len(idx), self.static)}, n=n, sample_ids=idx, sample_weight=weight)
 
     def _loaded(self, first: int) -> Iterator[Batch]:
-        loader = self.loader if first == 0 else data_loader(
-            self.dataset, self.batch, list(self.sampler)[first * self.batch:], self.workers, pin=self.device.type == "cuda")
+        rest = list(self.sampler)[first * self.batch:]  # a sampler of the batches left
+        loader = self.loader if first == 0 else data_loader(self.dataset, self.batch, rest, self.workers,
+                                                            pin=self.device.type == "cuda")
         for raw in loader_batches(loader):
             b = to_batch(raw, self.dataset, self.device, self.coords)
             b.sample_ids = self.ids[b.positions]

@@ -237,7 +237,7 @@ def run_on_main(fn, ctx: Context, patient: bool = False) -> Any:
 
 def on_every_rank(fn, ctx: Context) -> Any:
     """``fn()`` on every rank (each its own share of some work); if it raises on any rank, every rank
-    raises the lowest such rank's error (its own, as it was, on that rank)."""
+    raises: a rank that failed its own error, the others the lowest failing rank's ("on rank R: ...")."""
     result, error = _caught(fn)
     if ctx.distributed:
         infos = all_gather_objects(_info(error), ctx)

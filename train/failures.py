@@ -93,14 +93,15 @@ def _reported() -> str | None:
 
 
 def resume_hint(run_dir: Path) -> str:
+    """How to continue the run in ``run_dir`` (rank 0's view of it)."""
     if (run_dir / "last.pt").is_file():
         return f"continue with the same command and --resume (from {run_dir / 'last.pt'})"
     return "nothing was saved yet: run the same command again"
 
 
-def explain(err: BaseException, kind: str, ctx: Context, run_dir: Path, timeout_minutes: float) -> PeerFailed:
-    """``PeerFailed`` for ``err``, a collective of rank ``ctx.rank`` that failed (``kind``: see
-    ``collective_failure``)."""
+def explain(kind: str, ctx: Context, run_dir: Path, timeout_minutes: float) -> PeerFailed:
+    """``PeerFailed`` for a collective of rank ``ctx.rank`` that failed because of another process
+    (``kind``: see ``collective_failure``)."""
     others = f"rank {1 - ctx.rank}" if ctx.world_size == 2 else "another process of the run"
     reported = _reported()
     if reported is not None:
@@ -109,7 +110,8 @@ def explain(err: BaseException, kind: str, ctx: Context, run_dir: Path, timeout_
         what = (f"{others} did not answer within run.collective_timeout_minutes = {timeout_minutes:g} (stuck, "
                 f"stopped or unreachable)")
     else:
-        what = f"{others} ended without a word (killed, out of memory, or its machine went down: see its launcher's log)"
+        what = (f"{others} ended without a word (killed, out of memory, or its machine went down: see its "
+                f"launcher's log)")
     return PeerFailed(f"rank {ctx.rank} of {ctx.world_size} stopped: {what}; {resume_hint(run_dir)}")
 
 

@@ -82,6 +82,8 @@ class Position:
     def totals_for(self, ctx: dist_.Context, device: torch.device) -> EpochTotals:
         """This rank's totals: its own row, or with another number of processes than the stopped run's,
         all of them summed on rank 0 (the epoch's mean loss is the same; its last bits may differ)."""
+        if not self.totals:  # an epoch's start
+            return EpochTotals(device)
         if len(self.totals) == ctx.world_size:
             return EpochTotals.from_row(self.totals[ctx.rank], device)
         return EpochTotals.from_row(_combined(self.totals), device) if ctx.is_main else EpochTotals(device)

@@ -283,9 +283,9 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         self.model.train()
         self.train_sampler.set_epoch(self.epoch + 1)
-        position, self.position = self.position, None
-        self.totals = totals = EpochTotals(ctx.device) if position is None else position.totals_for(ctx, ctx.device)
-        done = 0 if position is None else position.steps
+        position, self.position = self.position or Position(0, []), None  # a resumed run: where it stopped
+        self.totals = totals = position.totals_for(ctx, ctx.device)
+        done = position.steps
         bar = progress_bar(self.train_batches.iterate(done), total=len(self.train_batches), initial=done,
                            desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
@@ -383,7 +383,7 @@ def train(
     callbacks: Iterable[Callable[[Trainer, EpochRecord], bool]] = (),
     plan_epochs: Callable[[EpochEstimate], int] | None = None,
 ) -> TrainResult:
-    """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``).
+    """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``; none: start, saying so).
 
     ``run_dir`` follows the output-folder rule ([`petrov.common.outputs`][]): a folder holding a user's
     files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
@@ -395,6 +395,7 @@ def train(
     epoch's checkpoint; returning True stops the run cleanly.  ``plan_epochs(estimate)`` (a new run
     only) sets ``optim.epochs`` from a timing probe of the run (``petrov.train.planning``), e.g. to
     fill a time budget.  Launched by torchrun, every process calls this; rank 0 writes the run directory.
+    Under ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``).
     """
     run_dir = Path(run_dir)
     owns_group = not torch.distributed.is_initialized()
@@ -409,7 +410,7 @@ def train(
         if kind is None:  # this rank's own failure: the others read it from the store
             failures.report(err, ctx)
             raise
-        raise failures.explain(err, kind, ctx, run_dir, config.run.collective_timeout_minutes) from None
+        raise failures.explain(kind, ctx, run_dir, config.run.collective_timeout_minutes) from None
     finally:
         if owns_group:
             dist_.teardown(ctx)
