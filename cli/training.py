@@ -5,6 +5,8 @@
     petrov train --out RUN_DIR --resume            # continue a killed run (config from RUN_DIR)
     petrov train --continue RUN_DIR --out RUN_DIR2 --set optim.epochs=20   # more epochs after a finished run
     torchrun --nproc-per-node=2 -m petrov train CONFIG --out RUN_DIR   # data parallel
+    torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \
+        -m petrov train CONFIG --out RUN_DIR --resume    # on each of two machines (a job script)
 
     petrov evaluate RUN_DIR --data FILE.h5 --resolutions 256,512,1024,2048,4096,8192
                     [--indices test|a:b|all] [--device auto|cpu|cuda] [--batch-size N] [--no-plots]
@@ -77,7 +79,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory")
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                    help="override a config value (TOML syntax, e.g. optim.lr=5e-4); repeatable")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted run from RUN_DIR/last.pt")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in RUN_DIR from its last.pt (written after every epoch, and where Ctrl-C "
+                   "or SIGTERM stopped it); with nothing to resume the run starts, so a job script can always pass it")
     p.add_argument("--continue", dest="continue_from", metavar="FINISHED_RUN",
                    help="train on from a finished run's best weights with its config and a new schedule "
                    "into --out (e.g. --set optim.epochs=20)")

@@ -4,18 +4,24 @@
   [`Terminated`][], a ``KeyboardInterrupt``, so the clean-up of Ctrl-C runs for both (locks
   removed, partial files kept, one line printed, exit status 130 or 143).  An interrupt Python had
   to drop (raised inside a destructor, where it can only be printed) is remembered, not printed, and
-  raised again at the next [`raise_if_interrupted`][] (the training loop and the generation call
-  it) and when the block ends, so a Ctrl-C is never lost.
+  raised again at the next [`raise_if_interrupted`][] (the generation calls it) and when the block
+  ends, so a Ctrl-C is never lost.
+- ``deferred_interrupts``: inside it the first Ctrl-C or SIGTERM is recorded, not raised, so that
+  the code can stop where its state is whole (the training loop: between two steps, after saving where
+  it is) -- it polls ``interrupt_pending`` -- and the interrupt is raised when the block ends.  A
+  repeated SIGTERM changes nothing (a scheduler's and a launcher's may both arrive); a second Ctrl-C is
+  raised at once (a person who wants it to stop now).
 - [`held_signals`][]: worker processes are started inside it.  A terminal's Ctrl-C and a SIGTERM
   sent to the process group reach the workers too; started with both signals blocked, a worker never
   sees them before its initializer runs (torch installs its own SIGTERM handler in a DataLoader worker
   first, which would make it die noisily and the parent report a dead worker), and the parent takes a
   signal that arrived meanwhile once the workers are started (not half-way through starting them).
 - the initializers: [`quiet_worker`][] (the Darcy solver pool) ignores both signals, the parent
-  kills the pool itself; [`loader_worker`][] (DataLoader workers) ignores SIGINT and exits quietly
-  on SIGTERM, which is how ``multiprocessing`` and torch end a worker that does not stop by itself.
-  Either way no worker prints a traceback, and both end with the parent when it is killed outright
-  (their parent-death watch).
+  kills the pool itself; [`loader_worker`][] (DataLoader workers) ignores both too: a signal sent to
+  the process group must not take a batch away from a trainer that stops at the next step boundary;
+  the parent ends its workers when it stops (torch sends each a sentinel, which a worker takes after the
+  sample it is reading).  Either way no worker prints a traceback, and both end with the parent when it
+  is killed outright (their parent-death watch).
 """
 from __future__ import annotations
 
@@ -33,7 +39,8 @@ class Terminated(KeyboardInterrupt):
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _pending: list[int] = []
-_state = {"pid": 0, "held": 0}  # the process that installed the handler (a forked worker inherits it)
+# pid: the process that installed the handler (a forked worker inherits it); held, deferred: nesting depths
+_state = {"pid": 0, "held": 0, "deferred": 0}
 
 
 def _raise_for(signum: int) -> None:
@@ -43,15 +50,44 @@ def _raise_for(signum: int) -> None:
 def _handler(signum: int, frame: Any) -> None:
     if os.getpid() != _state["pid"]:
         return  # a forked worker before its initializer ran: the parent stops it
+    first = not _pending
     _pending.append(signum)
+    if _state["deferred"] and (first or signum == signal.SIGTERM):
+        return  # polled by interrupt_pending, raised when deferred_interrupts ends
     if not _state["held"]:  # else raised when held_signals ends
         _raise_for(signum)
 
 
 def raise_if_interrupted() -> None:
-    """Raise the interrupt that arrived inside [`stop_on_signals`][] if it was dropped on the way."""
-    if _pending:
+    """Raise the interrupt that arrived inside [`stop_on_signals`][] if it was dropped on the way
+    (inside ``deferred_interrupts``: nothing, the block's owner stops first)."""
+    if _pending and not _state["deferred"]:
         _raise_for(_pending[0])
+
+
+def interrupt_pending() -> bool:
+    """Whether a Ctrl-C or SIGTERM arrived that has not been raised yet (inside
+    ``deferred_interrupts``: the signal to stop at the next point where the state is whole)."""
+    return bool(_pending)
+
+
+def raise_interrupt() -> None:
+    """Raise the pending interrupt, or ``Terminated`` if none arrived here (a process that stops with
+    the others of its group, one of which received the signal)."""
+    _raise_for(_pending[0] if _pending else signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Inside the block the first Ctrl-C or SIGTERM is only recorded (``interrupt_pending``); it is
+    raised when the block ends without an exception.  Without ``stop_on_signals`` around it (the
+    ``petrov`` command's), signals keep Python's own handling."""
+    _state["deferred"] += 1
+    try:
+        yield
+    finally:
+        _state["deferred"] -= 1
+    raise_if_interrupted()
 
 
 def exit_status(err: KeyboardInterrupt) -> int:
@@ -106,10 +142,6 @@ def held_signals() -> Iterator[None]:
         raise_if_interrupted()
 
 
-def _exit_quietly(signum: int, frame: Any) -> None:
-    os._exit(0)
-
-
 def _unblock() -> None:
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_SIGNALS))
@@ -123,16 +155,16 @@ def quiet_worker(*_: Any) -> None:
 
 
 def loader_worker(*_: Any) -> None:
-    """Initializer of a DataLoader worker: ignore SIGINT, exit quietly (status 0) on SIGTERM, and do not
+    """Initializer of a DataLoader worker: ignore SIGINT and SIGTERM (the parent ends it), and do not
     print the connection errors of its threads (torch passes tensors to the parent through a socket
     per batch; a parent that stops mid-way resets it)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _exit_quietly)
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
     printer = threading.excepthook
     threading.excepthook = lambda args: None if issubclass(args.exc_type, (ConnectionError, EOFError)) \
         else printer(args)
     _unblock()
 
 
-__all__ = ["Terminated", "exit_status", "held_signals", "loader_worker", "quiet_worker", "raise_if_interrupted",
-           "stop_on_signals"]
+__all__ = ["Terminated", "deferred_interrupts", "exit_status", "held_signals", "interrupt_pending", "loader_worker",
+           "quiet_worker", "raise_if_interrupted", "raise_interrupt", "stop_on_signals"]

@@ -97,8 +97,12 @@ def test_resume_refuses_a_changed_config(tmp_path):
         train(changed, tmp_path / "run", data=cases.tiny_data(), resume=True)
 
 
-def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
-    with pytest.raises(FileNotFoundError, match="last.pt"):
-        train(cases.tiny_config(), tmp_path / "empty", data=cases.tiny_data(), resume=True)
-    assert cli_main(["train", "--out", str(tmp_path / "empty"), "--resume"]) == 1
+def test_resume_with_nothing_to_resume_starts_the_run_with_a_notice(tmp_path, capsys, caplog):
+    """A job script that always passes --resume: the first run starts; without a config there is nothing to
+    start from, which is said."""
+    with caplog.at_level("INFO", logger="petrov.train"):
+        result = train(cases.tiny_config(optim={"epochs": 1}), tmp_path / "empty", data=cases.tiny_data(), resume=True)
+    assert result.epochs_completed == 1 and (tmp_path / "empty" / "last.pt").is_file()
+    assert "nothing to resume in" in caplog.text and "starting the run" in caplog.text
+    assert cli_main(["train", "--out", str(tmp_path / "none"), "--resume"]) == 1
     assert "config.json" in capsys.readouterr().err

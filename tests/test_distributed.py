@@ -2,10 +2,12 @@
 same global batch."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,124 @@ def test_single_process_helpers():
     with pytest.raises(FileExistsError):
         dist_.run_on_main(lambda: (_ for _ in ()).throw(FileExistsError("x")), ctx)
     assert dist_.run_on_main(lambda: 7, ctx) == 7
+
+
+# --- multi-node pieces: sharded statistics, lazily read splits, epochs started later, failures ---------------
+
+def test_normalisers_fitted_on_shares_merge_to_the_whole_splits(tmp_path):
+    from petrov.datasets import fit_normalizer, generate_dataset
+    from petrov.train.datapass import _merged
+
+    path = tmp_path / "b.h5"
+    generate_dataset("burgers", path, 13, resolution=32, progress=False)
+    whole = fit_normalizer(path, "x", range(13))
+    shares = [(k.stop - k.start, fit_normalizer(path, "x", k)) for k in (range(0, 6), range(6, 13))]
+    merged = _merged(shares)
+    torch.testing.assert_close(merged.mean, whole.mean, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(merged.std, whole.std, rtol=1e-6, atol=1e-7)
+    assert merged.periodic == whole.periodic and merged.eps == whole.eps
+
+
+def test_a_lazily_read_split_copied_to_the_device_equals_the_split_in_memory(tmp_path, monkeypatch, device):
+    from petrov.datasets import InputNoise, generate_dataset, open_dataset
+    from petrov.train import batches
+
+    path = tmp_path / "b.h5"
+    generate_dataset("burgers", path, 9, resolution=32, progress=False)
+    monkeypatch.setattr(batches, "RESIDENT_BLOCK", 4)  # blocks of 4, 4 and 1
+    lazy = open_dataset(path, indices=range(2, 9), lazy=True)
+    memory = open_dataset(path, indices=range(2, 9))
+    a, b = batches.ResidentSplit(lazy, device), batches.ResidentSplit(memory, device)
+    assert a.x.device.type == device.type
+    assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y) and list(a.indices) == list(b.indices)
+    noise = InputNoise(0.1, 3)
+    assert torch.equal(a.noise_for(noise).table, b.noise_for(noise).table)
+    on_device = batches.resident(lazy, device)  # on the CPU a lazily read split stays on the file
+    assert on_device is None if device.type == "cpu" else torch.equal(on_device.x, b.x)
+
+
+def test_an_epoch_started_later_leaves_its_first_batches_out_unread(tmp_path, monkeypatch):
+    from petrov.datasets import generate_dataset, open_dataset
+    from petrov.datasets.storage import StoredData
+    from petrov.train.batches import Batches, ResidentSplit
+
+    path = tmp_path / "b.h5"
+    generate_dataset("burgers", path, 10, resolution=32, progress=False)
+    lazy = open_dataset(path, lazy=True)
+    order = dist_.sampler(lazy, dist_.Context(), shuffle=True, seed=4)
+    order.set_epoch(2)
+    cpu = torch.device("cpu")
+    for source in (lazy, ResidentSplit(open_dataset(path), cpu)):
+        loader = Batches(source, 3, order, cpu)
+        whole = [b.sample_ids.tolist() for b in loader]
+        assert [b.sample_ids.tolist() for b in loader.iterate(2)] == whole[2:] and len(whole) == 4
+    reads = []
+    monkeypatch.setattr(StoredData, "read", lambda self, name, idx, stride, _read=StoredData.read:
+                        reads.append(list(idx)) or _read(self, name, idx, stride))
+    list(Batches(lazy, 3, order, cpu).iterate(3))
+    assert sorted(i for r in reads for i in r) == sorted(2 * list(order)[9:])  # x and y of the last batch only
+
+
+def test_a_collective_that_failed_because_of_another_process_is_told_from_other_errors():
+    from petrov.train.failures import collective_failure
+
+    lost = RuntimeError("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:65179")
+    late = RuntimeError("[../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 6000ms for recv operation")
+    assert collective_failure(lost) == "lost" and collective_failure(late) == "timeout"
+    assert collective_failure(torch.distributed.DistNetworkError("Failed to recv, got 0 bytes")) == "lost"
+    assert collective_failure(ValueError("Connection closed by peer")) is None
+    assert collective_failure(RuntimeError("shape mismatch")) is None
+
+
+STUCK = """
+[data]
+path = "b.h5"
+n_train = 32
+n_val = 4
+n_test = 4
+[model]
+name = "fno1d"
+[model.options]
+width = 8
+modes = 4
+[optim]
+epochs = 50
+batch_size = 4
+[run]
+progress = false
+device = "cpu"
+collective_timeout_minutes = 0.1
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGSTOP")
+def test_a_rank_that_stops_answering_is_given_up_after_the_collective_timeout(tmp_path):
+    """run.collective_timeout_minutes bounds the wait for a stuck process (torch's default for gloo: 30 min)."""
+    from petrov.datasets import generate_dataset
+
+    generate_dataset("burgers", tmp_path / "b.h5", 40, resolution=32, progress=False)
+    (tmp_path / "t.toml").write_text(STUCK)
+    port, procs = free_port(), []
+    for rank in range(2):
+        env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
+                   RANK=str(rank), LOCAL_RANK=str(rank))
+        cmd = [sys.executable, "-m", "petrov", "train", "t.toml", "--out", "run"]
+        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    try:
+        end = time.monotonic() + 240
+        while not (tmp_path / "run" / "last.pt").exists():
+            assert time.monotonic() < end and procs[0].poll() is None, procs[0].communicate()[1][-2000:]
+            time.sleep(0.05)
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        start = time.monotonic()
+        _, err = procs[0].communicate(timeout=120)
+        seconds = time.monotonic() - start
+    finally:
+        procs[1].kill()
+        procs[1].communicate()
+    lines = [line for line in err.splitlines() if line.startswith("petrov train:")]
+    assert procs[0].returncode == 1 and lines == [
+        "petrov train: error: rank 0 of 2 stopped: rank 1 did not answer within run.collective_timeout_minutes = 0.1 "
+        "(stuck, stopped or unreachable); continue with the same command and --resume (from run/last.pt)"], err[-2000:]
+    assert 6 <= seconds < 60

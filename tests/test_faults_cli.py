@@ -18,6 +18,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from petrov.cli import main
 from petrov.datasets import generate_dataset, import_arrays
@@ -395,3 +396,35 @@ def test_a_full_disk_is_named_as_such_and_leaves_no_temporary_file(full_disk, cl
     assert code == 1 and "disk full: cannot write fs/" in line and " free in fs" in line, line
     left = [p.relative_to(full_disk) for p in full_disk.rglob("*") if p.name.endswith(".tmp")]
     assert left == []
+
+
+# --- three errors a new user met, each now named ---------------------------------------------------------
+
+def test_a_checkpoint_whose_weights_hold_nan_is_named_not_the_inputs(here, cli):
+    state = torch.load(here / "run1" / "best.pt", weights_only=True)
+    key = [k for k, v in state["state_dict"].items() if v.is_floating_point()][1]
+    state["state_dict"][key].view(-1)[0] = float("nan")
+    torch.save(state, here / "run1" / "best.pt")
+    code, _, err = cli("evaluate", "run1", "--no-plots")
+    line = one_error(err, "evaluate")
+    assert code == 1 and f"checkpoint 'run1/best.pt' is damaged: its weight '{key}' holds 1 NaN/inf of " in line
+    assert "the inputs are not the cause" in line and "model.options" not in line
+
+
+def test_a_best_pt_that_is_a_directory_is_said_to_be_one(here, cli):
+    (here / "run1" / "best.pt").unlink()
+    (here / "run1" / "best.pt").mkdir()
+    code, _, err = cli("evaluate", "run1", "--no-plots")
+    line = one_error(err, "evaluate")
+    assert code == 1 and "checkpoint 'run1/best.pt' is a directory, not a checkpoint file" in line
+    assert "does not exist" not in line and "found" not in line
+
+
+@pytest.mark.parametrize("sample, split, lazy", [(13, "test", False), (9, "validation", True), (2, "training", False)])
+def test_a_nan_in_any_split_is_named_before_training(here, cli, sample, split, lazy):
+    with h5py.File(here / "b.h5", "r+") as h5:
+        h5["y"][sample, 41] = np.nan  # not on the training grid (every other point): only a full read finds it
+    code, out, err = cli("train", "tiny.toml", "--out", "r", "--set", f"data.lazy={str(lazy).lower()}")
+    assert code == 1 and f"{split} split (checked before training): b.h5: field 'y' contains NaN or inf in sample " \
+                         f"{sample}" in one_error(err, "train")
+    assert "epoch 1" not in out and not (here / "r").exists()

@@ -3,13 +3,18 @@
 Two ways, the same batches in the same order -- the sampler's (``DistributedSampler``: a function of
 (seed, epoch) only), so a run is reproducible and a distributed run equals one process:
 
-- *resident* (``ResidentSplit``): a grid split held in memory as tensors whose size fits the device
-  (at most ``RESIDENT_FRACTION`` of its free memory; always on the CPU, where it is in memory
-  already) is copied there once.  Per epoch the sampler's order is copied once; a batch is an
-  ``index_select`` there, its coordinates a view of one device copy, and the input noise is looked up
+- *resident* (``ResidentSplit``): a grid split whose size fits the device (at most
+  ``RESIDENT_FRACTION`` of its free memory) is copied there once: one held in memory (on the CPU it is
+  there already), or on a CUDA device one read lazily from its file, block by block (``RESIDENT_BLOCK``
+  samples at a time: the host holds one block, never the split; under torchrun every rank reads the
+  whole split once, which is what makes it cheap to use any of its samples in any epoch).  Per epoch
+  the sampler's order is copied once; a batch is an ``index_select`` there, its coordinates a view of one device copy, and the input noise is looked up
   in a table drawn once (the same draws ``InputNoise`` makes per sample): no host work per step.
-- *loader*: ``petrov.train.data``'s DataLoader (samples read per batch: lazily read grid files, meshes,
-  data too large for the device), in page-locked memory with non-blocking copies on CUDA.
+- *loader*: ``petrov.train.data``'s DataLoader (samples read per batch: lazily read grid files on the
+  CPU, meshes, data too large for the device), in page-locked memory with non-blocking copies on CUDA.
+
+An epoch can start at a later step (``Batches.iterate(start)``: a run resumed where it was stopped,
+``petrov.train.preemption``): the same order, its first ``start`` batches left out and not read.
 
 Static shapes (``static=True``: CUDA graphs replay the shapes they captured): the last partial batch is
 padded to the full batch size with copies of its own first samples, weighted 0 (``Batch.sample_weight``).
@@ -32,14 +37,36 @@ from .data import batches as loader_batches
 
 # the share of the device's free memory a resident split may take (the rest: the model's activations)
 RESIDENT_FRACTION = 0.25
+RESIDENT_BLOCK = 64  # samples read at a time into a resident split from a lazily read file
 
 
-def fits_on_device(n_bytes: int, device: torch.device) -> bool:
-    """Whether ``n_bytes`` of data may stay on ``device`` (the CPU: the data are in memory already)."""
+def fits_on_device(n_bytes: int, device: torch.device, in_memory: bool = True) -> bool:
+    """Whether ``n_bytes`` of data may stay on ``device`` (the CPU: data in memory already, never a
+    lazily read split)."""
     if device.type != "cuda":
-        return True
+        return in_memory
     free, _ = torch.cuda.mem_get_info(device)
     return n_bytes <= RESIDENT_FRACTION * free
+
+
+def _blocks(dataset: Any) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """``(first position, x, y)`` of consecutive blocks of ``RESIDENT_BLOCK`` samples of ``dataset``."""
+    for lo in range(0, len(dataset), RESIDENT_BLOCK):
+        items = [dataset[k] for k in range(lo, min(lo + RESIDENT_BLOCK, len(dataset)))]
+        yield lo, torch.stack([x for x, _ in items]), torch.stack([y for _, y in items])
+
+
+def _on_device(dataset: Any, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``dataset``'s x and y on ``device``: copied whole if in memory, else filled block by block."""
+    if hasattr(dataset, "x"):
+        return dataset.x.to(device), dataset.y.to(device)
+    x = y = None
+    for lo, xb, yb in _blocks(dataset):
+        if x is None:
+            x = torch.empty((len(dataset), *xb.shape[1:]), dtype=xb.dtype, device=device)
+            y = torch.empty((len(dataset), *yb.shape[1:]), dtype=yb.dtype, device=device)
+        x[lo:lo + len(xb)], y[lo:lo + len(yb)] = xb.to(device), yb.to(device)
+    return x, y
 
 
 class ResidentSplit:
@@ -48,7 +75,7 @@ class ResidentSplit:
 
     def __init__(self, dataset: Any, device: torch.device):
         self.device = device
-        self.x, self.y = dataset.x.to(device), dataset.y.to(device)
+        self.x, self.y = _on_device(dataset, device)
         self.coords = dataset.coords.to(device)
         self.indices = np.asarray(sample_ids(dataset))
         self.periodic = bool(getattr(dataset, "periodic", False))
@@ -76,8 +103,12 @@ class ResidentSplit:
             return noise
         key = (noise.level, noise.seed)
         if key not in self._noise:
-            draws = add_noise(torch.zeros(self.x.shape, dtype=self.x.dtype), 1.0, noise.seed, self.indices)
-            self._noise[key] = _TabledNoise(noise.level, draws.to(self.device))
+            table = torch.empty_like(self.x)
+            for lo in range(0, len(table), RESIDENT_BLOCK):  # drawn on the host a block at a time
+                ids = self.indices[lo:lo + RESIDENT_BLOCK]
+                table[lo:lo + len(ids)] = add_noise(torch.zeros((len(ids), *self.x.shape[1:]), dtype=self.x.dtype),
+                                                    1.0, noise.seed, ids).to(self.device)
+            self._noise[key] = _TabledNoise(noise.level, table)
         return self._noise[key]
 
 
@@ -94,13 +125,23 @@ class _TabledNoise:
         return x_hat + self.level * self.table.index_select(0, positions)
 
 
+def split_bytes(dataset: Any) -> tuple[int, int]:
+    """The bytes of a grid split's inputs and of its targets (a lazily read one: from its first sample)."""
+    if hasattr(dataset, "x"):
+        return dataset.x.nbytes, dataset.y.nbytes
+    x, y = dataset[0]
+    return len(dataset) * x.nbytes, len(dataset) * y.nbytes
+
+
 def resident(dataset: Any, device: torch.device, noise: InputNoise | None = None) -> ResidentSplit | None:
-    """``dataset`` on ``device`` if it is a grid split held in memory that fits there (with its noise
-    table), else None (the loader serves it)."""
-    if is_point_data(dataset) or not all(hasattr(dataset, k) for k in ("x", "y", "coords")):
+    """``dataset`` on ``device`` if it is a grid split that fits there (with its noise table), else None
+    (the loader serves it)."""
+    in_memory = hasattr(dataset, "x")
+    if is_point_data(dataset) or not hasattr(dataset, "coords") or not (in_memory or device.type == "cuda"):
         return None
-    n_bytes = (dataset.x.nbytes + dataset.y.nbytes) + (dataset.x.nbytes if noise else 0)
-    return ResidentSplit(dataset, device) if fits_on_device(n_bytes, device) else None
+    x_bytes, y_bytes = split_bytes(dataset)
+    n_bytes = x_bytes + y_bytes + (x_bytes if noise else 0)
+    return ResidentSplit(dataset, device) if fits_on_device(n_bytes, device, in_memory) else None
 
 
 def padded_rows(n: int, size: int, device: torch.device) -> torch.Tensor:
@@ -134,6 +175,7 @@ class Batches:
     def __init__(self, dataset: Any, batch: int, sampler, device: torch.device, *, workers: int = 0,
                  static: bool = False):
         self.dataset, self.batch, self.sampler, self.device, self.static = dataset, batch, sampler, device, static
+        self.workers = workers
         self.resident = isinstance(dataset, ResidentSplit)
         if not self.resident:
             self.loader = data_loader(dataset, batch, sampler, workers, pin=device.type == "cuda")
@@ -148,11 +190,15 @@ class Batches:
         return self.dataset.noise_for(noise) if self.resident else noise
 
     def __iter__(self) -> Iterator[Batch]:
-        return self._resident() if self.resident else self._loaded()
+        return self.iterate()
 
-    def _resident(self) -> Iterator[Batch]:
+    def iterate(self, start: int = 0) -> Iterator[Batch]:
+        """The epoch's batches from batch ``start`` (0: all) on; the ones before are not read."""
+        return self._resident(start) if self.resident else self._loaded(start)
+
+    def _resident(self, first: int) -> Iterator[Batch]:
         split, b = self.dataset, self.batch
-        order = torch.tensor(list(self.sampler), dtype=torch.long).to(self.device)  # one copy per epoch
+        order = torch.tensor(list(self.sampler)[first * b:], dtype=torch.long).to(self.device)  # one copy per epoch
         for start in range(0, len(order), b):
             idx = order[start:start + b]
             n = len(idx)
@@ -162,11 +208,15 @@ class Batches:
             yield Batch(split.x.index_select(0, idx), split.y.index_select(0, idx), idx,
                         {"pos": split.pos(len(idx), self.static)}, n=n, sample_ids=idx, sample_weight=weight)
 
-    def _loaded(self) -> Iterator[Batch]:
-        for raw in loader_batches(self.loader):
+    def _loaded(self, first: int) -> Iterator[Batch]:
+        rest = list(self.sampler)[first * self.batch:]  # a sampler of the batches left
+        loader = self.loader if first == 0 else data_loader(self.dataset, self.batch, rest, self.workers,
+                                                            pin=self.device.type == "cuda")
+        for raw in loader_batches(loader):
             b = to_batch(raw, self.dataset, self.device, self.coords)
             b.sample_ids = self.ids[b.positions]
             yield pad_batch(b, self.batch) if self.static else b
 
 
-__all__ = ["Batches", "RESIDENT_FRACTION", "ResidentSplit", "fits_on_device", "pad_batch", "resident"]
+__all__ = ["Batches", "RESIDENT_BLOCK", "RESIDENT_FRACTION", "ResidentSplit", "fits_on_device", "pad_batch", "resident",
+           "split_bytes"]

@@ -23,6 +23,7 @@ run's normalisers).
 """
 from __future__ import annotations
 
+import logging
 import os
 import random
 from pathlib import Path
@@ -39,6 +40,7 @@ from ..operators.io import load_checkpoint, model_from_checkpoint
 from .operator import NormalizedOperator
 
 RUN_FORMAT = 1
+log = logging.getLogger(__name__)
 
 
 def save_run_checkpoint(path: str | os.PathLike, model: torch.nn.Module, normalizers: dict[str, Any],
@@ -53,10 +55,13 @@ def save_run_checkpoint(path: str | os.PathLike, model: torch.nn.Module, normali
 def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """The checkpoint dict with ``extra`` merged in; clear errors for missing or foreign files."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"checkpoint {str(path)!r} is a directory, not a checkpoint file; move it out of the "
+                                f"way (the run's own {path.name} was replaced by it), or point at another run")
     if not path.is_file():
         hint = ""
         if path.parent.is_dir():
-            found = sorted(p.name for p in path.parent.glob("*.pt"))
+            found = sorted(p.name for p in path.parent.glob("*.pt") if p.is_file())
             hint = f" (found: {', '.join(found)})" if found else " (the directory has no checkpoints)"
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist{hint}")
     raw = load_checkpoint(path, map_location=map_location)
@@ -70,7 +75,34 @@ def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> d
         raise ValueError(f"{str(path)!r} was written by a newer petrov (run format {extra['run_format']})")
     out = {k: v for k, v in raw.items() if k != "extra"}
     out.update(extra)
+    check_finite_weights(out, path)
     return out
+
+
+def check_finite_weights(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """ValueError naming the first weight (or normaliser statistic) of a loaded run checkpoint that holds
+    NaN or inf: the file is damaged or was written from a broken model, not a fault of the inputs."""
+    norms = state.get("normalizers") or {}
+    tensors = [(f"weight {k!r}", v) for k, v in state["state_dict"].items()]
+    tensors += [(f"{side}-normaliser {k!r}", v) for side, n in norms.items() if n for k, v in n.items()]
+    for name, value in tensors:
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not torch.isfinite(value).all():
+            bad = int((~torch.isfinite(value)).sum())
+            raise ValueError(f"checkpoint {str(path)!r} is damaged: its {name} holds {bad} NaN/inf of {value.numel()} "
+                             f"values (the inputs are not the cause); restore the file or train the run again")
+
+
+def load_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str | os.PathLike,
+                         device: Any = "cpu") -> None:
+    """``run.init_from``: the weights of that run's ``best.pt`` into ``model``; its model must be the one
+    ``model_cfg`` (a ``ModelConfig``) describes."""
+    path = Path(init_from) / "best.pt"
+    state = load_run_checkpoint(path, map_location=device)
+    if state["model_name"] != model_cfg.name or model.config != type(model.config)(**state["config"]):
+        raise ValueError(f"run.init_from: {path} holds a {state['model_name']} with other options than this "
+                         f"config's {model_cfg.name}; continue a run with its own model.options")
+    model.load_state_dict(state["state_dict"])
+    log.info("starting from the weights of %s (a new schedule)", path)
 
 
 def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> NormalizedOperator:

@@ -36,6 +36,7 @@ from ..common.config import asdict, from_dict
 from ..common.files import write_json
 from ..common.quick import QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
 from ..datasets.noise import InputNoise
+from .distributed import DEFAULT_TIMEOUT_MINUTES
 from .rollout import training_mode
 
 if sys.version_info >= (3, 11):
@@ -80,8 +81,8 @@ class DataConfig:
     - ``level``: mesh files: the mesh level to train on (e.g. ``"level0"``).
     - ``eval_levels``: mesh files: the levels the test split is evaluated on (``[]``: every level).
     - ``lazy``: grid files: read the samples of each batch from the file instead of loading the split
-      into memory (large files; under torchrun each process reads its shard only); mesh files are
-      always read per batch.
+      into memory (large files); under torchrun grid splits are always read so, each process reading
+      the samples of its own batches; mesh files are always read per batch.
     - ``n_train``, ``n_val``, ``n_test``: the sizes of the training, validation and test splits.
     - ``kind``: read the file as another kind of its family (a ``darcy`` file as ``darcy-inverse``:
       u in, a out; ``None``: the file's kind).
@@ -102,8 +103,8 @@ class DataConfig:
     eval_resolutions: list[int] = field(default_factory=list)  # test after training; [] = train res
     level: str | None = None  # mesh files: the mesh level to train on (e.g. "level0")
     eval_levels: list[str] = field(default_factory=list)  # mesh files: test after training; [] = every level
-    lazy: bool = False  # grid files: read samples per batch (large files; under torchrun each rank reads its
-    #                     shard only); mesh files are always read per batch
+    lazy: bool = False  # grid files: read samples per batch (large files; always under torchrun); mesh files
+    #                     are always read per batch
     n_train: int = 1000
     n_val: int = 100
     n_test: int = 100
@@ -200,6 +201,9 @@ class RunConfig:
     - ``eval_batch_size``: the batch of validation and test passes (``None``: the training batch).
     - ``init_from``: a finished run whose best weights this run starts from (same model name and
       options), with this config's fresh optimizer and schedule (``petrov train --continue``).
+    - ``collective_timeout_minutes``: a distributed run: how long a process waits in a collective for the
+      others before the run stops with a line naming what happened (torch's own defaults: 30 minutes
+      for gloo, 10 for NCCL; [`failures`][petrov.train.failures]).
     """
 
     seed: int = 0
@@ -223,6 +227,9 @@ class RunConfig:
     # continue a finished run: start from the weights of that run's best.pt (same model name and
     # options), with this config's fresh optimizer and schedule
     init_from: str | None = None
+    # a distributed run: how long a process waits in a collective for the others before the run stops with
+    # an error naming what happened (torch's own defaults: 30 minutes for gloo, 10 for NCCL)
+    collective_timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES
 
 
 @dataclass
@@ -246,7 +253,7 @@ class TrainConfig:
 # Keys that may differ between a run and its resumption (they do not change the result).
 RUNTIME_KEYS = {
     "run.device", "run.num_workers", "run.threads", "run.progress", "run.time_budget_minutes", "run.tensorboard",
-    "run.eval_batch_size", "run.compile",
+    "run.eval_batch_size", "run.compile", "run.collective_timeout_minutes",
 }
 
 
@@ -332,6 +339,8 @@ def _check_run(r: RunConfig) -> None:
             raise ValueError(f"run.{key} must be {what}an integer >= {minimum}, got {value}")
     if r.time_budget_minutes is not None and not r.time_budget_minutes > 0:
         raise ValueError(f"run.time_budget_minutes must be > 0 (or left out), got {r.time_budget_minutes}")
+    if not r.collective_timeout_minutes > 0:
+        raise ValueError(f"run.collective_timeout_minutes must be > 0, got {r.collective_timeout_minutes}")
 
 
 def _check_values(cfg: TrainConfig) -> None:

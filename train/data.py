@@ -34,8 +34,6 @@ from ..datasets import (
     InputNoise,
     collate_points,
     dataset_info,
-    fit_normalizer,
-    fit_point_normalizer,
     generate_dataset,
     get_recipe,
     open_dataset,
@@ -44,6 +42,8 @@ from ..datasets import (
 from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from ..datasets.mesh.storage import is_mesh_file
 from .config import DataConfig
+from .datapass import fit_normalizers
+from .distributed import Context
 
 log = logging.getLogger(__name__)
 
@@ -170,43 +170,30 @@ def check_discretization(cfg: DataConfig) -> None:
 
 
 def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | str | None = None,
-               transform: Any = None) -> Any:
+               transform: Any = None, lazy: bool | None = None) -> Any:
     """The samples ``indices`` of ``cfg.path`` at ``resolution`` (default: the training one): points
-    per axis of a grid file, or a mesh level of a mesh file (``transform``: items' extra inputs)."""
+    per axis of a grid file, or a mesh level of a mesh file (``transform``: items' extra inputs).
+    ``lazy``: a grid split read per sample (default ``data.lazy``); mesh splits always are."""
     if is_mesh_file(cfg.path):
         return open_mesh_dataset(cfg.path, cfg.level if resolution is None else resolution, indices,
                                  transform=transform)
     res = cfg.train_resolution if resolution is None else resolution
     return open_dataset(
         cfg.path, resolution=res, indices=indices, coarse_resolution=cfg.coarse_resolution,
-        kind=cfg.kind, lazy=cfg.lazy,
+        kind=cfg.kind, lazy=cfg.lazy if lazy is None else lazy,
     )
 
 
-def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = None) -> tuple[Any, Any]:
-    """Gaussian normalisers of x and y fitted on the train split: point-wise at a grid file's native
-    resolution, per channel with quadrature weights on point sets (``train``, the opened split)."""
-    def fit(field: str, enabled: bool) -> Any:
-        if not enabled:
-            return None
-        if train is not None and is_point_data(train):
-            return fit_point_normalizer(train, field)
-        # x: point values at the native grid (restricted later); y of the inverse problem is pooled
-        # from the training grid, so its statistics are fitted there
-        return fit_normalizer(
-            cfg.path, field, train_indices, kind=cfg.kind, coarse_resolution=cfg.coarse_resolution,
-            resolution=cfg.train_resolution if field == "y" else None,
-        )
-
-    return fit("x", cfg.normalize_x), fit("y", cfg.normalize_y)
-
-
-def build_training_data(cfg: DataConfig) -> TrainingData:
-    """Open train and val at the training resolution (or mesh level) and fit the normalisers on train."""
+def build_training_data(cfg: DataConfig, ctx: Context | None = None) -> TrainingData:
+    """Open train and val at the training resolution (or mesh level) and fit the normalisers on train.
+    In a distributed run (``ctx``) grid splits are read lazily -- each rank reads the samples its sampler
+    gives it, never the whole split into memory -- and each rank fits the normalisers on its share
+    (``petrov.train.datapass``)."""
     check_discretization(cfg)
     splits = data_splits(cfg)
-    train, val = open_split(cfg, splits.train), open_split(cfg, splits.val)
-    x_norm, y_norm = fit_normalizers(cfg, splits.train, train)
+    lazy = cfg.lazy or (ctx is not None and ctx.distributed)
+    train, val = open_split(cfg, splits.train, lazy=lazy), open_split(cfg, splits.val, lazy=lazy)
+    x_norm, y_norm = fit_normalizers(cfg, splits.train, train, ctx)
     return TrainingData(train, val, x_norm, y_norm, input_noise(cfg, train), splits)
 
 
@@ -255,7 +242,9 @@ def data_loader(dataset: Any, batch: int, sampler=None, workers: int = 0, pin: b
     waiting)."""
     # workers leave Ctrl-C to this process, which shuts them down (no worker tracebacks); iterate with
     # batches(), which starts them with the signals held
-    options = dict(batch_size=batch, sampler=sampler, num_workers=workers,
+    # a generator of its own: the loader's seed for its workers is not drawn from torch's global generator,
+    # whose state a run resumed in the middle of an epoch restores (petrov.train.preemption)
+    options = dict(batch_size=batch, sampler=sampler, num_workers=workers, generator=torch.Generator(),
                    worker_init_fn=loader_worker if workers else None, pin_memory=pin)
     if is_point_data(dataset):
         return DataLoader(dataset, collate_fn=collate_points, **options)

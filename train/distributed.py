@@ -2,18 +2,28 @@
 
 ``torchrun --nproc-per-node=N -m petrov train ...`` sets RANK/WORLD_SIZE/LOCAL_RANK and
 MASTER_ADDR/PORT; [`setup`][] then joins the group (``env://``; gloo on CPU, nccl on CUDA).
-Run with plain ``python`` the same code sees a world of one process and no collective is called.
+Several machines: the same command on each, ``torchrun --nnodes M --nproc-per-node N --rdzv-backend
+c10d --rdzv-endpoint HOST:PORT -m petrov train ...`` (HOST: one of them, e.g. the first node of the
+job).  Run with plain ``python`` the same code sees a world of one process and no collective is called.
 
 Conventions: the batch size in the config is the global batch (each rank takes batch/N samples);
 rank 0 alone writes logs and checkpoints; metrics are gathered per sample with their dataset index
 so the padding that ``DistributedSampler`` adds to equalise ranks is removed, and every rank gets
 the same full result.
+
+Waiting: a collective waits at most ``run.collective_timeout_minutes`` (default 10; torch's own
+defaults are 30 minutes for gloo and 10 for NCCL) for the other processes, then fails, and the run
+stops with a line saying so (``petrov.train.failures``).  Work that rank 0 does alone for longer
+(generating a missing data file) is waited for in a group without that bound (``run_on_main(...,
+patient=True)``).  Flags read on the host (the stop request of ``petrov.train.preemption``) travel
+through a gloo group on the host, also in an NCCL run, so reading them never waits for the GPU.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -51,8 +61,15 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     raise ValueError(f"unknown device {name!r}; use auto, cpu or cuda")
 
 
-def setup(device: str = "auto") -> Context:
-    """Join the process group if launched by torchrun; otherwise a single-process context."""
+DEFAULT_TIMEOUT_MINUTES = 10.0  # run.collective_timeout_minutes
+PATIENT = timedelta(days=7)  # rank 0 generating a data file while the others wait
+# the groups besides the default one (None: the default one serves)
+_groups: dict[str, Any] = {"host": None, "patient": None}
+
+
+def setup(device: str = "auto", timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES) -> Context:
+    """Join the process group if launched by torchrun (collectives wait at most ``timeout_minutes``);
+    otherwise a single-process context."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -60,16 +77,22 @@ def setup(device: str = "auto") -> Context:
     if world_size > 1:
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
+        timeout = timedelta(minutes=timeout_minutes)
         if not dist.is_initialized():
             backend = "nccl" if dev.type == "cuda" else "gloo"
-            dist.init_process_group(backend=backend, init_method="env://")
+            dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
+        if _groups["patient"] is None:  # every rank creates the same groups in the same order
+            if dist.get_backend() != "gloo":
+                _groups["host"] = dist.new_group(backend="gloo", timeout=timeout)
+            _groups["patient"] = dist.new_group(backend="gloo", timeout=PATIENT)
         rank, world_size = dist.get_rank(), dist.get_world_size()
     return Context(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
 
 
 def teardown(ctx: Context) -> None:
     if ctx.distributed and dist.is_initialized():
-        dist.destroy_process_group()
+        dist.destroy_process_group()  # the other groups with it
+    _groups.update(host=None, patient=None)
 
 
 def barrier(ctx: Context) -> None:
@@ -154,30 +177,72 @@ def all_gather_objects(obj: Any, ctx: Context) -> list[Any]:
     return out
 
 
-def broadcast_object(obj: Any, ctx: Context) -> Any:
-    """Rank 0's ``obj`` on every rank."""
+def broadcast_object(obj: Any, ctx: Context, patient: bool = False) -> Any:
+    """Rank 0's ``obj`` on every rank (``patient``: without the collective timeout)."""
     if not ctx.distributed:
         return obj
     box = [obj]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=_groups["patient"] if patient else None)
     return box[0]
+
+
+def any_rank(flag: bool, ctx: Context) -> bool:
+    """Whether ``flag`` is true on any rank: one collective of one number on the host (no device
+    synchronization, also in an NCCL run)."""
+    if not ctx.distributed:
+        return flag
+    value = torch.tensor([int(flag)], dtype=torch.int32)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX, group=_groups["host"])
+    return bool(value.item())
+
+
+def shard(n: int, ctx: Context) -> slice:
+    """This rank's contiguous share of ``n`` items (shares differ by at most one item)."""
+    return slice(ctx.rank * n // ctx.world_size, (ctx.rank + 1) * n // ctx.world_size)
 
 
 _ERRORS = {e.__name__: e for e in (ValueError, KeyError, FileNotFoundError, FileExistsError, RuntimeError)}
 
 
-def run_on_main(fn, ctx: Context) -> Any:
-    """``fn()`` on rank 0 only; if it raises, every rank raises (no rank waits at a barrier forever)."""
-    result, error = None, None
-    if ctx.is_main:
-        try:
-            result = fn()
-        except Exception as err:  # re-raised below, on every rank
-            error = err
+def _raise_shared(errors: list, prefix: Callable[[int], str]) -> None:
+    """Raise the first of the ranks' ``(type name, message)`` errors (None: no error) on this rank."""
+    for rank, info in enumerate(errors):
+        if info is not None:
+            raise _ERRORS.get(info[0], RuntimeError)(f"{prefix(rank)}{info[1]}")
+
+
+def _caught(fn: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    try:
+        return fn(), None
+    except Exception as err:  # re-raised by the caller, on every rank
+        return None, err
+
+
+def _info(error: Exception | None) -> tuple[str, str] | None:
+    return None if error is None else (type(error).__name__, str(error))
+
+
+def run_on_main(fn, ctx: Context, patient: bool = False) -> Any:
+    """``fn()`` on rank 0 only; if it raises, every rank raises (no rank waits at a barrier forever).
+    ``patient``: the others wait for it without the collective timeout (long work, e.g. a generation)."""
+    result, error = _caught(fn) if ctx.is_main else (None, None)
     if ctx.distributed:
-        info = broadcast_object(None if error is None else (type(error).__name__, str(error)), ctx)
-        if error is None and info is not None:
-            raise _ERRORS.get(info[0], RuntimeError)(f"on rank 0: {info[1]}")
+        info = broadcast_object(_info(error), ctx, patient=patient)
+        if error is None:
+            _raise_shared([info], lambda rank: "on rank 0: ")
+    if error is not None:
+        raise error
+    return result
+
+
+def on_every_rank(fn, ctx: Context) -> Any:
+    """``fn()`` on every rank (each its own share of some work); if it raises on any rank, every rank
+    raises: a rank that failed its own error, the others the lowest failing rank's ("on rank R: ...")."""
+    result, error = _caught(fn)
+    if ctx.distributed:
+        infos = all_gather_objects(_info(error), ctx)
+        if error is None:
+            _raise_shared(infos, lambda rank: f"on rank {rank}: ")
     if error is not None:
         raise error
     return result

@@ -46,6 +46,7 @@ def evaluate_relative_l2(
     metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = relative_l2_per_sample,
     net: Callable[..., torch.Tensor] | None = None,
     compile_mode: str = "off",
+    after_batch: Callable[[int], None] | None = None,
 ) -> torch.Tensor:
     """Per-sample relative L² ``(N,)`` of ``operator`` on ``dataset`` (raw units, dataset order).
 
@@ -61,6 +62,7 @@ def evaluate_relative_l2(
     share and every rank receives the full, de-duplicated result.  ``net``: the network in place of
     ``operator.model`` (the trainer's compiled one, ``compile_mode`` its resolved ``run.compile``: under
     CUDA graphs every batch is padded to ``batch_size`` and only its real rows are scored).
+    ``after_batch(number)``: called after each batch (numbered from 1; the trainer stops there on a signal).
     """
     if device is None:
         device = ctx.device if ctx is not None else next(operator.parameters()).device
@@ -76,9 +78,11 @@ def evaluate_relative_l2(
     was_training = operator.training
     operator.eval()
     values, where = [], []
-    for b in source:
+    for number, b in enumerate(source, start=1):
         values.append(score_batch(operator, b, noise, metric, net, compile_mode))
         where.append(b.positions[:b.n].to(device))
+        if after_batch is not None:
+            after_batch(number)
     operator.train(was_training)
     if not values:
         return torch.zeros(0)

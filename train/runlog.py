@@ -8,6 +8,7 @@ time with the device synchronized (``petrov.train.timing``).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict as dc_asdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 
 from ..common.files import atomic_write, write_csv
 from ..common.outputs import MANIFEST, check_outputs
+
+log = logging.getLogger(__name__)
 
 # what `petrov train` writes into a run directory (the output-folder rule: petrov.common.outputs)
 RUN_FILES = ("config.json", "log.csv", "log.jsonl", "last.pt", "best.pt", "metrics.json", "metrics.csv", "tensorboard")
@@ -36,7 +39,7 @@ class TrainResult:
     epochs_completed: int
     best_epoch: int
     best_val_rel_l2: float
-    stopped: str  # "completed" | "time budget" | "callback"
+    stopped: str  # "completed" | "time budget" | "callback" (a Ctrl-C or SIGTERM raises instead)
     test: list[dict[str, Any]] = field(default_factory=list)  # metrics rows, one per resolution
     train_seconds: float = 0.0  # wall-clock of the epochs run by this call (checkpoints included), synchronized
 
@@ -77,6 +80,16 @@ class RunLog:
             self.writer.close()
 
 
+def resume_or_start(run_dir: Path, resume: bool, overwrite: bool = False) -> bool:
+    """``resume``, unless there is nothing to resume (no ``run_dir/last.pt``): then the run starts, with a
+    notice -- a job script that always passes ``--resume`` starts its run the first time and continues it
+    after every requeue."""
+    if resume and not overwrite and not (run_dir / "last.pt").exists():
+        log.info("nothing to resume in %s (no last.pt): starting the run", run_dir)
+        return False
+    return resume
+
+
 def check_run_dir(run_dir: Path, resume: bool, overwrite: bool = False) -> None:
     """What may be done with ``run_dir``: resume needs its ``last.pt``, a new run must not find one
     (unless ``overwrite``), and the output-folder rule must allow it."""
@@ -103,4 +116,4 @@ def check_run_dir(run_dir: Path, resume: bool, overwrite: bool = False) -> None:
     check_outputs(run_dir, "train", RUN_FILES, overwrite=overwrite, what="run directory")
 
 
-__all__ = ["EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "check_run_dir"]
+__all__ = ["EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "check_run_dir", "resume_or_start"]

@@ -72,17 +72,36 @@ class EpochTotals:
         """The mean loss so far on this process (a host read: for a progress bar)."""
         return self.loss_sum.item() / max(self.count, 1)
 
+    def row(self) -> torch.Tensor:
+        """``(loss sum, count, first bad batch, what, value)``: one float64 row on the device."""
+        count = torch.tensor(float(self.count), dtype=torch.float64, device=self.loss_sum.device)
+        return torch.stack([self.loss_sum, count, self.first_bad, self.what, self.value])
+
+    @classmethod
+    def from_row(cls, row: list[float], device: torch.device) -> "EpochTotals":
+        """The totals a ``row()`` (read on the host) holds: an epoch continued where it was stopped."""
+        totals = cls(device)
+        for name, value in zip(("loss_sum", "first_bad", "what", "value"), (row[0], *row[2:])):
+            getattr(totals, name).fill_(value)
+        totals.count = int(row[1])
+        return totals
+
+    def gather(self, ctx: dist_.Context) -> list[list[float]]:
+        """Every rank's ``row()`` on the host: one collective and one host read."""
+        return dist_.all_gather_tensor(self.row(), ctx).tolist()
+
     def finish(self, ctx: dist_.Context) -> tuple[float, Diverged | None]:
         """The epoch's mean loss over every rank's samples and its first divergence: one collective
         and one host read."""
-        row = torch.stack([self.loss_sum, torch.tensor(float(self.count), dtype=torch.float64,
-                                                       device=self.loss_sum.device),
-                           self.first_bad, self.what, self.value])
-        rows = dist_.all_gather_tensor(row, ctx).tolist()
-        total, count = sum(r[0] for r in rows), sum(r[1] for r in rows)
-        bad = min(rows, key=lambda r: (r[2], r[3]))  # the first batch; its loss before its gradient
-        diverged = None if bad[2] == _NONE else Diverged(_WHAT[int(bad[3])], bad[4], int(bad[2]))
-        return total / max(count, 1), diverged
+        return summarize(self.gather(ctx))
+
+
+def summarize(rows: list[list[float]]) -> tuple[float, Diverged | None]:
+    """The mean loss and the first divergence of the ranks' ``EpochTotals.row()`` s."""
+    total, count = sum(r[0] for r in rows), sum(r[1] for r in rows)
+    bad = min(rows, key=lambda r: (r[2], r[3]))  # the first batch; its loss before its gradient
+    diverged = None if bad[2] == _NONE else Diverged(_WHAT[int(bad[3])], bad[4], int(bad[2]))
+    return total / max(count, 1), diverged
 
 
 class Stepper:
@@ -142,4 +161,4 @@ class Stepper:
         self.scheduler.step()
 
 
-__all__ = ["Diverged", "EpochTotals", "PROGRESS_EVERY", "Stepper"]
+__all__ = ["Diverged", "EpochTotals", "PROGRESS_EVERY", "Stepper", "summarize"]

@@ -20,13 +20,18 @@ Run directory (rank 0 writes it):
 Robustness: a non-finite loss or gradient norm stops the run at the end of its epoch with a
 ``TrainingDiverged`` naming the epoch and the first bad batch; ``last.pt`` then still holds the last
 completed (finite) epoch.  Out of device memory: one line saying what to lower (``DeviceOutOfMemory``).
+Every split of the data file is checked for NaN/inf before the first step (``datapass``).  SIGTERM or
+Ctrl-C under the ``petrov`` command: ``last.pt`` with the place in the epoch, then exit 143 or 130
+(``preemption``).  In a distributed run a process that fails takes the others down, each with one line
+(``failures``).
 
 Output: one INFO line per epoch on the ``petrov.train.trainer`` logger (shown by the ``petrov``
 command, silent in the API unless logging is configured); the batch progress bar only on a terminal
 and with ``run.progress``.
 
 Determinism: the sampler order is a function of (seed, epoch), RNG states are checkpointed, so on CPU
-(fixed thread count) a resumed run ends with exactly the weights of an uninterrupted one.
+(fixed thread count) a resumed run ends with exactly the weights of an uninterrupted one, whether it was
+stopped between epochs or within one.
 """
 from __future__ import annotations
 
@@ -41,17 +46,15 @@ from typing import Any, Callable, Iterable
 import torch
 
 from ..common.files import ensure_dir, exclusive_lock
-from ..common.interrupts import raise_if_interrupted
+from ..common.interrupts import deferred_interrupts, raise_interrupt
 from ..common.outputs import claim_outputs
 from ..common.progress import progress_bar
 from ..datasets.identity import data_identity, identity_change
-from ..datasets.mesh.loading import mesh_levels
-from ..datasets.recipes import is_trajectory
 from ..operators import build_model
 from ..operators.models import sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
-from . import timing
+from . import failures, timing
 from .batches import Batches, resident
 from .compilation import compile_module, resolve_compile, static_shapes
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
@@ -61,19 +64,21 @@ from .data import (
     check_model_fits_data,
     ensure_data_file,
     is_point_data,
-    open_split,
     sample_ids,
 )
-from .losses import check_targets, per_time_relative_l2
+from .datapass import check_splits, splits_to_check
+from .losses import check_targets
 from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, training_advice
-from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
+from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
 from .optimization import make_optimizer, make_scheduler, seed_all
 from .planning import EpochEstimate, probe
 from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
+from .preemption import Position, StopPoll, Stopped
 from .rollout import check_mode_fits_model, training_mode
-from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir
-from .step import PROGRESS_EVERY, Diverged, EpochTotals, Stepper
+from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start
+from .step import PROGRESS_EVERY, Diverged, EpochTotals, Stepper, summarize
+from .testing import run_test, test_discretizations, write_test_metrics
 
 log = logging.getLogger(__name__)
 __all__ = ["DataChanged", "DeviceOutOfMemory", "EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "Trainer",
@@ -88,17 +93,6 @@ class TrainingDiverged(RuntimeError):
     """A non-finite loss or gradient: the message names the epoch and batch."""
 
 
-def _load_initial_weights(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> None:
-    """``run.init_from``: the weights of that run's ``best.pt``; its model must be this config's."""
-    path = Path(cfg.run.init_from) / "best.pt"
-    state = ckpt.load_run_checkpoint(path, map_location=device)
-    if state["model_name"] != cfg.model.name or model.config != type(model.config)(**state["config"]):
-        raise ValueError(f"run.init_from: {path} holds a {state['model_name']} with other options than this "
-                         f"config's {cfg.model.name}; continue a run with its own model.options")
-    model.load_state_dict(state["state_dict"])
-    log.info("starting from the weights of %s (a new schedule)", path)
-
-
 class Trainer:
     """One training run.  Use [`train`][]; the class exists to keep the state in one place."""
 
@@ -107,10 +101,11 @@ class Trainer:
         self.cfg, self.run_dir, self.ctx = cfg, Path(run_dir), ctx
         self.callbacks = list(callbacks)
         self.data_identity = None  # the content the run trains on: its test must be on the same file
-        if data is None:
-            dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx)
+        from_file = data is None
+        if from_file:
+            dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx, patient=True)
             self.data_identity = data_identity(cfg.data.path)
-            data = build_training_data(cfg.data)
+            data = build_training_data(cfg.data, ctx)
             self.check_data_unchanged("while it was being read")
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
@@ -121,13 +116,16 @@ class Trainer:
         seed_all(cfg.run.seed)
         model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
         if cfg.run.init_from:
-            _load_initial_weights(model, cfg, ctx.device)
+            ckpt.load_initial_weights(model, cfg.model, cfg.run.init_from, ctx.device)
         self.transform = sample_transform(model)  # a point-set model's per-sample inputs (mesh_fno's grid)
         self.data = data = data.with_transform(self.transform)
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
         check_mode_fits_model(cfg.loss.mode, model)
         for split, dataset in (("training", data.train), ("validation", data.val)):
-            self._check_targets(dataset, split, cfg.loss.h1_weight if split == "training" else 0.0)
+            self.check_targets(dataset, split, cfg.loss.h1_weight if split == "training" else 0.0)
+        if from_file:  # NaN/inf in any split: an error now, not after the training
+            check_splits(cfg.data, splits_to_check(cfg.data, data.splits, data.train, data.val), ctx,
+                         test_discretizations(cfg.data, data.train) if point_data else None)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
         self.ddp = dist_.wrap_model(model, ctx)
@@ -145,7 +143,10 @@ class Trainer:
         self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
         self._build_optimization()
         self.warmup = timing.WarmupTimer(ctx.device)
+        self.stop = StopPoll(ctx)
         self.epoch = 0
+        self.position: Position | None = None  # where in its epoch a resumed run continues
+        self.totals = EpochTotals(ctx.device)
         self.best_metric, self.best_epoch = math.inf, 0
         if ctx.is_main:
             log.debug("model %s: %d parameters on %s (compile: %s); %d training batches of %d per epoch (rank 0)%s",
@@ -175,7 +176,7 @@ class Trainer:
     def plan(self, plan_epochs: Callable[[EpochEstimate], int]) -> EpochEstimate:
         """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer
         and schedule for them (``petrov.train.planning``)."""
-        with self._out_of_memory("the timing probe", self.batch, self._training_advice()):
+        with self.out_of_memory("the timing probe", self.batch, self._training_advice()):
             estimate = probe(self)
         epochs = int(dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx))
         if epochs < 1:
@@ -188,15 +189,28 @@ class Trainer:
         return estimate
 
     # --- state -------------------------------------------------------------------------------
-    def save(self, best: bool) -> None:
-        """``best.pt`` (if ``best``) then ``last.pt``; rank 0 writes, every rank must call."""
+    def save(self, best: bool, position: Position | None = None) -> None:
+        """``best.pt`` (if ``best``) then ``last.pt`` (``position``: within the epoch after ``self.epoch``);
+        rank 0 writes, every rank must call."""
         rngs = dist_.all_gather_objects(ckpt.rng_state(), self.ctx)  # collective
         if self.ctx.is_main:
-            self.write_checkpoints(self.run_dir, best, rngs)
+            self.write_checkpoints(self.run_dir, best, rngs, position)
 
-    def write_checkpoints(self, folder: Path, best: bool, rngs: list) -> None:
+    def save_position(self, steps: int) -> None:
+        """``last.pt`` with ``steps`` of the current epoch done (``preemption``); an epoch that diverged
+        before is reported instead (``last.pt`` keeps the last good epoch)."""
+        rows = self.totals.gather(self.ctx)
+        bad = summarize(rows)[1]
+        if bad is not None:
+            raise self._stop(bad)
+        self.save(best=False, position=Position(steps, rows))
+        if self.ctx.is_main:
+            log.info("stopped at batch %d of %d in epoch %d; saved %s", steps, len(self.train_batches),
+                     self.epoch + 1, self.run_dir / "last.pt")
+
+    def write_checkpoints(self, folder: Path, best: bool, rngs: list, position: Position | None = None) -> None:
         """``folder/best.pt`` (if ``best``) and ``folder/last.pt`` of the current state (``rngs``: every rank's
-        RNG states)."""
+        RNG states; ``position``: where in the next epoch, None at its start)."""
         state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch,
                      best_metric=self.best_metric, best_epoch=self.best_epoch, data_identity=self.data_identity)
         norms, noise = self.operator.normalizer_states(), self.operator.noise
@@ -207,10 +221,13 @@ class Trainer:
             folder / "last.pt", self.model, norms, noise, **state,
             optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
             scaler=None if self.scaler is None else self.scaler.state_dict(), rng=rngs,
+            position=None if position is None else position.to_state(),
         )
 
     def restore(self) -> None:
-        state = ckpt.load_run_checkpoint(self.run_dir / "last.pt", map_location=self.ctx.device)
+        """The state of ``last.pt``, read by rank 0 and sent to every rank."""
+        state = dist_.run_on_main(lambda: ckpt.load_run_checkpoint(self.run_dir / "last.pt"), self.ctx)
+        state = dist_.broadcast_object(state, self.ctx)
         check_resumable(config_from_dict(state["train_config"], check_model=False), self.cfg, self.run_dir)
         recorded = state.get("data_identity")  # None: a run of petrov 0.1
         if self.data_identity is not None and recorded:
@@ -227,9 +244,11 @@ class Trainer:
         self.best_metric = float(state["best_metric"])
         rngs = state["rng"]
         ckpt.set_rng_state(rngs[self.ctx.rank] if len(rngs) == self.ctx.world_size else rngs[0])
+        self.position = Position.from_state(state.get("position"))
         if self.ctx.is_main:
-            log.debug("resuming %s after epoch %d (best %.4e at epoch %d)", self.run_dir / "last.pt",
-                      self.epoch, self.best_metric, self.best_epoch)
+            within = f", at batch {self.position.steps} of epoch {self.epoch + 1}" if self.position else ""
+            log.info("resuming %s after epoch %d%s (best %.4e at epoch %d)", self.run_dir / "last.pt",
+                     self.epoch, within, self.best_metric, self.best_epoch)
 
     def check_data_unchanged(self, when: str, recorded: dict | None = None, advice: str | None = None) -> None:
         """[`DataChanged`][] if the data file no longer holds the content the run recorded."""
@@ -243,7 +262,7 @@ class Trainer:
                               + (advice or "the run must be tested on the data it trained on"))
 
     # --- epochs ------------------------------------------------------------------------------
-    def _out_of_memory(self, what: str, batch: int, advice: list[str]):
+    def out_of_memory(self, what: str, batch: int, advice: list[str]):
         return out_of_memory_advice(what, batch, self.ctx.device, advice)
 
     def _training_advice(self) -> list[str]:
@@ -259,21 +278,25 @@ class Trainer:
         )
 
     def train_epoch(self) -> float:
-        """One epoch of steps; its mean loss, read once at its end (a divergence raises then)."""
+        """One epoch of steps (a resumed run: from its position on); its mean loss, read once at its end (a
+        divergence raises then).  ``Stopped`` after a step where the run is to stop (``preemption``)."""
         cfg, ctx = self.cfg, self.ctx
         self.model.train()
         self.train_sampler.set_epoch(self.epoch + 1)
-        totals = EpochTotals(ctx.device)
-        bar = progress_bar(self.train_batches, total=len(self.train_batches),
+        position, self.position = self.position or Position(0, []), None  # a resumed run: where it stopped
+        self.totals = totals = position.totals_for(ctx, ctx.device)
+        done = position.steps
+        bar = progress_bar(self.train_batches.iterate(done), total=len(self.train_batches), initial=done,
                            desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
-        with self._out_of_memory("training", self.batch, self._training_advice()):
-            for number, b in enumerate(bar, start=1):
-                raise_if_interrupted()  # a Ctrl-C that arrived where Python had to drop it
+        with self.out_of_memory("training", self.batch, self._training_advice()):
+            for number, b in enumerate(bar, start=done + 1):
                 with self.warmup.step():
                     self.stepper.step(b, number, totals)
                 if not bar.disable and number % PROGRESS_EVERY == 0:  # a host read: only for a drawn bar
                     bar.set_postfix(loss=f"{totals.running_mean():.3e}")
+                if self.stop(number):
+                    raise Stopped(number)
             loss, bad = totals.finish(ctx)
         if bad is not None:
             raise self._stop(bad)
@@ -281,22 +304,40 @@ class Trainer:
 
     def validate(self) -> float:
         key = "run.eval_batch_size" if self.cfg.run.eval_batch_size else "run.eval_batch_size (default: the batch)"
-        with self._out_of_memory("validation", self.eval_batch, evaluation_advice(key, self.eval_batch)):
+
+        def poll(number: int) -> None:  # a stop during validation: every step of the epoch is done
+            if self.stop(number):
+                raise Stopped(len(self.train_batches))
+
+        with self.out_of_memory("validation", self.eval_batch, evaluation_advice(key, self.eval_batch)):
             per_sample = evaluate_relative_l2(
                 self.operator, self.val_split, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
-                metric=self.mode.metric, net=self.eval_net, compile_mode=self.compile_mode,
+                metric=self.mode.metric, net=self.eval_net, compile_mode=self.compile_mode, after_batch=poll,
             )
         return per_sample.mean().item()
 
     def fit(self, run_log: RunLog | None) -> str:
+        """The epochs; a Ctrl-C or SIGTERM stops them where the state is whole: ``last.pt`` says where,
+        and every rank raises the interrupt (``preemption``)."""
+        with deferred_interrupts():
+            stopped = self._epochs(run_log)
+            if stopped == "interrupted" or self.stop.now():
+                raise_interrupt()
+        return stopped
+
+    def _epochs(self, run_log: RunLog | None) -> str:
         cfg, ctx = self.cfg, self.ctx
         self.budget = budget = timing.Budget(cfg.run.time_budget_minutes, ctx.device)
         budget.start()
         while self.epoch < cfg.optim.epochs:
             t0 = timing.clock(ctx.device)
-            train_loss = self.train_epoch()
-            t1 = timing.clock(ctx.device)
-            val = self.validate()
+            try:
+                train_loss = self.train_epoch()
+                t1 = timing.clock(ctx.device)
+                val = self.validate()
+            except Stopped as stop:
+                self.save_position(stop.args[0])
+                return "interrupted"
             seconds = timing.clock(ctx.device) - t0
             warm, warm_steps = self.warmup.take()
             budget.record(timing.EpochTime(t1 - t0, seconds - (t1 - t0), len(self.train_batches), warm, warm_steps))
@@ -312,60 +353,24 @@ class Trainer:
             self.save(best=improved)
             if any(cb(self, record) for cb in self.callbacks):
                 return "callback"
+            if self.stop.now():  # a signal during the epoch's end: its checkpoint is written
+                return "interrupted"
             # rank 0's clock decides for every rank: ranks that disagreed would wait for each other forever
             if self.epoch < cfg.optim.epochs and dist_.broadcast_object(budget.exhausted() if ctx.is_main else None,
                                                                         ctx):
                 return "time budget"
         return "completed"
 
-    @property
-    def trajectory(self) -> bool:
-        """Whether the data store trajectories (snapshots as channels): then the test rows are those of
-        ``petrov evaluate``, the error at the final snapshot plus ``per_time_*`` lists."""
-        return is_trajectory(getattr(self.data.train, "kind", None))
-
     def test(self) -> list[dict[str, Any]]:
-        """Best model on the test split at every evaluation resolution (mesh level): one metrics row each,
-        scored as ``petrov evaluate`` scores it (trajectories: a free rollout, the final snapshot's error)
-        -- eagerly: each resolution is scored once, not worth a compilation."""
-        d = self.cfg.data
-        splits = self.data.splits
-        if splits is None or len(splits.test) == 0:
-            return []
-        self.check_data_unchanged(
-            "while the run trained on it", advice=f"its test split there is not the held-out part of the data it "
-            f"trained on, so the run is not tested. {self.run_dir / 'best.pt'} is kept: put the original file "
-            f"back and run `petrov evaluate {self.run_dir}`")
-        best = ckpt.load_run_checkpoint(self.run_dir / "best.pt", map_location=self.ctx.device) \
-            if self.ctx.is_main else None
-        state = dist_.broadcast_object(None if best is None else best["state_dict"], self.ctx)
-        self.model.load_state_dict(state)
-        rows = []
-        for res in self._test_discretizations():
-            test = open_split(d, splits.test, res, self.transform)
-            self._check_targets(test, "test", 0.0)
-            with self._out_of_memory(f"the test at {res}", self.eval_batch,
-                                     evaluation_advice("run.eval_batch_size", self.eval_batch)):
-                per_sample = evaluate_relative_l2(
-                    self.operator, test, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
-                    metric=per_time_relative_l2 if self.trajectory else self.mode.metric,
-                )
-            rows.append(per_time_row(res, per_sample) if self.trajectory else resolution_row(res, per_sample))
-        return rows
+        """The best model on the test split: metrics rows (``petrov.train.testing``)."""
+        return run_test(self)
 
-    def _check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
+    def check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
         """Targets a relative error can be taken of (not all zero; not constant with an H¹ term), checked
         when they are in memory (grids; point sets and lazily read grids are read per batch)."""
         if hasattr(dataset, "y"):
             check_targets(dataset.y, sample_ids(dataset), f"{self.cfg.data.path} ({split} split)",
                           periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory)
-
-    def _test_discretizations(self) -> list:
-        """The resolutions (grids) or mesh levels (point sets) the test split is scored at."""
-        d, train = self.cfg.data, self.data.train
-        if is_point_data(train):
-            return list(d.eval_levels) or mesh_levels(train.attrs)
-        return list(d.eval_resolutions) or [train.resolution]
 
 
 def train(
@@ -378,7 +383,7 @@ def train(
     callbacks: Iterable[Callable[[Trainer, EpochRecord], bool]] = (),
     plan_epochs: Callable[[EpochEstimate], int] | None = None,
 ) -> TrainResult:
-    """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``).
+    """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``; none: start, saying so).
 
     ``run_dir`` follows the output-folder rule ([`petrov.common.outputs`][]): a folder holding a user's
     files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
@@ -390,13 +395,22 @@ def train(
     epoch's checkpoint; returning True stops the run cleanly.  ``plan_epochs(estimate)`` (a new run
     only) sets ``optim.epochs`` from a timing probe of the run (``petrov.train.planning``), e.g. to
     fill a time budget.  Launched by torchrun, every process calls this; rank 0 writes the run directory.
+    Under ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``).
     """
     run_dir = Path(run_dir)
     owns_group = not torch.distributed.is_initialized()
-    ctx = dist_.setup(config.run.device)
+    ctx = dist_.setup(config.run.device, config.run.collective_timeout_minutes)
     try:
         with matmul_precision(resolve_matmul_precision(config.run.matmul_precision)):
             return _train(config, run_dir, ctx, resume, overwrite, data, callbacks, plan_epochs)
+    except BaseException as err:
+        if not ctx.distributed:
+            raise
+        kind = failures.collective_failure(err)
+        if kind is None:  # this rank's own failure: the others read it from the store
+            failures.report(err, ctx)
+            raise
+        raise failures.explain(kind, ctx, run_dir, config.run.collective_timeout_minutes) from None
     finally:
         if owns_group:
             dist_.teardown(ctx)
@@ -404,6 +418,7 @@ def train(
 
 def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool, overwrite: bool,
            data: TrainingData | None, callbacks: Iterable[Callable], plan_epochs: Callable | None) -> TrainResult:
+    resume = dist_.broadcast_object(resume_or_start(run_dir, resume, overwrite) if ctx.is_main else None, ctx)
     dist_.run_on_main(lambda: check_run_dir(run_dir, resume, overwrite), ctx)
     # data, model and their fit are validated before the run directory is made
     trainer = Trainer(config, run_dir, ctx, data, callbacks)
@@ -431,9 +446,5 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
                 run_log.close()
         seconds = trainer.budget.elapsed()
         test = trainer.test() if stopped != "callback" else []
-        if ctx.is_main and test:
-            metric = ("relative L2 per sample at the final snapshot t_T (rows), raw units; per snapshot "
-                      "k = 0..T in per_time_*") if trainer.trajectory else "relative L2 per sample, raw units"
-            write_metrics(test, run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
-                                               "best_val_rel_l2": trainer.best_metric, "metric": metric})
+        write_test_metrics(trainer, test)
     return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test, seconds)

@@ -1,0 +1,129 @@
+"""The passes over a data file before the first step, each rank of a distributed run reading its share.
+
+- ``fit_normalizers``: the Gaussian normalisers, fitted on the training split (grid files: point-wise,
+  at the native resolution; mesh files: per channel with quadrature weights).  In a distributed run each
+  rank fits a grid file's statistics on its contiguous share of the training samples
+  (``distributed.shard``) and the shares are merged as moments merge:
+  ``mean = Σ n_r m_r / N``, ``M2 = Σ ((n_r − 1) s_r² + n_r (m_r − mean)²)``, ``std = √(M2 / (N − 1))``.
+  The shares' statistics are float32, so a distributed run's normalisers may differ from one process's
+  in their last bits (relative ~1e-7).  Mesh files: every rank fits on the whole split (read per sample).
+- ``check_splits``: every sample of the splits not read yet is read once (grid files: both stored
+  fields at the native resolution, so every evaluation resolution is covered, in blocks of
+  ``CHECK_BYTES``; mesh files: each sample at each level it is used at), so that a NaN or inf is an error
+  naming the split, the file, the field and the sample before the first step -- not after a whole
+  training, when the test split would first be read.  The splits read already: a training split in
+  memory, or one whose both fields the normalisers read (``StoredData.read`` refuses NaN and inf), and a
+  validation split in memory.  Each rank checks its share; every rank raises the first error found.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..datasets import PointwiseGaussianNormalizer, fit_normalizer, fit_point_normalizer, open_mesh_dataset
+from ..datasets.loading import open_source
+from ..datasets.mesh.storage import is_mesh_file
+from . import distributed as dist_
+from .config import DataConfig
+
+CHECK_BYTES = 2**23  # a check reads this many bytes of samples at a time (a few copies of it are held)
+
+
+def _merged(parts: list[tuple[int, Any]]) -> PointwiseGaussianNormalizer:
+    """One normaliser from ``(n_r, normaliser fitted on n_r samples)`` shares (see the module docstring)."""
+    first = parts[0][1]
+    n = sum(k for k, _ in parts)
+    mean = sum(k * norm.mean.double() for k, norm in parts) / n
+    m2 = sum((k - 1) * norm.std.double() ** 2 + k * (norm.mean.double() - mean) ** 2 for k, norm in parts)
+    return PointwiseGaussianNormalizer(mean.float(), (m2 / (n - 1)).sqrt().float(), first.eps,
+                                       periodic=first.periodic, strideable=first.strideable, cells=first.cells)
+
+
+def _fit_grid(cfg: DataConfig, field: str, indices: np.ndarray, ctx: dist_.Context) -> PointwiseGaussianNormalizer:
+    def fit(idx: np.ndarray) -> PointwiseGaussianNormalizer:
+        # x: point values at the native grid (restricted later); y of the inverse problem is pooled
+        # from the training grid, so its statistics are fitted there
+        return fit_normalizer(cfg.path, field, idx, kind=cfg.kind, coarse_resolution=cfg.coarse_resolution,
+                              resolution=cfg.train_resolution if field == "y" else None)
+
+    if not ctx.distributed or len(indices) < 2 * ctx.world_size:  # shares of fewer than 2 samples: no std
+        return fit(indices)
+    own = indices[dist_.shard(len(indices), ctx)]
+    norm = dist_.on_every_rank(lambda: fit(own), ctx)
+    return _merged(dist_.all_gather_objects((len(own), norm), ctx))
+
+
+def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = None,
+                    ctx: dist_.Context | None = None) -> tuple[Any, Any]:
+    """The x and y normalisers (None where ``data.normalize_x`` / ``normalize_y`` is off) fitted on the
+    training split (``train``: the opened split, which tells grids from point sets)."""
+    ctx = ctx or dist_.Context()
+    point_data = train is not None and hasattr(train, "node_counts")
+
+    def fit(field: str, enabled: bool) -> Any:
+        if not enabled:
+            return None
+        try:
+            return fit_point_normalizer(train, field) if point_data else _fit_grid(cfg, field, train_indices, ctx)
+        except ValueError as err:  # NaN or inf: the normalisers read the training split first
+            raise ValueError(f"training split (checked before training): {err}") from None
+
+    return fit("x", cfg.normalize_x), fit("y", cfg.normalize_y)
+
+
+def _check_grid(path: str, indices: np.ndarray) -> None:
+    with open_source(path) as src:
+        for name in ("x", "y"):
+            size = 4 * src.native_resolution ** src.dim * math.prod(src.channel_shape(name))
+            block = max(1, CHECK_BYTES // size)
+            for lo in range(0, len(indices), block):
+                src.read(name, indices[lo:lo + block], 1)  # a ValueError naming the sample
+
+
+def _check_mesh(cfg: DataConfig, indices: np.ndarray, levels: list) -> None:
+    for level in levels:
+        dataset = open_mesh_dataset(cfg.path, level, indices)
+        for k in range(len(dataset)):
+            dataset[k]  # a ValueError naming the sample
+
+
+def check_splits(cfg: DataConfig, splits: dict[str, np.ndarray], ctx: dist_.Context | None = None,
+                 test_levels: list | None = None) -> None:
+    """Read ``splits`` (name -> sample indices) of ``cfg.path`` once; a NaN or inf is a ValueError naming
+    the split (see the module docstring).  Every rank of ``ctx`` reads its share.  Mesh files: the test
+    split at ``test_levels``, the others at ``data.level``."""
+    ctx = ctx or dist_.Context()
+    mesh = is_mesh_file(cfg.path)
+
+    def check() -> None:
+        for name, indices in splits.items():
+            own = np.asarray(indices)[dist_.shard(len(indices), ctx)]
+            try:
+                if mesh:
+                    _check_mesh(cfg, own, list(test_levels or []) if name == "test" else [cfg.level])
+                elif len(own):
+                    _check_grid(cfg.path, own)
+            except ValueError as err:
+                raise ValueError(f"{name} split (checked before training): {err}") from None
+
+    dist_.on_every_rank(check, ctx)
+
+
+def splits_to_check(cfg: DataConfig, splits: Any, train: Any, val: Any) -> dict[str, np.ndarray]:
+    """The splits ``check_splits`` must read (see the module docstring): the test split, and the
+    training and validation splits where they were not read already."""
+    out = {}
+    lazy = lambda d: not hasattr(d, "x")  # noqa: E731 - read per batch (lazy grid files, meshes)
+    if lazy(train) and not (cfg.normalize_x and cfg.normalize_y):
+        out["training"] = splits.train
+    if lazy(val):
+        out["validation"] = splits.val
+    if len(splits.test):
+        out["test"] = splits.test
+    return out
+
+
+__all__ = ["CHECK_BYTES", "check_splits", "fit_normalizers", "splits_to_check"]
