@@ -1,4 +1,5 @@
-"""Training configs: TOML files validated against dataclasses.
+"""Training configs: TOML files validated against dataclasses (the tables, one dataclass each, are in
+[`petrov.train.config_tables`][] and importable from here).
 
 A config has five tables; only ``[data]`` and ``[model]`` are required:
 
@@ -27,227 +28,29 @@ import math
 import os
 import sys
 import typing
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Mapping
 
 from ..common.config import asdict, from_dict
 from ..common.files import write_json
 from ..common.quick import QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
 from ..datasets.noise import InputNoise
-from .distributed import DEFAULT_TIMEOUT_MINUTES
+from .config_tables import (
+    DataConfig,
+    GenerateConfig,
+    LossConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+    TrainConfig,
+)
 from .rollout import training_mode
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # the same parser, packaged for Python 3.10 (a conditional dependency)
     import tomli as tomllib
-
-
-@dataclass
-class GenerateConfig:
-    """How to create ``data.path`` if it does not exist (``petrov.datasets.generate_dataset``):
-    the ``[data.generate]`` table.
-
-    - ``kind``: the dataset kind (``petrov generate --help`` lists them: ``burgers``, ``darcy``,
-      ``burgers-trajectory``, ``darcy-mesh``, ...).
-    - ``n_samples``: samples to generate.
-    - ``resolution``: the native grid the samples are solved on (``None``: the kind's default).
-    - ``seed``: the random seed of the samples (the same seed gives the same file).
-    - ``options``: the kind's own parameters (e.g. ``{ time_steps = 20 }`` for trajectories).
-    """
-
-    kind: str
-    n_samples: int
-    resolution: int | None = None
-    seed: int = 0
-    options: dict = field(default_factory=dict)
-
-
-@dataclass
-class DataConfig:
-    """Which file, which samples, which resolutions (grid files) or mesh levels (mesh files): the
-    ``[data]`` table.
-
-    Splits of the file's N samples (in file order): train = ``[0, n_train)``,
-    val = ``[n_train, n_train + n_val)`` (model selection), test = ``[N − n_test, N)`` (only ever
-    evaluated).  Normalisers are fitted on the train indices at the native resolution.
-
-    - ``path``: the dataset file (relative to the working directory).
-    - ``train_resolution``: grid files: the resolution to train at (``None``: the file's native one).
-    - ``eval_resolutions``: grid files: resolutions the test split is evaluated at after training
-      (``[]``: the training resolution).
-    - ``level``: mesh files: the mesh level to train on (e.g. ``"level0"``).
-    - ``eval_levels``: mesh files: the levels the test split is evaluated on (``[]``: every level).
-    - ``lazy``: grid files: read the samples of each batch from the file instead of loading the split
-      into memory (large files); under torchrun grid splits are always read so, each process reading
-      the samples of its own batches; mesh files are always read per batch.
-    - ``n_train``, ``n_val``, ``n_test``: the sizes of the training, validation and test splits.
-    - ``kind``: read the file as another kind of its family (a ``darcy`` file as ``darcy-inverse``:
-      u in, a out; ``None``: the file's kind).
-    - ``noise``: inverse problem: ``noise · N(0, 1)`` added to the normalised input (``None``: the
-      level recorded in the file, 0 if none).
-    - ``coarse_resolution``: inverse problem: the target average-pooled to this grid (``None``: the
-      file's).
-    - ``noise_seed``: the noise of sample i is fixed by ``(noise_seed, i)``, the same in every epoch
-      and in evaluation.
-    - ``normalize_x``, ``normalize_y``: normalise the input, the target point-wise (Gaussian
-      normalisers fitted on the training split).
-    - ``generate``: how to generate ``path`` when it does not exist (the ``[data.generate]`` table,
-      [`GenerateConfig`][]; ``None``: the file must exist).
-    """
-
-    path: str
-    train_resolution: int | None = None  # grid files; None: the file's native resolution
-    eval_resolutions: list[int] = field(default_factory=list)  # test after training; [] = train res
-    level: str | None = None  # mesh files: the mesh level to train on (e.g. "level0")
-    eval_levels: list[str] = field(default_factory=list)  # mesh files: test after training; [] = every level
-    lazy: bool = False  # grid files: read samples per batch (large files; always under torchrun); mesh files
-    #                     are always read per batch
-    n_train: int = 1000
-    n_val: int = 100
-    n_test: int = 100
-    kind: str | None = None  # read the file as another kind of its family (darcy -> darcy-inverse)
-    noise: float | None = None  # inverse problem: noise·N(0,1) added to the normalised input;
-    #                             None: the level recorded in the file (0 if none)
-    coarse_resolution: int | None = None  # inverse problem: target pooled to this grid (None: file's)
-    noise_seed: int = 0  # the noise of sample i is fixed by (noise_seed, i) in train, val and test
-    normalize_x: bool = True
-    normalize_y: bool = True
-    generate: GenerateConfig | None = None
-
-
-@dataclass
-class ModelConfig:
-    """A registered model name and its options: the ``[model]`` table.
-
-    - ``name``: the model (``petrov models`` lists them).
-    - ``options``: the model's config fields (the ``[model.options]`` table; ``petrov models NAME``
-      lists them with their defaults; an unknown one is an error).
-    """
-
-    name: str
-    options: dict = field(default_factory=dict)
-
-
-@dataclass
-class OptimConfig:
-    """Adam/AdamW with a OneCycle schedule stepped once per (global) batch: the ``[optim]`` table.
-
-    - ``optimizer``: ``"adam"`` or ``"adamw"`` (decoupled weight decay).
-    - ``lr``: the maximum learning rate of the OneCycle schedule.
-    - ``weight_decay``: weight decay (L2 penalty for Adam, decoupled for AdamW).
-    - ``epochs``: passes over the training split.
-    - ``batch_size``: samples per optimizer step (the global batch: split evenly over the processes
-      of a distributed run).
-    - ``grad_clip``: the largest global gradient norm; larger gradients are scaled down (0: no
-      clipping).
-    - ``pct_start``: the share of the steps over which the learning rate rises to ``lr``.
-    - ``div_factor``: the initial learning rate is ``lr / div_factor``.
-    - ``final_div_factor``: the final learning rate is the initial one ``/ final_div_factor``.
-    - ``min_warmup_steps``: the rise lasts at least this many steps (short runs).
-    """
-
-    optimizer: Literal["adam", "adamw"] = "adam"
-    lr: float = 1e-3  # OneCycle maximum
-    weight_decay: float = 0.0
-    epochs: int = 100
-    batch_size: int = 8  # global batch: split evenly over the processes of a distributed run
-    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
-    pct_start: float = 0.3
-    div_factor: float = 1e4  # initial lr = lr / div_factor
-    final_div_factor: float = 1e4  # final lr = initial lr / final_div_factor
-    min_warmup_steps: int = 0  # warm up over at least this many batches (short runs)
-
-
-@dataclass
-class LossConfig:
-    """The training loss ``relL2 + h1_weight · relH1`` ([`petrov.train.losses`][]): the ``[loss]`` table.
-
-    - ``h1_weight``: the weight of the relative H¹ seminorm term (derivatives by central differences).
-    - ``mode``: the training mode ([`petrov.train.rollout`][]): ``"direct"`` (one prediction per
-      sample); for marching models ``"teacher_forcing"`` (every step from the true previous state),
-      ``"pushforward"`` (from the model's own detached one-step predictions) or ``"rollout"`` (the
-      loss through every step of a free rollout).
-    """
-
-    h1_weight: float = 0.0
-    mode: str = "direct"
-
-
-@dataclass
-class RunConfig:
-    """How a run executes: the ``[run]`` table.
-
-    - ``seed``: seeds the initialization, the data order and dropout.
-    - ``device``: ``"auto"`` (CUDA when torch sees a GPU), ``"cpu"`` or ``"cuda"``.
-    - ``amp``: mixed precision for the model's forward in training: bfloat16 autocast on the CPU and
-      on CUDA (float16 with gradient scaling on GPUs without bfloat16); weights, loss, optimizer and
-      every evaluation stay float32.
-    - ``compile``: ``torch.compile`` of the model in training and validation: ``"off"``, ``"default"``,
-      ``"cuda-graphs"`` (``mode="reduce-overhead"``: each step replayed as captured CUDA graphs, the
-      last partial batch padded with zero-weight copies); ``"auto"``: eager on the CPU, for meshes and
-      under torchrun, CUDA graphs on one CUDA device for grid data ([`compilation`][petrov.train.compilation]).
-    - ``matmul_precision``: ``torch.set_float32_matmul_precision`` during the run: ``"highest"``
-      (float32), ``"high"`` (TF32 where the GPU has it), ``"medium"`` (bfloat16 products); ``"auto"``:
-      ``"highest"`` ([`precision`][petrov.train.precision]).
-    - ``num_workers``: data-loader worker processes (0: load in the training process).
-    - ``threads``: ``torch.set_num_threads`` per process (``None``: torch's default).
-    - ``time_budget_minutes``: stop cleanly after the epoch that exhausts this budget (``None``: no
-      budget).
-    - ``tensorboard``: also log to TensorBoard (``pip install ".[tensorboard]"``).
-    - ``progress``: progress bars on a terminal (the first process only).
-    - ``eval_batch_size``: the batch of validation and test passes (``None``: the training batch).
-    - ``init_from``: a finished run whose best weights this run starts from (same model name and
-      options), with this config's fresh optimizer and schedule (``petrov train --continue``).
-    - ``collective_timeout_minutes``: a distributed run: how long a process waits in a collective for the
-      others before the run stops with a line naming what happened (torch's own defaults: 30 minutes
-      for gloo, 10 for NCCL; [`failures`][petrov.train.failures]).
-    """
-
-    seed: int = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    # mixed precision for the model's forward in training: bfloat16 on the CPU and on CUDA (float16
-    # + gradient scaling on GPUs without bfloat16); weights, loss, optimizer and evaluation float32
-    amp: bool = False
-    # torch.compile of the model in training and validation: "off", "default", "cuda-graphs" (torch.compile's
-    # mode="reduce-overhead": every step one captured CUDA graph); "auto": eager on the CPU and in a distributed
-    # run, CUDA graphs on one CUDA device for grid data (petrov.train.compilation says why)
-    compile: Literal["auto", "off", "default", "cuda-graphs"] = "auto"
-    # torch.set_float32_matmul_precision during the run: "highest" (float32), "high" (TF32 on GPUs that have
-    # it), "medium" (bfloat16 products); "auto": "highest" (petrov.train.precision says why)
-    matmul_precision: Literal["auto", "highest", "high", "medium"] = "auto"
-    num_workers: int = 0
-    threads: int | None = None  # torch.set_num_threads per process; None: torch's default
-    time_budget_minutes: float | None = None  # stop cleanly after the epoch that exhausts it
-    tensorboard: bool = False
-    progress: bool = True  # tqdm bars (rank 0)
-    eval_batch_size: int | None = None  # None: the training batch size
-    # continue a finished run: start from the weights of that run's best.pt (same model name and
-    # options), with this config's fresh optimizer and schedule
-    init_from: str | None = None
-    # a distributed run: how long a process waits in a collective for the others before the run stops with
-    # an error naming what happened (torch's own defaults: 30 minutes for gloo, 10 for NCCL)
-    collective_timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES
-
-
-@dataclass
-class TrainConfig:
-    """A whole training config: one field per table of the TOML file.
-
-    - ``data``: the ``[data]`` table ([`DataConfig`][]).
-    - ``model``: the ``[model]`` table ([`ModelConfig`][]).
-    - ``optim``: the ``[optim]`` table ([`OptimConfig`][]).
-    - ``loss``: the ``[loss]`` table ([`LossConfig`][]).
-    - ``run``: the ``[run]`` table ([`RunConfig`][]).
-    """
-
-    data: DataConfig
-    model: ModelConfig
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    run: RunConfig = field(default_factory=RunConfig)
 
 
 # Keys that may differ between a run and its resumption (they do not change the result).
