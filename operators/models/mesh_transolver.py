@@ -33,6 +33,12 @@ from .transolver import Transolver2dConfig, _Transolver, add_layers
 
 @dataclass
 class MeshTransolverConfig(Transolver2dConfig):
+    """The options of ``mesh_transolver``: ``transolver2d``'s (``periodic`` must stay ``False``), and
+
+    - ``boundary_features``: the distance of each node to the nearest boundary node as an extra
+      input channel (the model sees the domain's shape).
+    """
+
     boundary_features: bool = True  # the distance to the boundary as an input channel
 
     def __post_init__(self):
