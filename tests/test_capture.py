@@ -391,18 +391,28 @@ def test_attention_with_every_mixer_steps_on_cuda_without_a_host_sync(mixer, wei
 
 @pytest.mark.parametrize("dtype", [torch.float32, DT])
 def test_fused_galerkin_layer_and_the_unfused_one_agree_on_every_device(device, dtype):
+    """Output and every gradient of the fused layer against the unfused one: equal to rounding in float64;
+    in float32 the fused path is no farther from the float64 values than the unfused path (the two sum in
+    different orders, and a gradient that is zero in exact arithmetic, as a bias before a column norm's
+    mean, is rounding alone in both)."""
     g = torch.Generator().manual_seed(3)
     x = torch.randn(2, 50, 8, generator=g, dtype=dtype).to(device)
     pos, weights = (torch.rand(2, 50, *shape, generator=g, dtype=dtype).to(device) for shape in ((2,), ()))
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
     for norm in ("column", "layer"):
         layer = _attention("galerkin", False, norm=norm, device=device).to(dtype)
         fused = forward_backward(layer, layer, (x, pos, weights), {})
         layer.fused_path = None  # the reference: projections, norms, mixer, output projection
         reference = forward_backward(layer, layer, (x, pos, weights), {})
-        torch.testing.assert_close(fused[0], reference[0], **tol)
-        for got, want in zip(fused[1], reference[1]):
-            torch.testing.assert_close(got, want, **tol)
+        fused, reference = [fused[0], *fused[1]], [reference[0], *reference[1]]
+        if dtype == DT:
+            for got, want in zip(fused, reference):
+                torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+            continue
+        layer.to(DT)
+        exact = forward_backward(layer, layer, tuple(t.to(DT) for t in (x, pos, weights)), {})
+        for got, unfused, want in zip(fused, reference, [exact[0], *exact[1]]):
+            err_fused, err_unfused = ((t.to(DT) - want).abs().max().item() for t in (got, unfused))
+            assert err_fused <= 4 * err_unfused + 1e-7 * max(1.0, want.abs().max().item()), (err_fused, err_unfused)
 
 
 def test_the_outer_sum_and_its_backward_match_the_plain_product_on_every_device(device):
