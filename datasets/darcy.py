@@ -36,7 +36,6 @@ import threading
 from concurrent.futures import Executor, ProcessPoolExecutor
 
 import numpy as np
-import pyamg
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
@@ -110,12 +109,16 @@ def _pcg(mat: sp.csr_matrix, rhs: np.ndarray, tol: float, hierarchy) -> np.ndarr
 def _solve_amg(mat: sp.csr_matrix, rhs: np.ndarray, tol: float) -> np.ndarray:
     """CG preconditioned by a V-cycle of classical (Ruge-Stuben) AMG: faster than smoothed aggregation
     ("amg-sa") for these piecewise-constant coefficients at the same iteration counts (~13)."""
+    import pyamg  # here, not at import: ~0.4 s of every start-up, for the solves above n = 160 only
+
     return _pcg(mat, rhs, tol, pyamg.ruge_stuben_solver(mat))
 
 
 @SOLVERS.register("amg-sa")
 def _solve_amg_sa(mat: sp.csr_matrix, rhs: np.ndarray, tol: float) -> np.ndarray:
     """CG preconditioned by a V-cycle of smoothed-aggregation AMG (symmetric Gauss-Seidel smoothing)."""
+    import pyamg
+
     gauss_seidel = ("gauss_seidel", {"sweep": "symmetric"})
     hierarchy = pyamg.smoothed_aggregation_solver(
         mat, symmetry="symmetric", presmoother=gauss_seidel, postsmoother=gauss_seidel, improve_candidates=None

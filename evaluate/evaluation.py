@@ -29,8 +29,6 @@ from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point
 from ..train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
 from ..train.memory import evaluation_advice, out_of_memory_advice
 from ..train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
-from . import mesh_plots
-from . import plots as figures
 from .reports import format_table
 from .resolutions import (
     allowed_resolutions,
@@ -195,6 +193,8 @@ def make_plots(
     ``resolution``, default the finest evaluated one: the first evaluated sample, the one of median
     error and the worst when ``rows`` carry ``per_sample`` errors, else the first ``n_samples``),
     ``error_vs_resolution.png`` and, for a run directory, ``training_curves.png``.  Returns the PNG paths."""
+    from . import plots as figures  # here, not at import: matplotlib is ~0.7 s of every command's start-up
+
     dev = _device(device)
     setup = as_setup(source, None, dev)
     data_path = data_file(setup, data_path)
@@ -235,6 +235,8 @@ def _mesh_plots(setup: EvalSetup, rows: list[dict[str, Any]], out: Path, data_pa
                 level: str | None, dev: torch.device) -> list[Path]:
     """``error_vs_level.png`` and ``predictions.png`` (the first, median and worst test samples on the
     mesh ``level``, default the last evaluated one) of a mesh run, and its training curves."""
+    from . import mesh_plots, plots as figures
+
     info = dataset_info(data_path)
     nodes = {name: float(v["nodes"]["mean"]) for name, v in info["levels"].items() if v["nodes"]}
     d = setup.data_config

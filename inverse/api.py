@@ -33,7 +33,6 @@ from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import average_pool, fit_normalizer
 from ..datasets.sampling import pool_kernel
 from ..datasets.storage import h5_image
-from ..evaluate.plots import plot_inversion
 from ..evaluate.runs import load_run
 from ..train.checkpoint import load_operator
 from .calibration import conformal_scale, expected_calibration_error, interval_coverage
@@ -335,6 +334,8 @@ def write_result(result: InversionResult, out_dir: Path, *, plots: bool = True, 
     write_csv(out_dir / "metrics.csv", rows, [f for f in METRIC_FIELDS if f == "sample" or f in rows[0]])
     files += [out_dir / "metrics.json", out_dir / "metrics.csv"]
     if plots:
+        from ..evaluate.plots import plot_inversion  # matplotlib: imported when drawing, not at start-up
+
         files.append(plot_inversion(obs.u, result.a, out_dir / "inversion.png", a_true=result.a_true,
                                     sample_ids=obs.sample_ids, n=n_plots,
                                     title=f"{result.method} inversion (noise {meta['noise']})",

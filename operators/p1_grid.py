@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from matplotlib.tri import Triangulation
 
 
 def p1_grid_interpolation(points, triangles, size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,6 +38,8 @@ def p1_grid_interpolation(points, triangles, size: int) -> tuple[torch.Tensor, t
         raise ValueError(f"size must be an integer >= 2, got {size!r}")
     axis = np.linspace(0.0, 1.0, size)
     gx, gy = (a.ravel() for a in np.meshgrid(axis, axis, indexing="ij"))
+    from matplotlib.tri import Triangulation  # here, not at import: matplotlib is ~0.7 s of every start-up
+
     try:
         found = Triangulation(pts[:, 0], pts[:, 1], tri).get_trifinder()(gx, gy)
     except (ValueError, RuntimeError) as err:  # matplotlib's words for an invalid triangulation

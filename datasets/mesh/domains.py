@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from matplotlib.path import Path as MplPath
 
 from ...common.registry import Registry
-from .geometry import segment_distance
+from .geometry import inside_loop, segment_distance
 
 GAP = 3.0  # features at least GAP coarse spacings apart
 PLACEMENT_TRIES = 200  # rejection draws per hole before the hole count is lowered
@@ -55,9 +54,9 @@ class Domain:
     def contains(self, points: np.ndarray) -> np.ndarray:
         """(n,) bool: inside the outer loop and outside every hole (points on an edge: either)."""
         points = np.asarray(points, dtype=np.float64)
-        inside = MplPath(self.outer).contains_points(points)
+        inside = inside_loop(self.outer, points)
         for hole in self.holes:
-            inside &= ~MplPath(hole).contains_points(points)
+            inside &= ~inside_loop(hole, points)
         return inside
 
 
@@ -241,7 +240,7 @@ def check_domain(domain: Domain, h: float, gap: float = GAP) -> None:
         if _self_intersects(loop):
             problems.append(f"{name} crosses itself")
     for k, hole in enumerate(domain.holes, start=1):
-        if not MplPath(domain.outer).contains_points(hole).all():
+        if not inside_loop(domain.outer, hole).all():
             problems.append(f"hole {k} is not inside the outer loop")
         for j, other in enumerate(domain.loops[:k]):
             if loop_gap(hole, other) < gap * h * (1 - 1e-9):

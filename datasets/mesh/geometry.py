@@ -1,5 +1,5 @@
 """Geometry of triangle meshes (signed areas, orientation, edges, boundary nodes, angles, lumped-mass
-weights) and of segments (point-to-segment distances).
+weights), of segments (point-to-segment distances) and of polygons (which points lie inside).
 
 A mesh is ``points`` float (n, 2) and ``triangles`` integer (t, 3) indices into them.
 """
@@ -107,5 +107,13 @@ def boundary_distance(points: np.ndarray, nodes: np.ndarray, segments: np.ndarra
     return out
 
 
-__all__ = ["angles", "boundary_distance", "boundary_edges", "boundary_mask", "lumped_weights", "min_angle",
-           "orient_counterclockwise", "segment_distance", "signed_areas", "triangle_edges"]
+def inside_loop(loop: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """``(n,) bool``: which of ``points (n, 2)`` lie inside the closed polygon ``loop (m, 2)`` (matplotlib's
+    point-in-polygon test; imported here, not with the module: matplotlib is ~0.7 s of every start-up)."""
+    from matplotlib.path import Path
+
+    return Path(loop).contains_points(points)
+
+
+__all__ = ["angles", "boundary_distance", "boundary_edges", "boundary_mask", "inside_loop", "lumped_weights",
+           "min_angle", "orient_counterclockwise", "segment_distance", "signed_areas", "triangle_edges"]
