@@ -186,7 +186,8 @@ def test_a_job_script_that_always_passes_resume_starts_stops_on_sigterm_and_cont
     assert proc.stderr.strip().splitlines() == [
         "petrov train: terminated; continue with `petrov train --out run --resume`"]
     assert seconds < 60  # the target is 5 s: a few tenths to save, the rest is the interpreter's exit
-    print(f"SIGTERM to exit: {seconds:.2f} s")
+    with capsys.disabled():  # the figure, shown with pytest -s
+        print(f"SIGTERM to exit: {seconds:.2f} s")
 
     cwd = os.getcwd()
     os.chdir(tmp_path)
