@@ -149,7 +149,8 @@ class EncoderConfig(AttentionConfig):
     ``EncoderLayer``s.  Model configs extend it with their own fields (one flat table in TOML /
     ``build_model``); ``dropout`` acts in the attention, the FFN and both residual branches.  Fields:
 
-    - ``in_channels``, ``out_channels``: channels of the input and of the output field.
+    - ``in_channels``: channels of the input field.
+    - ``out_channels``: channels of the output field.
     - ``d_model``: width of the attention layers (the encoder's feature channels).
     - ``n_layers``: encoder layers (attention + feed-forward, each in a residual branch).
     - ``dim_feedforward``: hidden width of each layer's feed-forward block (``None``: ``2 * d_model``).

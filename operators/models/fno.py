@@ -31,7 +31,8 @@ from .base import GridOperator
 class FNO1dConfig:
     """The options of ``fno1d`` (and, with other defaults, ``fno2d``).
 
-    - ``in_channels``, ``out_channels``: channels of the input and of the output field.
+    - ``in_channels``: channels of the input field.
+    - ``out_channels``: channels of the output field.
     - ``width``: channels of the spectral blocks.
     - ``modes``: Fourier modes each spectral block keeps per axis.
     - ``n_layers``: spectral blocks ``σ(K x + W x + b)``.

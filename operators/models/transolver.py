@@ -76,7 +76,8 @@ from .base import GridOperator, zero_boundary
 class Transolver1dConfig:
     """The options of ``transolver1d`` (and, with other defaults, ``transolver2d``).
 
-    - ``in_channels``, ``out_channels``: channels of the input and of the output field.
+    - ``in_channels``: channels of the input field.
+    - ``out_channels``: channels of the output field.
     - ``d_model``: width of the blocks.
     - ``n_layers``: blocks (physics attention and an MLP, each pre-norm in a residual branch).
     - ``n_heads``: attention heads.
