@@ -20,8 +20,9 @@ nodes, dominates it).
 
 Contenders (each trained by ``petrov.train.train``: Adam, OneCycle max lr ``--lr``, clipping 1, batch 8,
 relative L² with the meshes' quadrature weights, per-channel normalisers; equal wall-clock budget, the
-epochs planned from a probe of the training step as in ``compare_accuracy.py``; every one gets the
-distance to the boundary as an input channel):
+epochs planned from the trainer's probe of the run itself (``petrov.train.planning``) as in
+``compare_accuracy.py``, the share of the budget trained printed; every one gets the distance to the
+boundary as an input channel):
 
 - ``mesh_latent``: the latent-grid attention operator on point sets (quadrature-weighted restriction to a
   latent grid over [0, 1]², attention and a latent convolution there, prolongation, pointwise decoder);
@@ -52,7 +53,6 @@ trains N times; a comparison counts as met only when the difference exceeds the 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import sys
@@ -66,7 +66,7 @@ import numpy as np
 import torch
 
 from _common import (
-    emit_result, exceeds_spread, format_spread, format_table, machine_info, median_seconds, print_machine,
+    emit_result, exceeds_spread, format_spread, format_table, machine_info, print_machine,
     run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
@@ -170,37 +170,12 @@ def grid_as_mesh(grid_path: Path, mesh_path: Path, resolution: int) -> None:
 
 # --- one run (worker) ------------------------------------------------------------------------------
 
-def probe_epoch_seconds(cfg, data, repeats: int = 5) -> float:
-    """Seconds per epoch of a fresh model: the median training step on real batches times the batches,
-    plus the validation forwards."""
-    from petrov.operators import build_model
-    from petrov.operators.models import sample_transform
-    from petrov.train.data import data_loader, to_batch
-    from petrov.train.losses import training_loss_per_sample
-
-    torch.manual_seed(cfg.run.seed)
-    model = build_model(cfg.model.name, **cfg.model.options)
-    data = data.with_transform(sample_transform(model))
-    b = cfg.optim.batch_size
-    batch = to_batch(next(iter(data_loader(data.train, b))), data.train, torch.device("cpu"))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        pred = model(batch.x, **batch.inputs)
-        training_loss_per_sample(pred, batch.y, 0.0, False, weights=batch.weights).mean().backward()
-        optimizer.step()
-
-    t_step = median_seconds(step, repeats, warmup=2)
-    steps = math.ceil(len(data.train) / b) + math.ceil(len(data.val) / b) / 3  # a forward ~ 1/3 step
-    return steps * t_step
-
-
 def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     from petrov.operators import build_model
     from petrov.train import train
     from petrov.train.config import config_from_dict
     from petrov.train.data import build_training_data
+    from petrov.train.planning import epochs_for_budget
 
     if spec.get("cpu") is not None:
         os.sched_setaffinity(0, {spec["cpu"]})
@@ -218,18 +193,22 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
                                                  "pip install neuraloperator==2.0.0"}
     cfg = config_from_dict(raw)
     data = build_training_data(cfg.data)
-    epoch = probe_epoch_seconds(cfg, data)
-    planned = int(max(1, min(spec["max_epochs"], math.floor(PLAN_FRACTION * 60 * cfg.run.time_budget_minutes / epoch))))
-    cfg = config_from_dict({**raw, "optim": {**raw["optim"], "epochs": planned}})
+    budget = cfg.run.time_budget_minutes
+    result: dict[str, Any] = {"key": spec["key"], "seed": cfg.run.seed}
+
+    def plan(estimate) -> int:  # from the trainer's probe of this very run (petrov.train.planning)
+        epochs = epochs_for_budget(estimate, budget, PLAN_FRACTION, cap=spec["max_epochs"])
+        result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds)
+        return epochs
+
     model = build_model(cfg.model.name, **cfg.model.options)
     run_dir = Path(spec["run_dir"])
     shutil.rmtree(run_dir, ignore_errors=True)  # this script's own scratch run of the contender
     start = time.perf_counter()
-    out = train(cfg, run_dir, data=data)
-    return {"key": spec["key"], "seed": cfg.run.seed, "parameters": sum(p.numel() for p in model.parameters()),
-            "epochs_planned": planned, "epochs": out.epochs_completed, "stopped": out.stopped,
-            "probe_seconds_per_epoch": epoch, "wall_seconds": time.perf_counter() - start,
-            "test": {str(r["resolution"]): r for r in out.test}}
+    out = train(cfg, run_dir, data=data, plan_epochs=plan)
+    return {**result, "parameters": sum(p.numel() for p in model.parameters()), "epochs": out.epochs_completed,
+            "stopped": out.stopped, "budget_used": out.train_seconds / (60.0 * budget),
+            "wall_seconds": time.perf_counter() - start, "test": {str(r["resolution"]): r for r in out.test}}
 
 
 def run_safely(spec: dict[str, Any]) -> dict[str, Any]:
@@ -252,7 +231,8 @@ def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | Non
     if "error" in result:
         print(f"    {key} seed {seed} failed: {result['error']}", flush=True)
     else:
-        print(f"    {key} seed {seed}: {result['epochs']} epochs ({result['stopped']}), "
+        print(f"    {key} seed {seed}: {result['epochs']} epochs ({result['stopped']}, "
+              f"{result['budget_used']:.0%} of the budget), "
               + ", ".join(f"{k} {v['mean']:.3e}" for k, v in result["test"].items()), flush=True)
     return result
 

@@ -97,3 +97,12 @@ def test_a_planned_run_trains_as_a_run_configured_with_its_epochs(tmp_path):
     a, b = (load_run_checkpoint(tmp_path / run / "last.pt")["state_dict"] for run in ("planned", "configured"))
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
+
+def test_a_run_configured_shorter_than_the_probe_is_planned(tmp_path):
+    """One epoch of 4 steps is configured, the probe takes more steps than that: the schedule it steps
+    through must hold them (OneCycle refuses a step past its end), and the plan still decides the epochs."""
+    cfg = cases.tiny_config(optim={"epochs": 1})
+    result = train(cfg, tmp_path / "run", data=cases.tiny_data(), plan_epochs=lambda estimate: 2)
+    assert result.epochs_completed == 2
+    assert load_run_checkpoint(tmp_path / "run" / "last.pt")["train_config"]["optim"]["epochs"] == 2

@@ -57,6 +57,11 @@ def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, 
     return max(1, epochs if cap is None else min(cap, epochs))
 
 
+def probe_steps(steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) -> int:
+    """The training steps ``probe`` takes (warm-up and timed)."""
+    return warmup + steps
+
+
 def _first(source: Iterable, k: int) -> list:
     """The first ``k`` items of ``source``, going through it again if it has fewer."""
     out: list = []
@@ -92,7 +97,7 @@ def probe(trainer: Any, steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) ->
     try:
         trainer.model.train()
         totals = EpochTotals(device)
-        numbered = list(enumerate(_first(trainer.train_batches, warmup + steps), start=1))
+        numbered = list(enumerate(_first(trainer.train_batches, probe_steps(steps, warmup)), start=1))
         step_times, warm = _timed(lambda nb: trainer.stepper.step(nb[1], nb[0], totals), numbered, warmup, device)
         trainer.model.eval()
         val = trainer.val_batches
@@ -119,4 +124,4 @@ def _checkpoint_seconds(trainer: Any) -> float:
         return timing.clock(trainer.ctx.device) - start
 
 
-__all__ = ["EpochEstimate", "PROBE_STEPS", "epochs_for_budget", "probe"]
+__all__ = ["EpochEstimate", "PROBE_STEPS", "epochs_for_budget", "probe", "probe_steps"]

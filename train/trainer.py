@@ -72,7 +72,7 @@ from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, 
 from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
 from .optimization import make_optimizer, make_scheduler, seed_all
-from .planning import EpochEstimate, probe
+from .planning import EpochEstimate, probe, probe_steps
 from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
 from .rollout import check_mode_fits_model, training_mode
@@ -153,8 +153,11 @@ class Trainer:
                       cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device, self.compile_mode,
                       len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
 
-    def _build_optimization(self) -> None:
-        """A fresh optimizer, OneCycle schedule (for ``optim.epochs``), gradient scaler and step."""
+    def _build_optimization(self, epochs: int | None = None) -> None:
+        """A fresh optimizer, OneCycle schedule (for ``optim.epochs``, first set to ``epochs`` if given),
+        gradient scaler and step."""
+        if epochs is not None:
+            self.cfg = dataclasses.replace(self.cfg, optim=dataclasses.replace(self.cfg.optim, epochs=epochs))
         self.optimizer = make_optimizer(self.cfg, self.model.parameters())
         self.scheduler = make_scheduler(self.cfg, self.optimizer, len(self.train_batches))
         # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
@@ -176,13 +179,14 @@ class Trainer:
     def plan(self, plan_epochs: Callable[[EpochEstimate], int]) -> EpochEstimate:
         """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer
         and schedule for them (``petrov.train.planning``)."""
+        # the probe's steps within the schedule (OneCycle refuses a step past its end)
+        self._build_optimization(max(self.cfg.optim.epochs, math.ceil(probe_steps() / len(self.train_batches))))
         with self.out_of_memory("the timing probe", self.batch, self._training_advice()):
             estimate = probe(self)
         epochs = int(dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx))
         if epochs < 1:
             raise ValueError(f"plan_epochs returned {epochs}; a run needs at least one epoch")
-        self.cfg = dataclasses.replace(self.cfg, optim=dataclasses.replace(self.cfg.optim, epochs=epochs))
-        self._build_optimization()
+        self._build_optimization(epochs)
         if self.ctx.is_main:
             log.info("planned %d epochs of ~%.1fs (a step %.3gs, warm-up %.1fs)", epochs, estimate.epoch_seconds,
                      estimate.step_seconds, estimate.warmup_seconds)
@@ -361,10 +365,6 @@ class Trainer:
                 return "time budget"
         return "completed"
 
-    def test(self) -> list[dict[str, Any]]:
-        """The best model on the test split: metrics rows (``petrov.train.testing``)."""
-        return run_test(self)
-
     def check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
         """Targets a relative error can be taken of (not all zero; not constant with an H¹ term), checked
         when they are in memory (grids; point sets and lazily read grids are read per batch)."""
@@ -445,6 +445,6 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
             if run_log is not None:
                 run_log.close()
         seconds = trainer.budget.elapsed()
-        test = trainer.test() if stopped != "callback" else []
+        test = run_test(trainer) if stopped != "callback" else []  # the best model on the test split
         write_test_metrics(trainer, test)
     return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test, seconds)
