@@ -128,7 +128,9 @@ def test_an_epoch_that_diverged_before_the_signal_is_reported_not_saved(tmp_path
     assert state["epoch"] == 1 and state["position"] is None
 
 
-def test_deferred_interrupts_record_the_first_signal_and_a_second_ctrl_c_stops_at_once():
+def test_deferred_interrupts_record_the_first_signal_and_a_second_ctrl_c_stops_at_once(monkeypatch):
+    # a suite started in the background (`cmd &`) inherits SIGINT ignored, which stop_on_signals keeps
+    monkeypatch.setattr(signal, "getsignal", lambda s: signal.default_int_handler)
     with pytest.raises(Terminated), stop_on_signals():  # the block raises the recorded SIGTERM when it ends
         with deferred_interrupts():
             os.kill(os.getpid(), signal.SIGTERM)
