@@ -179,8 +179,8 @@ class Trainer:
     def plan(self, plan_epochs: Callable[[EpochEstimate], int]) -> EpochEstimate:
         """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer
         and schedule for them (``petrov.train.planning``)."""
-        # the probe's steps within the schedule (OneCycle refuses a step past its end)
-        self._build_optimization(max(self.cfg.optim.epochs, math.ceil(probe_steps() / len(self.train_batches))))
+        if self.cfg.optim.epochs * len(self.train_batches) < probe_steps():  # OneCycle refuses a step past its end
+            self._build_optimization(math.ceil(probe_steps() / len(self.train_batches)))
         with self.out_of_memory("the timing probe", self.batch, self._training_advice()):
             estimate = probe(self)
         epochs = int(dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx))
