@@ -34,6 +34,9 @@ the finer grid; [`band_limit`][] keeps a field's lowest modes on its own grid.
 """
 from __future__ import annotations
 
+import warnings
+from typing import NamedTuple
+
 import torch
 
 from ..common.dtypes import to_caller_dtype, upcast
@@ -198,7 +201,7 @@ def latent_corners(pos: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tens
 
     ``pos: (b, n, 2)`` in ``[0, 1]²`` (points outside are clamped onto it), latent node grid of
     ``size = (m_1, m_2)`` nodes ``(i_1/(m_1-1), i_2/(m_2-1))`` -> ``index (b, n, 4)`` long, row-major
-    flat indices ``i_1 m_2 + i_2`` of the corners of the latent cell holding the point, and
+    flat indices ``i_1 m_2 + i_2`` of the corners of the latent cell holding the point (increasing), and
     ``phi (b, n, 4)``, the corners' hats at the point (bilinear weights, nonnegative, summing to 1);
     the hats of all other latent nodes vanish there.
     """
@@ -211,13 +214,77 @@ def latent_corners(pos: torch.Tensor, size: tuple[int, int]) -> tuple[torch.Tens
     i, j = low.long().unbind(-1)
     tx, ty = t.unbind(-1)
     m2 = size[1]
-    index = torch.stack([i * m2 + j, (i + 1) * m2 + j, i * m2 + j + 1, (i + 1) * m2 + j + 1], dim=-1)
-    phi = torch.stack([(1 - tx) * (1 - ty), tx * (1 - ty), (1 - tx) * ty, tx * ty], dim=-1)
+    index = torch.stack([i * m2 + j, i * m2 + j + 1, (i + 1) * m2 + j, (i + 1) * m2 + j + 1], dim=-1)
+    phi = torch.stack([(1 - tx) * (1 - ty), (1 - tx) * ty, tx * (1 - ty), tx * ty], dim=-1)
     return index, phi
 
 
-def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
-                    size: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+class PointHats(NamedTuple):
+    """The latent hats at the nodes of a batch of point sets ([`point_hats`][]): ``index (b, n, 4)`` and
+    ``phi (b, n, 4)`` as [`latent_corners`][] gives them, ``cells = m_1 m_2``, and on the CPU the same
+    numbers as two sparse CSR matrices over the batch's stacked rows: ``interpolate (b n, b cells)``
+    (``P``, four entries per node) and ``gather (b cells, b n)`` (``Pᵀ``, built apart: a sparse
+    product with a transpose takes a slow path)."""
+
+    index: torch.Tensor
+    phi: torch.Tensor
+    cells: int
+    interpolate: torch.Tensor | None = None
+    gather: torch.Tensor | None = None
+
+
+def point_hats(pos: torch.Tensor, size: tuple[int, int]) -> PointHats:
+    """The latent hats at ``pos (b, n, 2)`` for [`restrict_points`][] and [`prolong_points`][] (build once,
+    use for both).
+
+    On the CPU in eager mode, with no gradient wanted for ``pos``, the two maps run as sparse matrix
+    products (``P`` and ``Pᵀ`` in CSR): ~3x faster than gathering and scattering rows of ``(b n 4, c)``,
+    which stay the way on accelerators and under ``torch.compile`` (fixed shapes, no sparse tensors).
+    Both give the same numbers up to the order of the four-term sums."""
+    index, phi = latent_corners(pos, size)
+    cells = size[0] * size[1]
+    if pos.device.type != "cpu" or pos.requires_grad or torch.compiler.is_compiling():
+        return PointHats(index, phi, cells)
+    return _with_sparse(PointHats(index, phi, cells))
+
+
+def _with_sparse(hats: PointHats) -> PointHats:
+    """``hats`` with ``P`` and ``Pᵀ`` as CSR matrices (the CPU's form)."""
+    index, phi, cells = hats.index, hats.phi, hats.cells
+    b, n, _ = index.shape
+    rows = batch_rows(index, cells)  # each node's four in increasing order: P's columns row by row
+    values = phi.reshape(-1)
+    nodes = b * n
+    interpolate = _csr(torch.arange(0, 4 * nodes + 1, 4, device=index.device), rows, values, (nodes, b * cells))
+    order = torch.sort(rows.int(), stable=True).indices  # the entries by latent row, nodes increasing in each
+    starts = torch.zeros(b * cells + 1, dtype=torch.long, device=index.device)
+    torch.cumsum(torch.bincount(rows, minlength=b * cells), 0, out=starts[1:])
+    gather = _csr(starts, torch.div(order, 4, rounding_mode="floor"), values[order], (b * cells, nodes))
+    return PointHats(index, phi, cells, interpolate, gather)
+
+
+def _csr(starts: torch.Tensor, columns: torch.Tensor, values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """A sparse CSR matrix from arrays valid by construction (sorted columns per row: no check)."""
+    with warnings.catch_warnings():  # torch calls its sparse CSR support "beta" (since 1.10) on first use
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(starts, columns, values, shape, check_invariants=False)
+
+
+class _SparseProduct(torch.autograd.Function):
+    """``a @ x`` (a sparse, constant) whose backward is ``a_t @ grad`` with the transpose built beforehand."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, a: torch.Tensor, a_t: torch.Tensor) -> torch.Tensor:
+        ctx.a_t = a_t
+        return a @ x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.a_t @ grad, None, None
+
+
+def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor, size: tuple[int, int],
+                    hats: PointHats | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Quadrature-weighted hat averages of nodal values on a latent node grid.
 
     ``u: (b, n, c)`` at the points ``pos: (b, n, 2)`` with weights ``w = weights: (b, n)`` (0 on
@@ -229,34 +296,49 @@ def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
     i.e. ``values = R u`` with ``R[i, j] = φ_i(x_j) w_j / mass_i``: rows sum to 1 where
     ``mass > 0`` (constants are reproduced there); ``mass > 0`` is the mask of the latent nodes whose
     hat meets a node of positive weight.  Sums in float32 at least (returned so under autocast).
+    ``hats``: [`point_hats`][] of ``pos`` in ``u``'s (upcast) dtype, when the caller also prolongs.
     """
     dtype = u.dtype
     u = upcast(u)
     with torch.autocast(device_type=u.device.type, enabled=False):
-        index, phi = latent_corners(pos.to(u.dtype), size)
-        a = phi * weights.to(u.dtype)[..., None]  # (b, n, 4)
+        if hats is None:
+            hats = point_hats(pos.to(u.dtype), size)
         b, n, c = u.shape
-        rows = batch_rows(index, size[0] * size[1])
-        # row sums (index_add_ over the rows of (b m_1 m_2, c)): ~1.5x faster on a CPU than scatter_add
-        # with an index expanded over the channels
-        mass = u.new_zeros(b * size[0] * size[1]).index_add_(0, rows, a.reshape(-1)).view(b, -1)
-        terms = (a[..., None] * u[:, :, None, :]).reshape(b * 4 * n, c)
-        total = u.new_zeros(b * size[0] * size[1], c).index_add_(0, rows, terms).view(b, -1, c)
+        if hats.gather is not None:
+            u = u.to(hats.gather.dtype)
+        w = weights.to(u.dtype)
+        if hats.gather is not None:
+            mass = (hats.gather @ w.reshape(-1, 1)).view(b, -1)
+            total = _SparseProduct.apply((w[..., None] * u).reshape(b * n, c), hats.gather, hats.interpolate)
+        else:
+            a = hats.phi * w[..., None]  # (b, n, 4)
+            rows = batch_rows(hats.index, hats.cells)
+            # row sums (index_add_ over the rows of (b m_1 m_2, c)): ~1.5x faster on a CPU than scatter_add
+            # with an index expanded over the channels
+            mass = u.new_zeros(b * hats.cells).index_add_(0, rows, a.reshape(-1)).view(b, -1)
+            total = u.new_zeros(b * hats.cells, c).index_add_(0, rows, (a[..., None] * u[:, :, None, :]).reshape(-1, c))
+        total = total.view(b, -1, c)
         filled = mass > 0
         values = torch.where(filled[..., None], total / torch.where(filled, mass, 1.0)[..., None], 0.0)
     return to_caller_dtype(values.reshape(b, *size, c), dtype), mass.reshape(b, *size)
 
 
-def prolong_points(z: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+def prolong_points(z: torch.Tensor, pos: torch.Tensor, hats: PointHats | None = None) -> torch.Tensor:
     """``z: (b, m_1, m_2, c)`` values at the latent nodes (channels last) -> ``(b, n, c)``: their
     bilinear interpolant ``Σ_i z_i φ_i(x_j)`` at the points ``pos: (b, n, 2)`` (clamped onto
-    ``[0, 1]²``); exact for bilinear functions."""
+    ``[0, 1]²``); exact for bilinear functions.  ``hats``: [`point_hats`][] of ``pos`` in ``z``'s dtype."""
     b, m1, m2, c = z.shape
-    index, phi = latent_corners(pos.to(z.dtype), (m1, m2))
+    if hats is None:
+        hats = point_hats(pos.to(z.dtype), (m1, m2))
     n = pos.shape[1]
+    if hats.interpolate is not None:
+        with torch.autocast(device_type="cpu", enabled=False):
+            flat = z.reshape(b * m1 * m2, c).to(hats.interpolate.dtype)
+            out = _SparseProduct.apply(flat, hats.interpolate, hats.gather)
+        return out.view(b, n, c).to(z.dtype)
     # whole rows of (b m_1 m_2, c) (index_select; backward index_add_): ~1.5x faster on a CPU than gather
-    corners = z.reshape(b * m1 * m2, c).index_select(0, batch_rows(index, m1 * m2))
-    return (corners.view(b, n, 4, c) * phi[..., None].to(z.dtype)).sum(dim=2)
+    corners = z.reshape(b * m1 * m2, c).index_select(0, batch_rows(hats.index, m1 * m2))
+    return (corners.view(b, n, 4, c) * hats.phi[..., None].to(z.dtype)).sum(dim=2)
 
 
 def batch_rows(index: torch.Tensor, cells: int) -> torch.Tensor:

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTens
 from petrov.operators import Attention, build_model, list_mixers, list_models, point_set_models
 from petrov.operators.attention.mixers import MIXERS, mixer_options
 from petrov.operators.attention.mixers.performer import advance_feature_draws
-from petrov.operators import checks
+from petrov.operators import checks, transfer
 from petrov.operators.checks import checks_values, raise_first
 from petrov.operators.models import base
 from petrov.operators.p1_grid import p1_grid_interpolation
@@ -313,9 +313,11 @@ def test_boundary_distance_masked_on_every_node_equals_the_gathered_boundary_nod
 
 @pytest.fixture
 def accelerator_policy(monkeypatch):
-    """What the models do on a GPU by default: values unchecked, the boundary distance's masked form."""
+    """What the models do on a GPU by default: values unchecked, the boundary distance's masked form, the
+    point transfers as gathers and scatters (no sparse matrices)."""
     monkeypatch.setitem(checks._FINITE_CHECK, "mode", "never")
     monkeypatch.setattr(base, "_nearest_gathered", base._nearest_masked)
+    monkeypatch.setattr(transfer, "_with_sparse", lambda hats: hats)
     yield
     clear_shape_caches()  # they hold fake tensors now
 

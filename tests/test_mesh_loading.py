@@ -53,6 +53,19 @@ def test_only_the_asked_samples_are_read(path, monkeypatch):
     assert reads == [1]
 
 
+def test_a_split_in_memory_gives_the_items_read_from_the_file_and_reads_no_more(path, monkeypatch):
+    lazy = open_mesh_dataset(path, level="level1", indices=[3, 1, 2])
+    loaded = lazy.in_memory()
+    monkeypatch.setattr(mesh_loading, "open_h5", None)  # opening the file from here on would fail
+    for ds in (loaded, loaded.subset([2, 0]), pickle.loads(pickle.dumps(loaded))):
+        for i in range(len(ds)):
+            got, index = ds[i], int(ds.indices[i])
+            expected = lazy[[3, 1, 2].index(index)]
+            assert got.keys() == expected.keys() and got["index"] == index
+            for key in ("x", "y", "pos", "weights", "boundary", "triangles"):
+                torch.testing.assert_close(got[key], expected[key], rtol=0, atol=0)
+
+
 def test_dataloader_workers_and_pickling(path):
     ds = open_mesh_dataset(path, level="remesh")
     ds[0]  # opens this process's handle; a worker opens its own

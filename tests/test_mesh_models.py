@@ -377,3 +377,27 @@ def test_the_boundary_distance_is_the_distance_to_the_nearest_boundary_node():
     assert float(got[boundary].abs().max()) == 0.0
     with pytest.raises(ValueError, match="boundary nodes"):
         boundary_distance(pos, torch.zeros(2, 30, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("name", ["mesh_latent", "mesh_attention", "mesh_transolver"])
+def test_the_loaders_boundary_distance_is_the_one_computed_in_the_forward(name, meshes):
+    from petrov.datasets.mesh.loading import collate_points
+
+    m = model(name)
+    items = []
+    for mesh in (meshes.grid(10, notch=0.6), meshes.jittered(7, seed=1)):
+        one = sample(mesh)
+        item = dict(x=one["x"][0], y=one["x"][0, :, :1], pos=one["pos"][0], weights=one["weights"][0],
+                    boundary=one["boundary"][0], triangles=torch.from_numpy(mesh.triangles), index=0)
+        items.append({**item, **m.sample_transform()(item)})
+    batch = collate_points(items)
+    assert batch["boundary_distance"].shape == (*batch["x"].shape[:2], 1)
+    args = (batch["x"], batch["pos"], batch["weights"])
+    kwargs = dict(mask=batch["mask"], boundary=batch["boundary"])
+    with torch.no_grad():
+        given = m(*args, **kwargs, boundary_distance=batch["boundary_distance"])
+        computed = m(*args, **kwargs)
+    torch.testing.assert_close(given, computed, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="boundary_distance of shape"):
+        m(*args, **kwargs, boundary_distance=batch["boundary_distance"][:, :-1])
+    assert model(name, boundary_features=False).sample_transform() is None

@@ -14,7 +14,7 @@ import torch
 
 from petrov.operators.layout import channels_first, channels_last, grid_coordinates, grid_to_points
 from petrov.operators.transfer import (
-    latent_corners, prolong, prolong_points, restrict, restrict_points, trapezoid_weights,
+    latent_corners, point_hats, prolong, prolong_points, restrict, restrict_points, trapezoid_weights,
 )
 
 DT = torch.float64
@@ -113,6 +113,33 @@ def test_padding_changes_nothing_and_samples_of_different_sizes_batch(meshes):
         torch.testing.assert_close(mass[s], ms[0], rtol=1e-13, atol=1e-15)
     z = torch.randn(2, 6, 6, 2, generator=torch.Generator().manual_seed(5), dtype=DT)
     assert torch.isfinite(prolong_points(z, pos)).all()
+
+
+def test_the_cpu_sparse_products_equal_the_gathers_and_scatters_with_their_gradients(meshes):
+    # the CPU's form (P and Pᵀ as CSR matrices) against the accelerators' (rows gathered and scattered)
+    a, b = meshes.grid(10, notch=0.6), meshes.jittered(7, seed=2)
+    n = max(len(a.points), len(b.points)) + 3
+    g = torch.Generator().manual_seed(6)
+    pos, w = torch.rand(2, n, 2, generator=g, dtype=DT), torch.zeros(2, n, dtype=DT)
+    for s, mesh in enumerate((a, b)):
+        p, ws = as_batch(mesh)
+        pos[s, :p.shape[1]], w[s, :p.shape[1]] = p[0], ws[0]
+    sparse = point_hats(pos, (5, 6))
+    assert sparse.interpolate is not None and sparse.gather is not None
+    plain = sparse._replace(interpolate=None, gather=None)
+    u = torch.randn(2, n, 3, generator=g, dtype=DT)
+    z = torch.randn(2, 5, 6, 3, generator=g, dtype=DT)
+
+    def both(hats):
+        uu, zz = u.clone().requires_grad_(), z.clone().requires_grad_()
+        values, mass = restrict_points(uu, pos, w, (5, 6), hats)
+        h = prolong_points(zz, pos, hats)
+        (values.square().sum() + (h * u).sum()).backward()
+        return values, mass, h, uu.grad, zz.grad
+
+    for got, expected in zip(both(sparse), both(plain)):
+        torch.testing.assert_close(got, expected, rtol=1e-13, atol=1e-14)
+    assert point_hats(pos.clone().requires_grad_(), (5, 6)).gather is None  # a gradient for pos: no CSR
 
 
 def test_restriction_of_a_smooth_field_converges_on_nested_refinements(meshes):

@@ -48,9 +48,9 @@ class DataConfig:
       (``[]``: the training resolution).
     - ``level``: mesh files: the mesh level to train on (e.g. ``"level0"``).
     - ``eval_levels``: mesh files: the levels the test split is evaluated on (``[]``: every level).
-    - ``lazy``: grid files: read the samples of each batch from the file instead of loading the split
-      into memory (large files); under torchrun grid splits are always read so, each process reading
-      the samples of its own batches; mesh files are always read per batch.
+    - ``lazy``: read the samples of each batch from the file instead of loading the split into memory
+      (large files); under torchrun splits are always read so, each process reading the samples of its
+      own batches.
     - ``n_train``, ``n_val``, ``n_test``: the sizes of the training, validation and test splits.
     - ``kind``: read the file as another kind of its family (a ``darcy`` file as ``darcy-inverse``:
       u in, a out; ``None``: the file's kind).
@@ -71,8 +71,7 @@ class DataConfig:
     eval_resolutions: list[int] = field(default_factory=list)  # test after training; [] = train res
     level: str | None = None  # mesh files: the mesh level to train on (e.g. "level0")
     eval_levels: list[str] = field(default_factory=list)  # mesh files: test after training; [] = every level
-    lazy: bool = False  # grid files: read samples per batch (large files; always under torchrun); mesh files
-    #                     are always read per batch
+    lazy: bool = False  # read samples per batch (large files; always under torchrun)
     n_train: int = 1000
     n_val: int = 100
     n_test: int = 100

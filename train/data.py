@@ -173,14 +173,16 @@ def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | str | Non
                transform: Any = None, lazy: bool | None = None) -> Any:
     """The samples ``indices`` of ``cfg.path`` at ``resolution`` (default: the training one): points
     per axis of a grid file, or a mesh level of a mesh file (``transform``: items' extra inputs).
-    ``lazy``: a grid split read per sample (default ``data.lazy``); mesh splits always are."""
+    ``lazy``: the split read per sample (default ``data.lazy``), else into memory at once."""
+    lazy = cfg.lazy if lazy is None else lazy
     if is_mesh_file(cfg.path):
-        return open_mesh_dataset(cfg.path, cfg.level if resolution is None else resolution, indices,
-                                 transform=transform)
+        split = open_mesh_dataset(cfg.path, cfg.level if resolution is None else resolution, indices,
+                                  transform=transform)
+        return split if lazy else split.in_memory()
     res = cfg.train_resolution if resolution is None else resolution
     return open_dataset(
         cfg.path, resolution=res, indices=indices, coarse_resolution=cfg.coarse_resolution,
-        kind=cfg.kind, lazy=cfg.lazy if lazy is None else lazy,
+        kind=cfg.kind, lazy=lazy,
     )
 
 

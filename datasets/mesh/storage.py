@@ -256,8 +256,9 @@ def read_offsets(group: h5py.Group, n: int) -> dict[str, np.ndarray]:
     return {kind: np.asarray(group[OFFSETS[kind]][: n + 1]) for kind in ("node", "triangle")}
 
 
-def read_sample(group: h5py.Group, index: int, offsets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Sample ``index`` of a variant group: points, boundary (bool), weights, x, y, triangles (int64)."""
+def read_sample(group: h5py.Group | dict, index: int, offsets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Sample ``index`` of a variant group (or of its arrays in memory, [`read_rows`][]): points,
+    boundary (bool), weights, x, y, triangles (int64)."""
     lo, hi = int(offsets["node"][index]), int(offsets["node"][index + 1])
     t_lo, t_hi = int(offsets["triangle"][index]), int(offsets["triangle"][index + 1])
     return {
@@ -268,6 +269,16 @@ def read_sample(group: h5py.Group, index: int, offsets: dict[str, np.ndarray]) -
         "y": group["y"][lo:hi],
         "triangles": group["triangles"][t_lo:t_hi].astype(np.int64),
     }
+
+
+def read_rows(group: h5py.Group, offsets: dict[str, np.ndarray], first: int, stop: int
+              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Samples ``first .. stop - 1`` of a variant group read whole, one read per array: the arrays and
+    the offsets into them (``read_sample(arrays, index, offsets)`` then reads sample ``index`` from memory)."""
+    rows = {kind: (int(offsets[kind][first]), int(offsets[kind][stop])) for kind in ("node", "triangle")}
+    arrays = {name: group[name][slice(*rows["triangle" if name == "triangles" else "node"])]
+              for name in ("points", "boundary", "weights", "x", "y", "triangles")}
+    return arrays, {kind: offsets[kind] - rows[kind][0] for kind in rows}
 
 
 def read_domain(h5: h5py.File, index: int) -> Domain:

@@ -20,7 +20,10 @@ with different node counts, padded to one length ``n``:
 called ``model(x, pos, weights, mask=None, boundary=None) -> (b, n, c_out)``: every integral they
 take uses ``weights``, so padding (weight 0) changes nothing on the real nodes, and a node of weight
 0 is a point where the output is evaluated without taking part in any integral.  Outputs are exactly
-0 on padding and, with ``dirichlet=True``, on the boundary nodes.
+0 on padding and, with ``dirichlet=True``, on the boundary nodes.  The models with ``boundary_features``
+also take ``boundary_distance (b, n, 1)``, the distance of each node to its sample's boundary: a data
+loader computes it once per sample ([`PointSetOperator.sample_transform`][]), a direct call may leave it
+out and the model computes it ([`boundary_distance`][]).
 """
 from __future__ import annotations
 
@@ -102,6 +105,14 @@ def boundary_distance(pos: torch.Tensor, boundary: torch.Tensor) -> torch.Tensor
         return _nearest_masked(pos, boundary)[..., None]
 
 
+def boundary_distance_inputs(item: dict) -> dict[str, torch.Tensor]:
+    """A mesh sample's ``boundary_distance (n, 1)`` from its ``pos (n, 2)`` and ``boundary (n,)`` (see
+    [`boundary_distance`][]): the per-sample input of the models with ``boundary_features``, computed
+    once per sample by a data loader instead of in every forward (on an accelerator that would be
+    O(n²) work per step)."""
+    return {"boundary_distance": boundary_distance(item["pos"][None], item["boundary"][None])[0]}
+
+
 def _distances(pos: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
     """``(b, n, k)`` exact Euclidean distances (0 on a node itself)."""
     return torch.cdist(pos, nodes, compute_mode="donot_use_mm_for_euclid_dist")
@@ -158,12 +169,25 @@ class PointSetOperator(Operator):
         """Channels of [`features`][]: the inputs, plus the boundary distance if configured."""
         return self.config.in_channels + int(getattr(self.config, "boundary_features", False))
 
+    def sample_transform(self):
+        """What a data loader adds to each mesh sample for this model: the distance to the boundary
+        (``boundary_distance``, [`boundary_distance_inputs`][]) with ``config.boundary_features``, else
+        nothing (None)."""
+        return boundary_distance_inputs if getattr(self.config, "boundary_features", False) else None
+
     def features(self, x: torch.Tensor, pos: torch.Tensor, boundary: torch.Tensor | None,
-                 mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``x (b, n, c_in)`` [+ the distance to the boundary with ``config.boundary_features``; padding
-        (``~mask``) is no boundary, whatever its flags say]."""
+                 mask: torch.Tensor | None = None, distance: torch.Tensor | None = None) -> torch.Tensor:
+        """``x (b, n, c_in)`` [+ the distance to the boundary with ``config.boundary_features``:
+        ``distance (b, n, 1)`` as given (the data loader's, [`sample_transform`][]), else computed here;
+        padding (``~mask``) is no boundary, whatever its flags say]."""
         if not getattr(self.config, "boundary_features", False):
             return x
+        if distance is not None:
+            if tuple(distance.shape) != (*x.shape[:2], 1) or distance.device != x.device:
+                raise ValueError(f"{type(self).__name__}: expected boundary_distance of shape "
+                                 f"{(*x.shape[:2], 1)} on {x.device} (one distance per node), got "
+                                 f"{tuple(distance.shape)} on {distance.device}")
+            return torch.cat([x, distance.to(x.dtype)], dim=-1)
         if boundary is None:
             raise ValueError(f"{type(self).__name__}: boundary_features=True needs the boundary flags: pass "
                              "boundary (b, n) bool, or build the model with boundary_features=False")

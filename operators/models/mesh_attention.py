@@ -69,9 +69,10 @@ class MeshAttention(PointSetOperator):
         self.decoder = pointwise_decoder(c, c.d_model, c.decoder_hidden or c.d_model)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
-                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None,
+                boundary_distance: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.point_inputs(x, pos, weights, mask, boundary)
-        h = self.lift(torch.cat([self.features(x, pos, boundary, mask), pos], dim=-1))
+        h = self.lift(torch.cat([self.features(x, pos, boundary, mask, boundary_distance), pos], dim=-1))
         for layer in self.layers:
             h = layer(h, pos, weights)
         return self.finish(self.decoder(h, pos), mask, boundary)

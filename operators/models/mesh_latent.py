@@ -58,7 +58,7 @@ from ..blocks import pointwise_decoder
 from ..latent_encoder import LatentEncoder, LatentGridConfig
 from ..layout import cached_grid_coordinates, grid_to_points
 from ..shape_cache import shape_cached
-from ..transfer import prolong_points, restrict_points, trapezoid_weights
+from ..transfer import point_hats, prolong_points, restrict_points, trapezoid_weights
 from . import register_model
 from .base import PointSetOperator
 
@@ -116,13 +116,15 @@ class MeshLatent(PointSetOperator):
         self.decoder = pointwise_decoder(c, c.fine_width, c.decoder_hidden)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
-                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None,
+                boundary_distance: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.point_inputs(x, pos, weights, mask, boundary)
-        f = self.encoder.lift_features(self.features(x, pos, boundary, mask), pos)
-        z, mass = restrict_points(f, pos, weights, self.latent)
+        f = self.encoder.lift_features(self.features(x, pos, boundary, mask, boundary_distance), pos)
+        hats = point_hats(pos, self.latent)  # the nodes' latent hats, for R and P both
+        z, mass = restrict_points(f, pos, weights, self.latent, hats)
         coverage = latent_coverage(mass)
         pos_z = grid_to_points(cached_grid_coordinates(self.latent, False, pos.dtype, pos.device)[None])
         z = self.encoder.latent_operator(z, pos_z.expand(x.shape[0], -1, -1), weights=coverage.flatten(1),
                                          coverage=coverage)
-        h = f + prolong_points(z, pos)
+        h = f + prolong_points(z, pos, hats)
         return self.finish(self.decoder(h, pos), mask, boundary)

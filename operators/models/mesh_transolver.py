@@ -68,9 +68,10 @@ class MeshTransolver(PointSetOperator):
     coordinate_features = _Transolver.coordinate_features
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
-                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None,
+                boundary_distance: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.point_inputs(x, pos, weights, mask, boundary)
-        h = self.preprocess(torch.cat([self.features(x, pos, boundary, mask), self.coordinate_features(pos)], dim=-1))
+        h = self.preprocess(torch.cat([self.features(x, pos, boundary, mask, boundary_distance), self.coordinate_features(pos)], dim=-1))
         for block in self.blocks:
             h = block(h, weights)
         return self.finish(self.head(self.norm(h)), mask, boundary)
