@@ -25,8 +25,9 @@ latent node grid: [`restrict_points`][] (``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x
 with the hat mass ``Σ_k φ_i(x_k) w_k ≈ ∫_Ω φ_i``; a latent node whose hat covers no node of positive
 weight gets mass 0 and value 0, never a division by 0) and [`prolong_points`][] (the bilinear
 interpolant of the latent nodal values evaluated at the nodes).  Each node meets the hats of the
-four corners of its latent cell only, so both cost O(n) per channel.  On a node grid with the
-product trapezoid weights they are the separable maps above (up to round-off).
+four corners of its latent cell only, so both cost O(n) per channel ([`point_hats`][] finds the
+corners once for both maps: on a CPU as sparse matrices, elsewhere as rows to gather and scatter).  On
+a node grid with the product trapezoid weights they are the separable maps above (up to round-off).
 
 Periodic grids ``x_j = j/n`` (e.g. Burgers on the torus) use [`fourier_resample`][] both ways
 instead: truncation of the Fourier series to the latent grid's frequencies, and its evaluation on

@@ -318,7 +318,7 @@ def mesh_info(path: str | os.PathLike) -> dict[str, Any]:
 
 __all__ = ["CHUNK_ROWS", "IDENTITY", "MESH_FORMAT", "MESH_FORMAT_VERSION", "create_mesh_file", "is_mesh_file",
            "mesh_attrs", "mesh_file_layout", "mesh_groups", "mesh_info", "mesh_layout", "open_mesh_h5",
-           "read_domain", "read_offsets", "read_sample", "sample_rows"]
+           "read_domain", "read_offsets", "read_rows", "read_sample", "sample_rows"]
 
 
 def __getattr__(name: str):
