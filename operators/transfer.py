@@ -305,13 +305,14 @@ def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor, s
         if hats is None:
             hats = point_hats(pos.to(u.dtype), size)
         b, n, c = u.shape
-        if hats.gather is not None:
-            u = u.to(hats.gather.dtype)
-        w = weights.to(u.dtype)
-        if hats.gather is not None:
-            mass = (hats.gather @ w.reshape(-1, 1)).view(b, -1)
-            total = _SparseProduct.apply((w[..., None] * u).reshape(b * n, c), hats.gather, hats.interpolate)
+        if hats.gather is not None:  # the CPU's sparse products (in the hats' dtype)
+            gather = hats.gather
+            w = weights.to(gather.dtype)
+            mass = (gather @ w.reshape(-1, 1)).view(b, -1)
+            total = _SparseProduct.apply((w[..., None] * u.to(gather.dtype)).reshape(b * n, c), gather,
+                                         hats.interpolate)
         else:
+            w = weights.to(u.dtype)
             a = hats.phi * w[..., None]  # (b, n, 4)
             rows = batch_rows(hats.index, hats.cells)
             # row sums (index_add_ over the rows of (b m_1 m_2, c)): ~1.5x faster on a CPU than scatter_add
