@@ -119,8 +119,7 @@ class MeshDataset(Dataset):
 
     def with_transform(self, transform: Callable | None) -> "MeshDataset":
         """The same samples, items extended by ``transform(item)`` (a dict of tensors, per node or of a fixed shape)."""
-        return MeshDataset(self.path, self.variant, self.indices, self.offsets, self.attrs, self.dtype, transform,
-                           self.memory)
+        return self._replace(transform=transform)
 
     def in_memory(self) -> "MeshDataset":
         """The same samples read into memory now, one read per array over the rows from the first to the
@@ -128,14 +127,18 @@ class MeshDataset(Dataset):
         if self.memory is not None or not len(self):
             return self
         first, stop = int(self.indices.min()), int(self.indices.max()) + 1
-        return MeshDataset(self.path, self.variant, self.indices, self.offsets, self.attrs, self.dtype,
-                           self.transform, read_rows(self._group(), self.offsets, first, stop))
+        return self._replace(memory=read_rows(self._group(), self.offsets, first, stop))
 
     def subset(self, indices: Any) -> "MeshDataset":
         """The items ``indices`` (positions in this dataset: a slice, range or integer sequence) as a new
         dataset over the same file (or the same samples in memory); nothing is read."""
-        return MeshDataset(self.path, self.variant, self.indices[as_indices(indices, len(self))], self.offsets,
-                           self.attrs, self.dtype, self.transform, self.memory)
+        return self._replace(indices=self.indices[as_indices(indices, len(self))])
+
+    def _replace(self, **changes: Any) -> "MeshDataset":
+        """A new dataset over the same file with ``changes`` to its constructor's arguments."""
+        same = dict(path=self.path, variant=self.variant, indices=self.indices, offsets=self.offsets,
+                    attrs=self.attrs, dtype=self.dtype, transform=self.transform, memory=self.memory)
+        return MeshDataset(**{**same, **changes})
 
     def shard(self, rank: int, world_size: int) -> "MeshDataset":
         """Rank ``rank``'s share of ``world_size`` (items rank, rank + world_size, ...; as a
