@@ -23,11 +23,13 @@ $(VENV)/.installed: $(BIN)/python $(SOURCES)
 
 install: $(VENV)/.installed
 
+# --rootdir=tests: the repository root is the package itself (its __init__.py); a rootdir above the tests
+# makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x
 test: $(VENV)/.installed
-	OMP_NUM_THREADS=2 $(BIN)/pytest -m "not slow" -q -p no:cacheprovider --rootdir=. tests
+	OMP_NUM_THREADS=2 $(BIN)/pytest -m "not slow" -q -p no:cacheprovider --rootdir=tests tests
 
 test-all: $(VENV)/.installed
-	$(BIN)/pytest -q -p no:cacheprovider --rootdir=. tests
+	$(BIN)/pytest -q -p no:cacheprovider --rootdir=tests tests
 
 demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers
