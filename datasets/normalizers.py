@@ -15,14 +15,16 @@ safe); ``from_state`` rebuilds.
 """
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from ..common.host import to_numpy
-from ..operators.transfer import prolong, prolong_points, restrict_points
+from ..operators.transfer import interpolate_field, prolong, restrict_points
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, cell_average, stride_for
@@ -253,7 +255,7 @@ class FieldNormalizer:
             raise ValueError(f"a field normalizer needs the points: x (b, n, {self.mean.shape[-1]}) and pos (b, n, 2), "
                              f"got x {tuple(x.shape)} and pos {None if pos is None else tuple(pos.shape)}")
         stats = torch.cat([self.mean, self.std + self.eps], dim=-1).to(x.device, x.dtype)
-        both = prolong_points(stats[None].expand(len(x), *stats.shape), pos.to(x.dtype))
+        both = interpolate_field(stats, pos)
         c = self.mean.shape[-1]
         return both[..., :c], both[..., c:]
 
@@ -294,6 +296,9 @@ def normalizer_from_state(state: dict[str, Any] | None) -> Any:
     return PointwiseGaussianNormalizer.from_state(state)
 
 
+_FIT_BATCH = 64  # samples per restriction when fitting a FieldNormalizer
+
+
 def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = True, size: int = 33,
                          eps: float = 1e-5) -> FieldNormalizer:
     """Statistics of a point-set dataset's ``field`` (``"x"`` or ``"y"``) over all its samples (the
@@ -314,13 +319,16 @@ def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = Tru
         raise ValueError("fitting a normalizer needs at least 2 samples")
     grid = (size, size)
     mass, first, second = 0.0, 0.0, 0.0
-    for item in dataset:
-        u, pos, w = item[field].double()[None], item["pos"].double()[None], item["weights"].double()[None]
+    items = iter(dataset)
+    # samples restricted _FIT_BATCH at a time, padded with zero weights (which add nothing to the sums)
+    while chunk := list(itertools.islice(items, _FIT_BATCH)):
+        u, pos, w = (pad_sequence([item[name].double() for item in chunk], batch_first=True)
+                     for name in (field, "pos", "weights"))
         values, m = restrict_points(torch.cat([u, u.square()], dim=-1), pos, w, grid)
         c = u.shape[-1]
-        mass = mass + m[0]
-        first = first + m[0, ..., None] * values[0, ..., :c]
-        second = second + m[0, ..., None] * values[0, ..., c:]
+        mass = mass + m.sum(0)
+        first = first + (m[..., None] * values[..., :c]).sum(0)
+        second = second + (m[..., None] * values[..., c:]).sum(0)
     reached = (mass > 0)[..., None]
     total = mass.sum()
     overall = (first.sum((0, 1)) / total, second.sum((0, 1)) / total)

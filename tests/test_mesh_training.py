@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from petrov.cli import main as cli_main
-from petrov.datasets import fit_point_normalizer, generate_dataset, open_mesh_dataset
+from petrov.datasets import fit_point_normalizer, generate_dataset, normalizers, open_mesh_dataset
 from petrov.operators import build_model
 from petrov.train import NormalizedOperator, evaluate_relative_l2, load_config, train
 from petrov.train.losses import relative_l2_per_sample
@@ -98,7 +98,8 @@ def test_the_mesh_metric_is_the_quadrature_weighted_relative_l2(mesh_file):
         torch.testing.assert_close(relative_l2_per_sample(padded, target, weights)[0].double(), plain, rtol=1e-5, atol=0)
 
 
-def test_point_normalizers_are_quadrature_weighted_fields_on_the_unit_square(mesh_file):
+def test_point_normalizers_are_quadrature_weighted_fields_on_the_unit_square(mesh_file, monkeypatch):
+    monkeypatch.setattr(normalizers, "_FIT_BATCH", 3)  # the samples restricted in two padded batches
     data = open_mesh_dataset(mesh_file, "level0", range(4))
     norm = fit_point_normalizer(data, "x", size=5)
     # node (2, 2) of the 5 x 5 statistics grid, at (0.5, 0.5): a plain loop over the samples' nodes

@@ -14,7 +14,8 @@ import torch
 
 from petrov.operators.layout import channels_first, channels_last, grid_coordinates, grid_to_points
 from petrov.operators.transfer import (
-    latent_corners, point_hats, prolong, prolong_points, restrict, restrict_points, trapezoid_weights,
+    interpolate_field, latent_corners, point_hats, prolong, prolong_points, restrict, restrict_points,
+    trapezoid_weights,
 )
 
 DT = torch.float64
@@ -93,6 +94,17 @@ def test_prolongation_is_exact_for_bilinear_functions_at_any_point():
     index, phi = latent_corners(pos, (5, 7))
     assert index.min() >= 0 and index.max() < 35
     torch.testing.assert_close(phi.sum(-1), torch.ones(2, 50, dtype=DT))
+
+
+def test_one_field_for_the_batch_is_its_prolongation_per_sample():
+    # interpolate_field (normalizer statistics) is prolong_points of the field repeated over the batch,
+    # points outside [0, 1]² clamped as there
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(6, 4, 3, generator=g, dtype=DT)
+    pos = torch.rand(3, 40, 2, generator=g, dtype=DT) * 1.2 - 0.1
+    out = interpolate_field(z, pos)
+    assert out.shape == (3, 40, 3)
+    torch.testing.assert_close(out, prolong_points(z[None].expand(3, -1, -1, -1), pos), rtol=1e-14, atol=1e-14)
 
 
 def test_padding_changes_nothing_and_samples_of_different_sizes_batch(meshes):
