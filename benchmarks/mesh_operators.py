@@ -116,7 +116,8 @@ def contenders(quick: bool) -> dict[str, dict[str, Any]]:
 def train_config(path: str, model: str, options: dict, args: argparse.Namespace, seed: int,
                  discretization: dict, lr: float) -> dict[str, Any]:
     return {
-        "data": {"path": path, "n_train": args.n_train, "n_val": args.n_val, "n_test": args.n_test, **discretization},
+        "data": {"path": path, "n_train": args.n_train, "n_val": args.n_val, "n_test": args.n_test,
+                 "augment": args.augment, **discretization},
         "model": {"name": model, "options": options},
         "optim": {"optimizer": "adam", "lr": args.lr or lr, "epochs": 1, "batch_size": args.batch_size, "grad_clip": 1.0,
                   "min_warmup_steps": args.min_warmup_steps},
@@ -306,6 +307,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-epochs", type=int, default=1000)
     parser.add_argument("--lr", type=float, default=None,
                         help=f"OneCycle peak of every run (default: a contender's own, else {DEFAULT_LR:g})")
+    parser.add_argument("--augment", choices=["none", "square"], default="none",
+                        help="data.augment of every run: the training samples moved by the square's symmetries")
     parser.add_argument("--min-warmup-steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--samples", type=int, default=1200)

@@ -142,3 +142,20 @@ def test_coarser_levels_hold_the_finest_solve_at_their_nodes(mesh_file):
     torch.testing.assert_close(fine["pos"][:n], coarse["pos"], rtol=0, atol=0)
     torch.testing.assert_close(fine["y"][:n], coarse["y"], rtol=0, atol=0)
     torch.testing.assert_close(fine["x"][:n], coarse["x"], rtol=0, atol=0)
+
+
+def test_a_mesh_model_trains_on_points_moved_by_the_square_symmetries(mesh_file, tmp_path):
+    result = train(load_config(_config(tmp_path, mesh_file)), tmp_path / "plain")
+    cfg = tmp_path / "square.toml"
+    cfg.write_text(_config(tmp_path, mesh_file).read_text().replace("[model]", 'augment = "square"\n[model]'))
+    moved = train(load_config(cfg), tmp_path / "moved")
+    assert all(np.isfinite(r["mean"]) for r in moved.test)
+    assert [r["mean"] for r in moved.test] != [r["mean"] for r in result.test]
+
+
+def test_models_with_inputs_tied_to_the_points_refuse_to_move_them(mesh_file, tmp_path, capsys):
+    options = "grid_size = 8\nwidth = 4\nmodes = 2\nn_layers = 1\nproj_hidden = 4"
+    cfg = _config(tmp_path, mesh_file, "mesh_fno", options)
+    assert cli_main(["train", str(cfg), "--out", str(tmp_path / "bad"), "--set=data.augment=square"]) == 1
+    err = capsys.readouterr().err
+    assert "grid_barycentric" in err and "data.augment" in err and "Traceback" not in err

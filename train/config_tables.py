@@ -62,6 +62,9 @@ class DataConfig:
       and in evaluation.
     - ``normalize_x``, ``normalize_y``: normalise the input, the target point-wise (Gaussian
       normalisers fitted on the training split).
+    - ``augment``: ``"square"``: each training sample moved by a random symmetry of the unit square in
+      each epoch (quarter turns and reflections; ``petrov.train.augmentation`` says when a problem allows
+      it: petrov's Darcy data on grids and meshes do, Burgers does not); ``"none"``: as they are.
     - ``generate``: how to generate ``path`` when it does not exist (the ``[data.generate]`` table,
       [`GenerateConfig`][]; ``None``: the file must exist).
     """
@@ -82,6 +85,7 @@ class DataConfig:
     noise_seed: int = 0  # the noise of sample i is fixed by (noise_seed, i) in train, val and test
     normalize_x: bool = True
     normalize_y: bool = True
+    augment: Literal["none", "square"] = "none"  # training samples moved by the square's symmetries
     generate: GenerateConfig | None = None
 
 

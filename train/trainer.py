@@ -55,6 +55,7 @@ from ..operators.models import sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from . import failures, timing
+from .augmentation import SymmetryDraws, augment_batch, check_augmentable
 from .batches import Batches, resident
 from .compilation import compile_module, resolve_compile, static_shapes
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
@@ -137,6 +138,7 @@ class Trainer:
         static = static_shapes(self.compile_mode)
         self.train_batches = Batches(resident(data.train, ctx.device, data.noise) or data.train, self.batch,
                                      self.train_sampler, ctx.device, workers=cfg.run.num_workers, static=static)
+        self.symmetries = self._symmetry_draws(data.train) if cfg.data.augment == "square" else None
         self.val_split = resident(data.val, ctx.device, data.noise) or data.val
         self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
                                    ctx.device, static=static)
@@ -152,6 +154,15 @@ class Trainer:
             log.debug("model %s: %d parameters on %s (compile: %s); %d training batches of %d per epoch (rank 0)%s",
                       cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device, self.compile_mode,
                       len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
+
+    def _symmetry_draws(self, train: Any) -> SymmetryDraws:
+        """``data.augment = "square"``: checked on the first training sample, then the draws
+        (``petrov.train.augmentation``)."""
+        item = train[0]
+        added = set(self.transform(item)) if self.transform is not None and isinstance(item, dict) else set()
+        check_augmentable(item, added, self.cfg.data.path)
+        n_ids = max(len(train), int(sample_ids(train).max()) + 1)
+        return SymmetryDraws(self.cfg.run.seed, n_ids, self.ctx.device)
 
     def _build_optimization(self, epochs: int | None = None) -> None:
         """A fresh optimizer, OneCycle schedule (for ``optim.epochs``, first set to ``epochs`` if given),
@@ -290,7 +301,10 @@ class Trainer:
         position, self.position = self.position or Position(0, []), None  # a resumed run: where it stopped
         self.totals = totals = position.totals_for(ctx, ctx.device)
         done = position.steps
-        bar = progress_bar(self.train_batches.iterate(done), total=len(self.train_batches), initial=done,
+        batches = self.train_batches.iterate(done)
+        if self.symmetries is not None:
+            batches = (augment_batch(b, self.symmetries.of(b, self.epoch)) for b in batches)
+        bar = progress_bar(batches, total=len(self.train_batches), initial=done,
                            desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
         with self.out_of_memory("training", self.batch, self._training_advice()):

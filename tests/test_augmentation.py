@@ -1,0 +1,194 @@
+"""Training data moved by the symmetries of the unit square (``data.augment = "square"``): the group,
+grids and points moved alike, Darcy solutions moved with their coefficients, the trainer's draws."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from skfem import MeshTri
+
+from petrov.datasets.darcy import solve_darcy
+from petrov.datasets.grf import neumann_grf_std
+from petrov.datasets.mesh.fem import solve_darcy_fem
+from petrov.train.augmentation import (SQUARE_SYMMETRIES, SymmetryDraws, augment_batch, check_augmentable,
+                                       permute_square_grid, square_symmetry)
+from petrov.train.data import Batch
+
+ALL = torch.arange(SQUARE_SYMMETRIES)
+
+
+def test_the_eight_maps_are_the_distinct_isometries_of_the_square():
+    points = torch.rand(1, 50, 2, dtype=torch.float64).expand(8, 50, 2)
+    moved = square_symmetry(points, ALL)
+    assert torch.equal(moved[0], points[0])
+    # isometries: every pairwise distance kept
+    exact = dict(compute_mode="donot_use_mm_for_euclid_dist")
+    assert torch.allclose(torch.cdist(moved, moved, **exact), torch.cdist(points, points, **exact), atol=1e-14)
+    # the square onto itself: its corners permuted, its centre fixed
+    corners = torch.tensor([[0.0, 0], [1, 0], [1, 1], [0, 1]], dtype=torch.float64).expand(8, 4, 2)
+    images = square_symmetry(corners, ALL)
+    for g in range(8):
+        assert sorted(map(tuple, images[g].tolist())) == sorted(map(tuple, corners[0].tolist()))
+    # eight different maps (each corner ordering once): D4 has exactly eight elements
+    assert len({tuple(images[g].flatten().tolist()) for g in range(8)}) == 8
+
+
+def _coords(s):
+    """``(s, s, 2)`` node-grid coordinates of [0, 1]², axis 0 = x (as petrov's grids)."""
+    t = torch.linspace(0, 1, s, dtype=torch.float64)
+    return torch.stack(torch.meshgrid(t, t, indexing="ij"), dim=-1)
+
+
+@pytest.mark.parametrize("s", [5, 6])
+def test_a_grid_field_moves_as_its_points_do(s):
+    # the value at node q must reach the node at g(q): the grid permutation is the point map
+    field = torch.randn(8, s, s, 3, dtype=torch.float64)
+    moved = permute_square_grid(field, ALL)
+    coords = _coords(s).reshape(1, s * s, 2).expand(8, s * s, 2)
+    targets = torch.round(square_symmetry(coords, ALL) * (s - 1)).long()  # node (i, j) of g(q)
+    for g in range(8):
+        i, j = targets[g, :, 0], targets[g, :, 1]
+        assert torch.equal(moved[g][i, j], field[g].reshape(s * s, 3))
+
+
+def test_darcy_solutions_move_with_their_coefficients_on_a_grid():
+    # -div(a grad u) = 1, u = 0 on the boundary: the solution of a moved coefficient is the moved solution
+    rng = np.random.default_rng(0)
+    s = 17
+    a = np.where(rng.standard_normal((1, s, s)) > 0, 12.0, 3.0) * rng.uniform(0.8, 1.2, (1, s, s))
+    u = torch.from_numpy(solve_darcy(a, solver="superlu"))[..., None]
+    a_moved = permute_square_grid(torch.from_numpy(a)[..., None].expand(8, s, s, 1), ALL)[..., 0].numpy()
+    u_of_moved = torch.from_numpy(solve_darcy(np.ascontiguousarray(a_moved), solver="superlu"))[..., None]
+    assert torch.allclose(u_of_moved, permute_square_grid(u.expand(8, s, s, 1), ALL), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("g", range(8))
+def test_darcy_solutions_move_with_their_points_on_a_mesh(g, meshes):
+    # the P1 solve on the moved mesh (each node keeping its coefficient) gives each node its old value
+    mesh = meshes.jittered(8, notch=0.5, seed=1)
+    a = np.random.default_rng(2).uniform(1.0, 10.0, len(mesh.triangles))
+    u = solve_darcy_fem(MeshTri(mesh.points.T, mesh.triangles.T), a)
+    moved = square_symmetry(torch.from_numpy(mesh.points)[None], torch.tensor([g]))[0].numpy()
+    # a reflection reverses the triangles' orientation: restore counter-clockwise order
+    flips = bin(g >> 1).count("1")
+    triangles = mesh.triangles[:, ::-1] if flips % 2 else mesh.triangles
+    u_moved = solve_darcy_fem(MeshTri(moved.T, np.ascontiguousarray(triangles.T)), a)
+    assert np.allclose(u_moved, u, rtol=0, atol=1e-12 * np.abs(u).max())
+
+
+def test_the_darcy_coefficient_law_is_symmetric_in_its_two_axes():
+    # the swap x <-> y keeps the law: the cosine modes' standard deviations are symmetric in (k1, k2);
+    # the reflections change the signs of the odd modes, whose draws are symmetric Gaussians
+    std = np.asarray(neumann_grf_std(16))
+    assert np.allclose(std, std.T, rtol=1e-14, atol=0)
+
+
+def test_each_sample_gets_its_own_reproducible_draw_per_epoch():
+    draws = SymmetryDraws(seed=3, n_ids=400, device=torch.device("cpu"))
+    first, again = draws.table(0).clone(), SymmetryDraws(3, 400, torch.device("cpu")).table(0)
+    assert torch.equal(first, again) and not torch.equal(first, draws.table(1))
+    assert set(first.tolist()) == set(range(8))  # 400 draws: every element occurs
+    b = Batch(torch.zeros(3, 4, 1), torch.zeros(3, 4, 1), torch.arange(3), {}, sample_ids=torch.tensor([7, 0, 399]))
+    assert torch.equal(draws.of(b, 0), first[[7, 0, 399]])
+
+
+def test_a_point_batch_moves_its_points_and_nothing_else():
+    pos = torch.rand(2, 5, 2)
+    b = Batch(torch.rand(2, 5, 1), torch.rand(2, 5, 1), torch.arange(2),
+              {"pos": pos, "weights": torch.rand(2, 5), "boundary_distance": torch.rand(2, 5, 1)},
+              weights=torch.rand(2, 5))
+    moved = augment_batch(b, torch.tensor([2, 5]))
+    assert torch.equal(moved.inputs["pos"], square_symmetry(pos, torch.tensor([2, 5])))
+    assert moved.x is b.x and moved.y is b.y and moved.inputs["weights"] is b.inputs["weights"]
+    assert b.inputs["pos"] is pos  # the loader's batch is not changed in place
+
+
+def test_a_grid_batch_moves_input_and_target_each_on_its_own_grid():
+    # the inverse problem: u on 9 x 9 in, a on 5 x 5 out
+    b = Batch(torch.rand(2, 9, 9, 1), torch.rand(2, 5, 5, 1), torch.arange(2), {"pos": _coords(9)[None]})
+    g = torch.tensor([1, 6])
+    moved = augment_batch(b, g)
+    assert torch.equal(moved.x, permute_square_grid(b.x, g)) and torch.equal(moved.y, permute_square_grid(b.y, g))
+    assert moved.inputs["pos"] is b.inputs["pos"]
+
+
+@pytest.mark.parametrize("item, inputs, message", [
+    ((torch.rand(32, 1), torch.rand(32, 1)), set(), "2-D square grids"),
+    ((torch.rand(8, 6, 1), torch.rand(8, 6, 1)), set(), "2-D square grids"),
+    ({"pos": torch.rand(10, 2) * 2}, set(), "not in [0, 1]²"),
+    ({"pos": torch.rand(10, 2)}, {"grid_index", "grid_barycentric"}, "grid_barycentric"),
+])
+def test_data_the_symmetries_cannot_move_are_clear_errors(item, inputs, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")) as err:
+        check_augmentable(item, inputs, "data.h5")
+    assert "data.augment" in str(err.value)
+
+
+def test_movable_data_passes_the_check():
+    check_augmentable((torch.rand(9, 9, 1), torch.rand(5, 5, 2)), set(), "data.h5")
+    check_augmentable({"pos": torch.rand(10, 2)}, {"boundary_distance"}, "data.h5")
+
+
+def test_the_group_is_closed_under_composition():
+    points = torch.rand(1, 20, 2, dtype=torch.float64)
+    def key(p):  # 1 - (1 - x) need not be x to the last bit
+        return tuple(torch.round(p * 1e9).long().flatten().tolist())
+
+    images = {key(square_symmetry(points, torch.tensor([g]))) for g in range(8)}
+    for g, h in itertools.product(range(8), repeat=2):
+        assert key(square_symmetry(square_symmetry(points, torch.tensor([g])), torch.tensor([h]))) in images
+
+
+# --- the trainer ------------------------------------------------------------------------------------
+
+def _grid_data(n_train=8, n_val=4, s=9):
+    from petrov.datasets import GridDataset, PointwiseGaussianNormalizer
+    from petrov.train.data import TrainingData
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(n_train + n_val, s, s, 1, generator=g)
+    y = x.cumsum(1) / s  # not symmetric: moved samples are other samples
+    part = [GridDataset(x[k], y[k], kind="darcy", periodic=False, native_resolution=s, indices=np.asarray(k))
+            for k in (np.arange(n_train), np.arange(n_train, n_train + n_val))]
+    return TrainingData(part[0], part[1], PointwiseGaussianNormalizer.fit(part[0].x),
+                        PointwiseGaussianNormalizer.fit(part[0].y), noise=0.0)
+
+
+def _grid_config(augment, **data):
+    from petrov.train.config import config_from_dict
+
+    return config_from_dict({
+        "data": {"path": "synthetic", "n_train": 8, "n_val": 4, "n_test": 0, "augment": augment, **data},
+        "model": {"name": "fno2d", "options": {"width": 4, "modes": 2, "n_layers": 1, "proj_hidden": 4}},
+        "optim": {"epochs": 2, "batch_size": 4},
+        "run": {"device": "cpu", "progress": False, "threads": 1},
+    })
+
+
+def test_an_augmented_run_trains_on_moved_samples_and_repeats_itself(tmp_path):
+    from petrov.train import load_operator, train
+
+    weights = {}
+    for name, augment in (("plain", "none"), ("moved", "square"), ("again", "square")):
+        train(_grid_config(augment), tmp_path / name, data=_grid_data())
+        weights[name] = torch.cat([p.flatten() for p in load_operator(tmp_path / name).model.parameters()])
+    assert not torch.equal(weights["plain"], weights["moved"])  # the option is not a no-op
+    assert torch.equal(weights["moved"], weights["again"])  # the draws are seeded
+
+
+def test_augmenting_one_dimensional_data_is_a_clear_error(tmp_path):
+    from petrov.datasets import GridDataset
+    from petrov.train import train
+    from petrov.train.data import TrainingData
+
+    line = GridDataset(torch.rand(8, 16, 1), torch.rand(8, 16, 1), kind="burgers", periodic=True,
+                       native_resolution=16, indices=np.arange(8))
+    cfg = _grid_config("square")
+    cfg.model.name, cfg.model.options = "fno1d", {"width": 4, "modes": 2, "n_layers": 1, "proj_hidden": 4}
+    with pytest.raises(ValueError, match="2-D square grids"):
+        train(cfg, tmp_path / "run", data=TrainingData(line, line, None, None, noise=0.0))
+
+
+def test_an_unknown_augmentation_is_a_config_error():
+    with pytest.raises(ValueError, match="augment"):
+        _grid_config("rotations")
