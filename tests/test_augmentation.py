@@ -103,12 +103,18 @@ def test_a_point_batch_moves_its_points_and_nothing_else():
     assert b.inputs["pos"] is pos  # the loader's batch is not changed in place
 
 
-def test_a_grid_batch_moves_input_and_target_each_on_its_own_grid():
-    # the inverse problem: u on 9 x 9 in, a on 5 x 5 out
-    b = Batch(torch.rand(2, 9, 9, 1), torch.rand(2, 5, 5, 1), torch.arange(2), {"pos": _coords(9)[None]})
-    g = torch.tensor([1, 6])
+def test_a_grid_batch_moves_input_and_target_each_on_its_own_grid(device):
+    # the inverse problem: u on 9 x 9 in, a on 5 x 5 out; the draws looked up on the batch's device
+    b = Batch(torch.rand(2, 9, 9, 1, device=device), torch.rand(2, 5, 5, 1, device=device), torch.arange(2),
+              {"pos": _coords(9)[None].to(device)}, sample_ids=torch.tensor([4, 1]))
+    draws = SymmetryDraws(seed=0, n_ids=8, device=device)
+    g = draws.of(b, 2)
+    assert g.device == device
     moved = augment_batch(b, g)
-    assert torch.equal(moved.x, permute_square_grid(b.x, g)) and torch.equal(moved.y, permute_square_grid(b.y, g))
+    for k in range(2):  # each sample on its own, against the CPU
+        for field, original in ((moved.x, b.x), (moved.y, b.y)):
+            expected = permute_square_grid(original[k:k + 1].cpu(), g[k:k + 1].cpu())
+            assert torch.equal(field[k:k + 1].cpu(), expected)
     assert moved.inputs["pos"] is b.inputs["pos"]
 
 
