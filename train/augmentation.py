@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..operators.shape_cache import shape_cached
 from .data import Batch
 
 SQUARE_SYMMETRIES = 8
@@ -65,11 +66,17 @@ def square_grid_permutation(size: int, g: torch.Tensor) -> torch.Tensor:
     return (i * size + j).reshape(len(g), size * size)
 
 
+@shape_cached
+def _every_grid_permutation(size: int, device: torch.device) -> torch.Tensor:
+    """``(8, size²)``: ``square_grid_permutation`` of every element, built once per size and device."""
+    return square_grid_permutation(size, torch.arange(SQUARE_SYMMETRIES, device=device))
+
+
 def permute_square_grid(field: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """``field (b, s, s, c)`` with each sample's nodes permuted by its element of ``g (b,)``:
     the field ``f ∘ g⁻¹`` on the same grid."""
     b, s, _, c = field.shape
-    index = square_grid_permutation(s, g.to(field.device))
+    index = _every_grid_permutation(s, field.device)[g.to(field.device)]
     flat = field.reshape(b, s * s, c).gather(1, index[..., None].expand(b, s * s, c))
     return flat.reshape(field.shape)
 
