@@ -3,6 +3,7 @@ at an equal GPU budget.
 
     python benchmarks/gpu.py                          # both parts on the GPU (estimated ~40 min)
     python benchmarks/gpu.py --part speed             # (a) only (~5 min)
+    python benchmarks/gpu.py --part step              # (c) only: the trainer's step of darcy-gpu (~3 min)
     python benchmarks/gpu.py --part accuracy --budget-minutes 5
     python benchmarks/gpu.py --quick                  # smoke run, also on the CPU: tiny sizes, numbers meaningless
 
@@ -26,6 +27,14 @@ state and temporaries; on the CPU (``--quick``) the resident-set peak of ``_comm
 epoch planning and tables) on Darcy at 85 x 85 for ``latent2d`` (physics mixer), ``fno2d``,
 ``transolver2d`` and neuraloperator's FNO, ``--budget-minutes`` each, with ``--compile``'s first
 setting other than ``off`` (``auto``: CUDA graphs) for every contender.
+
+(c) The trainer's own training step: ``petrov.train.trainer.Trainer`` built from the ``darcy-gpu`` preset
+(``latent2d`` with the physics mixer, 85 x 85, batch 8; its data file, generated on first use) with
+``run.compile`` in ``--compile`` (and ``run.amp`` bfloat16 for the last of them, ``--step-amp``), each in its
+own process: ``Stepper.step`` on the run's own batches (the training split resident on the device,
+noise, loss, backward, clipping, Adam, schedule), ``--warmup`` untimed steps, then the median over 3 blocks
+of ``--steps`` steps between device synchronizations, and the peak memory as in (a).  This is what
+``petrov train darcy-gpu`` pays per step, validation and checkpoints aside.
 
 Targets (from the H100 measurements of 2026-11-25, torch 2.11, CUDA 13, before the training step was made
 sync-free): galerkin1d at n = 8192 about 2x the reference's speed (the reference's step took 14.5 ms,
@@ -120,6 +129,67 @@ def measure(spec: dict) -> dict:
             "parameters": sum(p.numel() for p in params)}
 
 
+def trainer_step(spec: dict) -> dict:
+    """Worker: the trainer's step of ``spec["preset"]`` with ``run.compile = spec["compile"]``."""
+    import tempfile
+
+    from petrov.train import distributed as dist_
+    from petrov.train.config import load_config
+    from petrov.train.step import EpochTotals
+    from petrov.train.timing import clock
+    from petrov.train.trainer import Trainer
+
+    cfg = load_config(spec["preset"], [f"run.compile={spec['compile']!r}", f"run.amp={str(spec['amp']).lower()}",
+                                       "run.progress=false", f"run.device={spec['device']!r}", *spec["set"]])
+    ctx = dist_.setup(cfg.run.device)
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = Trainer(cfg, Path(run_dir) / "run", ctx, None, [])
+    device, totals = ctx.device, EpochTotals(ctx.device)
+    trainer.model.train()
+    batches = []
+    while len(batches) < spec["warmup"] + 3 * spec["steps"]:
+        batches += list(trainer.train_batches.iterate())
+    feed = iter(enumerate(batches, start=1))
+
+    def steps(k: int) -> float:
+        start = clock(device)
+        for _ in range(k):
+            number, b = next(feed)
+            trainer.stepper.step(b, number, totals)
+        return clock(device) - start
+
+    cuda = device.type == "cuda"
+    if cuda:
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    memory = PeakMemory()
+    warmup = steps(spec["warmup"])
+    blocks = [steps(spec["steps"]) / spec["steps"] for _ in range(3)]
+    peak = torch.cuda.max_memory_allocated(device) - base if cuda else memory.extra_bytes()
+    loss, bad = totals.finish(ctx)
+    return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
+            "batch": cfg.optim.batch_size, "resolution": cfg.data.train_resolution, "resident":
+            bool(trainer.train_batches.resident), "finite": bad is None and loss == loss,
+            "parameters": sum(p.numel() for p in trainer.model.parameters())}
+
+
+def step(args: argparse.Namespace, device: torch.device) -> list[dict]:
+    cases = [(mode, False) for mode in args.compile] + [(args.compile[-1], True)] * args.step_amp
+    rows = []
+    for mode, amp in cases:
+        spec = {"part": "step", "preset": args.step_preset, "compile": mode, "amp": amp, "steps": args.steps,
+                "warmup": args.warmup, "device": device.type, "set": args.step_set}
+        row = {"compile": mode, "amp": "bf16" if amp else "off"}
+        row.update(run_worker(__file__, spec, timeout=args.timeout))
+        rows.append(row)
+        what = (f"{row['seconds_per_step'] * 1e3:8.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
+                f"(warm-up {row['warmup_seconds']:.1f} s; batch {row['batch']} at {row['resolution']}, data "
+                f"{'on the device' if row['resident'] else 'loaded per batch'}, finite loss {row['finite']})"
+                if "seconds_per_step" in row else row.get("error"))
+        print(f"  {args.step_preset} compile={mode:<11} amp={row['amp']:<4} {what}", flush=True)
+    return rows
+
+
 def reference_installed() -> bool:
     try:
         import galerkin_transformer  # noqa: F401
@@ -187,7 +257,7 @@ def accuracy(args: argparse.Namespace, out: Path) -> None:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["speed", "accuracy", "all"], default="all")
+    parser.add_argument("--part", choices=["speed", "step", "accuracy", "all"], default="all")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--n", type=int, nargs="+", default=None, help=f"points (default {N_FULL})")
     parser.add_argument("--batch", type=int, default=4)
@@ -197,6 +267,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=20, help="steps per timed block (3 blocks)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation, graph capture)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement process")
+    parser.add_argument("--step-preset", default="darcy-gpu", help="(c): the preset whose trainer step is timed")
+    parser.add_argument("--step-amp", type=int, choices=[0, 1], default=1,
+                        help="(c): also time the last --compile setting under bfloat16 autocast (1, default) or not (0)")
+    parser.add_argument("--step-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="(c): an override of the preset (as petrov train --set)")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="(b): training budget per contender (default 5; compare_accuracy's 0.05 with --quick)")
     parser.add_argument("--data-workers", type=int, default=max(1, min(16, os.cpu_count() or 1)),
@@ -207,6 +282,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.n = args.n or N_QUICK
+        # (c) on a small file solved at 85 itself (the preset's 421 grid takes minutes to solve)
+        args.step_set = args.step_set or [f"data.path='{Path(args.data_dir) / 'darcy-85-quick-step.h5'}'",
+                                          "data.generate.resolution=85", "data.eval_resolutions=[85]",
+                                          "data.generate.n_samples=32", "data.n_train=16", "data.n_val=8",
+                                          "data.n_test=8"]
         args.steps, args.warmup = min(args.steps, 2), min(args.warmup, 1)
     else:
         args.n = args.n or N_FULL
@@ -218,7 +298,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     spec = worker_spec(argv)
     if spec is not None:
-        emit_result(measure(spec))
+        emit_result(trainer_step(spec) if spec.get("part") == "step" else measure(spec))
         return
     args = parse(argv)
     from petrov.train.distributed import resolve_device
@@ -244,6 +324,11 @@ def main(argv: list[str] | None = None) -> None:
               f"n = {', '.join(map(str, args.n))}")
         rows = speed(args, device)
         result.update(speed=rows, speed_ratios=speed_report(rows))
+        write_json(out, result)
+    if args.part in ("step", "all"):
+        print(f"\n(c) the trainer's training step of {args.step_preset}, run.compile = {', '.join(args.compile)}"
+              + (f", and {args.compile[-1]} with bfloat16 autocast" if args.step_amp else ""))
+        result.update(step=step(args, device))
         write_json(out, result)
     if args.part in ("accuracy", "all"):
         print(f"\n(b) accuracy at an equal budget on Darcy 85: {', '.join(ACCURACY_CONTENDERS)}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp
@@ -86,17 +87,51 @@ def coordinate_features(pos: torch.Tensor, periodic: bool) -> torch.Tensor:
     return torch.cat([torch.cos(angle), torch.sin(angle)], dim=-1)
 
 
+def pad_grid(x: torch.Tensor, p: int, ndim: int, periodic: bool) -> torch.Tensor:
+    """``(b, c, *m) -> (b, c, *(m + 2p))``: each of the last ``ndim`` axes extended by ``p`` nodes per side,
+    wrapped around (``periodic``) or repeating the edge node (node grids), from slices and ``cat``.
+
+    Not ``F.pad(mode="replicate")``: under ``torch.compile`` on the CPU (torch 2.11-2.13) the backward of
+    ``aten.replication_pad2d`` returns a channels-last gradient where the compiled graph expects a
+    contiguous one, and the step stops on a stride assertion."""
+    for dim in range(x.dim() - ndim, x.dim()):
+        n = x.shape[dim]
+        if periodic:
+            before, after = x.narrow(dim, n - p, p), x.narrow(dim, 0, p)
+        else:
+            size = list(x.shape)
+            size[dim] = p
+            before, after = x.narrow(dim, 0, 1).expand(size), x.narrow(dim, n - 1, 1).expand(size)
+        x = torch.cat([before, x, after], dim=dim)
+    return x
+
+
+class GridConv(nn.Module):
+    """``(b, d, *m) -> (b, d, *m)``: a ``kernel``-wide convolution on the latent grid, its border padded by
+    [`pad_grid`][] (wrapped on periodic grids, the edge node repeated on node grids).
+
+    Its parameters, ``weight (d, d, *k)`` and ``bias (d,)``, are an ``nn.Conv{1,2}d``'s: the same initial
+    values and the same ``state_dict`` keys as the convolution layer it stands for."""
+
+    def __init__(self, channels: int, kernel: int, ndim: int, periodic: bool):
+        super().__init__()
+        conv = (nn.Conv1d, nn.Conv2d)[ndim - 1](channels, channels, kernel)
+        self.weight, self.bias = conv.weight, conv.bias
+        self.pad, self.ndim, self.periodic = kernel // 2, ndim, periodic
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        conv = (F.conv1d, F.conv2d)[self.ndim - 1]
+        return conv(pad_grid(x, self.pad, self.ndim, self.periodic), self.weight, self.bias)
+
+
 def latent_block(c: LatentGridConfig, ndim: int) -> nn.Sequential:
     """``(b, d, *m) -> (b, d, *m)`` on the latent grid: an optional ``SpectralBlock`` (``latent_modes``), then an
-    optional convolution (``latent_kernel``) and its activation σ."""
+    optional convolution (``latent_kernel``, [`GridConv`][]) and its activation σ."""
     layers: list[nn.Module] = []
     if c.latent_modes:
         layers.append(SpectralBlock(c.d_model, c.d_model, c.latent_modes, ndim=ndim, act=c.ffn_activation))
     if c.latent_kernel:
-        conv = (nn.Conv1d, nn.Conv2d)[ndim - 1]
-        layers += [conv(c.d_model, c.d_model, c.latent_kernel, padding=c.latent_kernel // 2,
-                        padding_mode="circular" if c.periodic else "replicate"),
-                   activation(c.ffn_activation)]
+        layers += [GridConv(c.d_model, c.latent_kernel, ndim, c.periodic), activation(c.ffn_activation)]
     return nn.Sequential(*layers)
 
 

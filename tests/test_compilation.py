@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from petrov.train.compilation import compile_module, resolve_compile, static_shapes
+from petrov.train.compilation import compile_module, compiled_agreement, resolve_compile, static_shapes
 from petrov.train.precision import resolve_matmul_precision
 from petrov.train.trainer import train
 
@@ -44,3 +44,63 @@ def test_the_run_sets_the_matmul_precision_and_restores_it(tmp_path):
     train(cfg, tmp_path / "run", data=cases.tiny_data(),
           callbacks=[lambda trainer, record: seen.append(torch.get_float32_matmul_precision()) or False])
     assert seen == ["medium"] and torch.get_float32_matmul_precision() == before
+
+
+class _Shifted(torch.nn.Module):
+    """A stand-in for a miscompiled model: the model's own parameters, outputs off by ``shift``."""
+
+    def __init__(self, model: torch.nn.Module, shift: float):
+        super().__init__()
+        self.model, self.shift = model, shift
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs) + self.shift
+
+
+def test_compiled_agreement_measures_outputs_and_gradients_against_the_eager_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
+    x = torch.randn(5, 3, dtype=torch.float64)
+    assert compiled_agreement(lambda net: net(x), model, model, "off") == (0.0, 0.0)
+    outputs, grads = compiled_agreement(lambda net: net(x), model, _Shifted(model, 1.0), "off")
+    assert outputs > 0.1 and grads == 0.0  # a shift leaves the gradients of Σ r·out alone
+    wrong = torch.nn.Sequential(model[0], torch.nn.ReLU(), model[2])  # another function of the same weights
+    outputs, grads = compiled_agreement(lambda net: net(x), model, wrong, "off")
+    assert outputs > 0.1 and grads > 0.1
+    assert all(p.grad is None for p in model.parameters())  # nothing left behind
+
+
+def _miscompiled(monkeypatch, shift: float) -> None:
+    """The run 'compiles' on the CPU ("default"), and compiling shifts the outputs by ``shift``."""
+    import petrov.train.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "resolve_compile", lambda setting, *a, **k: "default")
+    monkeypatch.setattr(trainer_module, "compile_module", lambda module, mode: _Shifted(module, shift))
+
+
+def test_a_run_that_asked_for_compilation_stops_when_the_compiled_model_is_another(tmp_path, monkeypatch):
+    _miscompiled(monkeypatch, 0.5)
+    cfg = cases.tiny_config(optim={"epochs": 1}, run={"device": "cpu", "progress": False, "compile": "default"})
+    with pytest.raises(ValueError, match=r"computes another .* outputs differ by .*run.compile = 'off'"):
+        train(cfg, tmp_path / "run", data=cases.tiny_data())
+    assert not (tmp_path / "run").exists()  # refused before the run directory was made
+
+
+def test_auto_falls_back_to_eager_when_the_compiled_model_is_another(tmp_path, monkeypatch, caplog):
+    _miscompiled(monkeypatch, 0.5)
+    cfg = cases.tiny_config(optim={"epochs": 1}, run={"device": "cpu", "progress": False, "compile": "auto"})
+    seen = []
+    with caplog.at_level("WARNING"):
+        train(cfg, tmp_path / "run", data=cases.tiny_data(),
+              callbacks=[lambda trainer, record: seen.append((trainer.compile_mode, trainer.train_net)) or False])
+    assert seen[0][0] == "off" and not isinstance(seen[0][1], _Shifted)
+    assert "training eager" in caplog.text
+
+
+def test_a_compiled_model_that_agrees_trains_compiled(tmp_path, monkeypatch):
+    _miscompiled(monkeypatch, 0.0)
+    cfg = cases.tiny_config(optim={"epochs": 1}, run={"device": "cpu", "progress": False, "compile": "default"})
+    seen = []
+    train(cfg, tmp_path / "run", data=cases.tiny_data(),
+          callbacks=[lambda trainer, record: seen.append(trainer.compile_mode) or False])
+    assert seen == ["default"]

@@ -127,6 +127,40 @@ def test_latent_blocks_plug_in_and_check_their_sizes():
         build_model("latent2d", **dict(config, latent_size=33))(torch.randn(shape(n)))
 
 
+@pytest.mark.parametrize("ndim", [1, 2])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_the_latent_convolution_is_torchs_padded_convolution(ndim, periodic):
+    from petrov.operators.latent_encoder import GridConv
+
+    torch.manual_seed(0)
+    conv = GridConv(3, 5, ndim, periodic).double()
+    torch.manual_seed(0)  # the same draws: the same initial weights
+    reference = (torch.nn.Conv1d, torch.nn.Conv2d)[ndim - 1](
+        3, 3, 5, padding=2, padding_mode="circular" if periodic else "replicate").double()
+    assert conv.state_dict().keys() == reference.state_dict().keys()  # checkpoints of either load in the other
+    for name, p in conv.named_parameters():
+        torch.testing.assert_close(p, reference.get_parameter(name), rtol=0, atol=0)
+    x = torch.randn(2, 3, *(6,) * ndim, dtype=torch.float64, requires_grad=True)
+    out, ref = conv(x), reference(x)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(torch.autograd.grad(out.sum(), x)[0], torch.autograd.grad(ref.sum(), x)[0])
+
+
+def test_the_latent_convolution_compiles_forward_and_backward_on_the_cpu():
+    # nn.Conv2d(padding_mode="replicate") stopped compiled steps here: its backward's gradient had
+    # channels-last strides where the compiled graph expected contiguous ones
+    from petrov.operators.latent_encoder import GridConv
+
+    conv = GridConv(64, 3, 2, periodic=False)  # (the size at which torch's padded convolution failed)
+    x = torch.randn(2, 64, 16, 16)
+    grads = []
+    for net in (torch.compile(conv), conv):
+        xx = x.clone().requires_grad_()
+        net(xx).square().sum().backward()
+        grads.append(xx.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-4)
+
+
 def test_coarse_coordinates_are_the_uniform_coarse_grid():
     model = build_model("galerkin2d", **TINY["galerkin2d"][0])
     x = torch.randn(1, 13, 13, 1)

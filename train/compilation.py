@@ -26,10 +26,18 @@ the ``darcy-budget-85`` sizes, 85 × 85, batch 8):
 The compiled module wraps the model (``torch.compile`` returns an ``OptimizedModule`` sharing its
 parameters); checkpoints save the plain model's ``state_dict`` (no ``_orig_mod.`` prefixes), so a run
 compiled on a GPU loads anywhere.
+
+A compiler can be wrong where eager is right: on one NVIDIA H200 (torch 2.11, CUDA 13, 2026-11-27) the
+inductor-compiled ``latent2d`` of ``darcy-gpu`` (``"default"`` and ``"cuda-graphs"`` alike) gave outputs
+134% (relative L2) away from the eager model's on the same weights and batch and did not learn, while the
+same compilation on the CPU agreed to 3e-7.  So before a run trains compiled, [`compiled_agreement`][]
+compares one forward and backward of the compiled model with the eager one on the run's first batch
+(the trainer does: ``"auto"`` falls back to eager with a warning, an explicit setting stops with an error).
 """
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, Callable
 
 import torch
 
@@ -76,4 +84,49 @@ def static_shapes(mode: str) -> bool:
     return mode == "cuda-graphs"
 
 
-__all__ = ["COMPILE_SETTINGS", "compile_module", "compile_options", "mark_step", "resolve_compile", "static_shapes"]
+# relative L2 differences (outputs, gradients) beyond which a compiled model is not the eager one: float32
+# compilations differ by rounding (1e-7..1e-4 here), a miscompilation by O(1); bfloat16 autocast rounds more
+AGREEMENT_TOLERANCE = {None: (1e-2, 5e-2), torch.bfloat16: (5e-2, 2e-1), torch.float16: (5e-2, 2e-1)}
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm().clamp_min(torch.finfo(b.dtype).tiny))
+
+
+def compiled_agreement(predict: Callable[[torch.nn.Module], torch.Tensor], model: torch.nn.Module,
+                       compiled: torch.nn.Module, mode: str) -> tuple[float, float]:
+    """``(outputs, gradients)``: the relative L2 differences between ``predict(compiled)`` and the same on
+    an eager copy of ``model`` -- one forward each, from the same random state -- and between the
+    gradients of ``Σ r·prediction`` (``r`` a fixed random tensor) with respect to the trainable
+    parameters.  Host reads: once, at the end.  ``model`` is left as it was: nothing in ``.grad``, its
+    buffers restored, and its host-side state (the Performer's call count) untouched, as the eager pass
+    runs on a copy."""
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        return _agreement(predict, copy.deepcopy(model), compiled, mode, model)
+    finally:
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+
+
+def _agreement(predict, reference: torch.nn.Module, compiled: torch.nn.Module, mode: str,
+               model: torch.nn.Module) -> tuple[float, float]:
+    outputs, grads = [], []
+    for net, owner in ((reference, reference), (compiled, model)):
+        params = [p for p in owner.parameters() if p.requires_grad]
+        if net is compiled:
+            mark_step(mode)
+        with torch.random.fork_rng(devices=[p.device for p in params[:1] if p.device.type == "cuda"]):
+            torch.manual_seed(0)
+            out = predict(net).float()
+        r = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device)
+        g = torch.autograd.grad((out * r).sum(), params, allow_unused=True)
+        outputs.append(out.detach().clone())
+        grads.append(torch.cat([torch.zeros_like(p).flatten() if x is None else x.flatten().float()
+                                for p, x in zip(params, g)]))
+    return _relative(outputs[1], outputs[0]), _relative(grads[1], grads[0])
+
+
+__all__ = ["AGREEMENT_TOLERANCE", "COMPILE_SETTINGS", "compile_module", "compile_options", "compiled_agreement",
+           "mark_step", "resolve_compile", "static_shapes"]

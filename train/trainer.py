@@ -57,7 +57,7 @@ from . import distributed as dist_
 from . import failures, timing
 from .augmentation import SymmetryDraws, augment_batch, check_augmentable
 from .batches import Batches, resident
-from .compilation import compile_module, resolve_compile, static_shapes
+from .compilation import AGREEMENT_TOLERANCE, compile_module, compiled_agreement, resolve_compile, static_shapes
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
 from .data import (
     TrainingData,
@@ -74,7 +74,7 @@ from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
 from .optimization import make_optimizer, make_scheduler, seed_all
 from .planning import EpochEstimate, probe, probe_steps
-from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
+from .precision import amp_dtype, autocast, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
 from .rollout import check_mode_fits_model, training_mode
 from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start
@@ -144,6 +144,8 @@ class Trainer:
                                    ctx.device, static=static)
         self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
         self._build_optimization()
+        if self.compile_mode != "off" and not ctx.distributed:
+            self._check_compiled()
         self.warmup = timing.WarmupTimer(ctx.device)
         self.stop = StopPoll(ctx)
         self.epoch = 0
@@ -163,6 +165,39 @@ class Trainer:
         check_augmentable(item, added, self.cfg.data.path)
         n_ids = max(len(train), int(sample_ids(train).max()) + 1)
         return SymmetryDraws(self.cfg.run.seed, n_ids, self.ctx.device)
+
+    def _check_compiled(self) -> None:
+        """The compiled model against the eager one on the first training batch
+        ([`compiled_agreement`][petrov.train.compilation.compiled_agreement]): beyond
+        ``AGREEMENT_TOLERANCE``, ``run.compile = "auto"`` trains eager (a warning says why) and an explicit
+        setting is an error."""
+        b = next(iter(self.train_batches.iterate()))
+        model = self.model
+
+        def predict(net: torch.nn.Module) -> torch.Tensor:
+            def forward(x_hat, pos, **inputs):
+                with autocast(self.ctx.device, self.amp_dtype):
+                    return net(x_hat, pos, **inputs)
+            return self.mode.predict(self.operator, b.x, b.y, noise=None, sample_ids=b.sample_ids, net=forward,
+                                     **b.inputs)
+
+        model.train()
+        with self.out_of_memory("the check of the compiled model", self.batch, self._training_advice()):
+            outputs, grads = compiled_agreement(predict, model, self.train_net, self.compile_mode)
+        tol_out, tol_grad = AGREEMENT_TOLERANCE[self.amp_dtype]
+        if outputs <= tol_out and grads <= tol_grad:
+            log.debug("compiled model agrees with the eager one: outputs %.2e, gradients %.2e", outputs, grads)
+            return
+        what = (f"torch.compile (run.compile = {self.compile_mode!r}) computes another {self.cfg.model.name} than the "
+                f"eager model on {self.ctx.device}: on the first training batch its outputs differ by {outputs:.2e} and "
+                f"its gradients by {grads:.2e} (relative L2; rounding gives < {tol_out:g} and {tol_grad:g}) -- a "
+                f"compiler fault on this device and torch {torch.__version__}")
+        if self.cfg.run.compile != "auto":
+            raise ValueError(f"{what}; train with run.compile = 'off' (or 'auto', which falls back to eager)")
+        log.warning("%s; training eager (run.compile = 'off') instead", what)
+        self.compile_mode = "off"
+        self.train_net, self.eval_net = self.ddp, model
+        self._build_optimization()
 
     def _build_optimization(self, epochs: int | None = None) -> None:
         """A fresh optimizer, OneCycle schedule (for ``optim.epochs``, first set to ``epochs`` if given),
