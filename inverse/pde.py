@@ -152,8 +152,9 @@ class _Run:
 
     def record(self, theta: np.ndarray, misfit: float) -> None:
         t = time.process_time()
+        seconds = t - self.t0 - self.excluded  # read before the recording's own work, which is excluded
         a_u = to_coefficient(torch.from_numpy(theta.reshape(1, self.n_u, self.n_u)), self.cfg)
-        self.records.append((self.iteration, self.seconds(), misfit, output_coefficient(a_u, self.n_solver, self.cfg)))
+        self.records.append((self.iteration, seconds, misfit, output_coefficient(a_u, self.n_solver, self.cfg)))
         self.excluded += time.process_time() - t
 
     def callback(self, intermediate_result) -> None:

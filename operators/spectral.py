@@ -24,12 +24,20 @@ Indexing is by explicit index lists, never by ``fftshift``, so odd sizes (85, 14
 are handled like even ones.  The pointwise linear skip of an FNO layer lives in
 [`petrov.operators.blocks.SpectralBlock`][], not here.
 
+Under ``torch.compile`` the same map runs in real arithmetic ([`spectral_real`][]): the kept
+frequencies' cosines and sines as ``(n, m)`` matrices (a truncated DFT), the complex products spelled
+out in real and imaginary parts.  Inductor generates no code for complex tensors (it falls back op by
+op around them), and on one NVIDIA H200 (torch 2.11) the compiled ``latent2d`` with the FFT path was
+not the eager one; with real matrices the compiled graph holds no complex tensor.
+
 The transforms and the mode product run in float32 at least (torch's CPU FFT takes no bfloat16,
 and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input is upcast, also under
 autocast; the result is float32 under autocast (autocast's next matrix product rounds it as it
 needs), else in the input's dtype.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -58,6 +66,49 @@ def kept_indices(n: int, m: int, device: torch.device | None = None) -> torch.Te
 
 
 _cached_kept_indices = shape_cached(kept_indices)  # built once per (n, m, device), shared
+
+
+def dft_matrices(n: int, freqs: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos θ, sin θ)``, each ``(n, len(freqs))``, with ``θ_jk = 2π (j k mod n) / n`` for the grid
+    index ``j = 0..n-1`` and the frequencies ``k = freqs`` (the product reduced mod ``n`` first, in
+    integers: exact angles at any size)."""
+    j = torch.arange(n, device=freqs.device)
+    theta = (torch.outer(j, freqs) % n).to(torch.float64) * (2 * math.pi / n)
+    return torch.cos(theta).to(dtype), torch.sin(theta).to(dtype)
+
+
+def _along(t: torch.Tensor, axis: int, mat: torch.Tensor) -> torch.Tensor:
+    """``t`` with its axis ``axis`` (size ``p``) mapped by ``mat (p, q)``: ``Σ_j t[.., j, ..] mat[j, k]``."""
+    return (t.movedim(axis, -1) @ mat).movedim(-1, axis)
+
+
+def spectral_real(x: torch.Tensor, weight: torch.Tensor, modes: tuple[int, ...]) -> torch.Tensor:
+    """[`SpectralConv`][]'s map in real arithmetic: ``x (b, c_in, *grid)``, ``weight`` as stored
+    ``(c_in, c_out, 2 m_1, ..., m_d, 2)`` -> ``(b, c_out, *grid)``, equal to the FFT path to rounding.
+
+    Forward transform ``X_k = Σ_j x_j e^{-iθ_jk}`` as ``(X_re, X_im) = (Σ x cos θ, -Σ x sin θ)`` on the
+    last axis and ``(Σ X_re cos θ + X_im sin θ, Σ X_im cos θ - X_re sin θ)`` on the others (kept
+    frequencies only), the product ``(X_re + i X_im)(W_re + i W_im)``, the inverse
+    ``z_j = (1/n) Σ_k Y_k e^{+iθ_jk}`` on the other axes, and on the last one ``irfft``'s
+    ``y_j = (1/n) Σ_k a_k (Y_re cos θ - Y_im sin θ)`` with ``a_0 = 1``, ``a_{n/2} = 1`` (even ``n``), else 2."""
+    grid, dtype = tuple(x.shape[2:]), x.dtype
+    n = grid[-1]
+    c, s = dft_matrices(n, torch.arange(modes[-1], device=x.device), dtype)
+    re, im = x @ c, -(x @ s)
+    others = [(2 + a, grid[a], modes[a]) for a in range(len(grid) - 1)]
+    kept = {axis: dft_matrices(size, kept_indices(size, m, x.device), dtype) for axis, size, m in others}
+    for axis, _, _ in others:
+        ca, sa = kept[axis]
+        re, im = _along(re, axis, ca) + _along(im, axis, sa), _along(im, axis, ca) - _along(re, axis, sa)
+    w_re, w_im = weight[..., 0], weight[..., 1]
+    product = lambda a, w: torch.einsum("bi...,io...->bo...", a, w)  # noqa: E731
+    re, im = product(re, w_re) - product(im, w_im), product(re, w_im) + product(im, w_re)
+    for axis, size, _ in reversed(others):
+        ca, sa = (m.T / size for m in kept[axis])
+        re, im = _along(re, axis, ca) - _along(im, axis, sa), _along(im, axis, ca) + _along(re, axis, sa)
+    k = torch.arange(modes[-1], device=x.device)
+    a = torch.where((k == 0) | (2 * k == n), 1.0, 2.0).to(dtype) / n
+    return re @ (c * a).T - im @ (s * a).T
 
 
 class SpectralConv(nn.Module):
@@ -129,6 +180,9 @@ class SpectralConv(nn.Module):
         x = upcast(x)  # FFTs of arbitrary sizes need >= float32
         last, others = dims[-1], list(zip(dims[:-1], grid[:-1], self.modes[:-1]))
         with torch.autocast(device_type=x.device.type, enabled=False):
+            weight = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
+            if torch.compiler.is_compiling():  # no complex tensor in a compiled graph (module docstring)
+                return to_caller_dtype(spectral_real(x, weight, self.modes), dtype)
             # Axis by axis = rfftn / irfftn, but each c2c transform only runs on the kept
             # columns of the axes already reduced.
             # contiguous: the product below keeps its operand for backward, and a narrowed view
@@ -136,7 +190,6 @@ class SpectralConv(nn.Module):
             x_ft = torch.fft.rfft(x, dim=last).narrow(last, 0, self.modes[-1]).contiguous()
             for axis, n, m in others:  # gather frequencies 0..m-1, -m..-1
                 x_ft = torch.fft.fft(x_ft, dim=axis).index_select(axis, _cached_kept_indices(n, m, x.device))
-            weight = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
             out = torch.einsum("bi...,io...->bo...", x_ft, torch.view_as_complex(weight))
             for axis, n, m in reversed(others):  # scatter back into the full axis, inverse c2c
                 full = list(out.shape)

@@ -76,6 +76,37 @@ def test_2d_matches_dense_dft(grid, modes):
     torch.testing.assert_close(layer(x), dense_spectral_conv(x, layer), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("grid, modes", [((16,), (5,)), ((16,), (9,)), ((17,), (9,)), ((8, 10), (3, 6)),
+                                         ((9, 11), (4, 3)), ((7, 6, 5), (2, 3, 3))])
+def test_the_real_arithmetic_path_is_the_dense_dft_in_values_and_gradients(grid, modes):
+    # what a compiled SpectralConv runs (no complex tensors), against the dense reference and the FFT path
+    from petrov.operators.spectral import spectral_real
+
+    torch.manual_seed(2)
+    layer = SpectralConv(2, 3, modes).double()
+    with torch.no_grad():
+        layer.weight.normal_()
+    x = torch.randn(2, 2, *grid, dtype=torch.float64, requires_grad=True)
+    real, fft = spectral_real(x, layer.weight, layer.modes), layer(x)
+    torch.testing.assert_close(real, dense_spectral_conv(x.detach(), layer), rtol=1e-10, atol=1e-10)
+    g = torch.randn_like(fft)
+    for a, b in zip(torch.autograd.grad(real, (x, layer.weight), g), torch.autograd.grad(fft, (x, layer.weight), g)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_a_compiled_spectral_conv_holds_no_complex_tensor():
+    from torch._dynamo.testing import EagerAndRecordGraphs
+
+    layer = SpectralConv(2, 3, (3, 4))
+    backend = EagerAndRecordGraphs()
+    x = torch.randn(2, 2, 9, 10)
+    torch.testing.assert_close(torch.compile(layer, backend=backend, fullgraph=True)(x), layer(x),
+                               rtol=1e-5, atol=1e-6)
+    (graph,) = backend.graphs
+    values = [n.meta["example_value"] for n in graph.graph.nodes if torch.is_tensor(n.meta.get("example_value"))]
+    assert values and not any(v.is_complex() for v in values)
+
+
 @pytest.mark.parametrize("n", [15, 16])
 def test_band_limited_input_is_resolution_invariant(n):
     """A signal with frequencies below the kept modes gives the same output at shared points on n and 2n."""
