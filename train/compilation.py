@@ -98,7 +98,7 @@ def compiled_agreement(predict: Callable[[torch.nn.Module], torch.Tensor], model
     """``(outputs, gradients)``: the relative L2 differences between ``predict(compiled)`` and the same on
     an eager copy of ``model`` -- one forward each, from the same random state -- and between the
     gradients of ``Σ r·prediction`` (``r`` a fixed random tensor) with respect to the trainable
-    parameters.  Host reads: once, at the end.  ``model`` is left as it was: nothing in ``.grad``, its
+    parameters.  Host reads: only at the end.  ``model`` is left as it was: nothing in ``.grad``, its
     buffers restored, and its host-side state (the Performer's call count) untouched, as the eager pass
     runs on a copy."""
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
