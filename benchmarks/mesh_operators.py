@@ -317,6 +317,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="data.augment of every run (default: a contender's own, else none): \"square\" "
                              "moves the training samples by the unit square's symmetries")
     parser.add_argument("--min-warmup-steps", type=int, default=200)
+    parser.add_argument("--normalizer-grid", type=int, default=None,
+                        help="data.normalizer_grid of the mesh runs (default: the trainer's, as fine as the "
+                             "training meshes)")
+    parser.add_argument("--no-grid-run", action="store_true",
+                        help="with --grid-path: only the mesh path's run (the grid path's measured before)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--samples", type=int, default=1200)
     parser.add_argument("--data-dir", default="data/bench")
@@ -356,8 +361,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--train-level {args.train_level}: the data hold the levels {', '.join(levels)}")
     table = contenders(args.quick)
     seeds = list(range(args.seed, args.seed + args.seeds))
+    normalizer = {} if args.normalizer_grid is None else {"normalizer_grid": args.normalizer_grid}
     jobs = [(key, path, table[key]["model"], table[key]["options"], seed,
-             {"level": args.train_level, "eval_levels": levels}, table[key]["lr"], table[key]["augment"])
+             {"level": args.train_level, "eval_levels": levels, **normalizer}, table[key]["lr"], table[key]["augment"])
             for key in args.contenders for seed in seeds]
     grid = {}
     if args.grid_path:
@@ -371,11 +377,13 @@ def main(argv: list[str] | None = None) -> None:
         as_mesh = grid_file.with_name(grid_file.stem + f"-mesh{res}.h5")
         grid_as_mesh(grid_file, as_mesh, res)
         latent, lr, augment = (table["mesh_latent"][k] for k in ("options", "lr", "augment"))
-        jobs += [("grid-path-latent2d", grid_file, "latent2d", {**latent, "decoder": "pointwise"}, seed,
-                  {"train_resolution": res, "eval_resolutions": [res]}, lr, augment) for seed in seeds]
-        # the same architecture through the mesh path: no boundary-distance input (latent2d has none)
+        if not args.no_grid_run:
+            jobs += [("grid-path-latent2d", grid_file, "latent2d", {**latent, "decoder": "pointwise"}, seed,
+                      {"train_resolution": res, "eval_resolutions": [res]}, lr, augment) for seed in seeds]
+        # the same architecture through the mesh path: no boundary-distance input (latent2d has none); the
+        # normalisers' statistics grid, as fine as the meshes, is the grid (the grid path's point-wise ones)
         jobs += [("mesh-path-mesh_latent", as_mesh, "mesh_latent", {**latent, "boundary_features": False}, seed,
-                  {"level": "mesh"}, lr, augment) for seed in seeds]
+                  {"level": "mesh", **normalizer}, lr, augment) for seed in seeds]
         grid = {"resolution": res, "file": str(grid_file), "as_mesh": str(as_mesh)}
     nodes = ", ".join(f"{k} {v['mean']:.0f}" for k, v in timing["nodes"].items())
     print(f"mesh operators: {args.budget_minutes:g} min per run, seeds {seeds}, levels {levels} (mean nodes {nodes})"

@@ -24,6 +24,7 @@ from .normalizers import (
     UnitGaussianNormalizer,
     fit_normalizer,
     fit_point_normalizer,
+    statistics_grid_size,
 )
 from .recipes import RECIPES, default_params, get_recipe, list_kinds
 from .sampling import allowed_resolutions, average_pool, stride_for
@@ -60,5 +61,6 @@ __all__ = [
     "solve_burgers",
     "solve_burgers_trajectory",
     "solve_darcy",
+    "statistics_grid_size",
     "stride_for",
 ]

@@ -297,9 +297,25 @@ def normalizer_from_state(state: dict[str, Any] | None) -> Any:
 
 
 _FIT_BATCH = 64  # samples per restriction when fitting a FieldNormalizer
+_SPACING_SAMPLES = 100  # samples read to measure a point-set dataset's node spacing
+MAX_STATISTICS_GRID = 257  # nodes per axis of the finest statistics grid chosen from the data
 
 
-def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = True, size: int = 33,
+def statistics_grid_size(dataset: Any) -> int:
+    """The nodes per axis of a [`FieldNormalizer`][]'s statistics grid as fine as the dataset's
+    meshes: ``1 + round(1 / h)``, ``h`` the median over (up to 100, evenly spaced) samples of the
+    median of ``sqrt(w_j)`` over each sample's nodes — a node's quadrature weight is its share of
+    the area, so ``sqrt(w)`` is the node spacing (on a uniform grid of spacing ``h`` the interior
+    weights are ``h²``, and the statistics grid is that grid).  At least 2, at most 257."""
+    picks = np.unique(np.linspace(0, len(dataset) - 1, min(len(dataset), _SPACING_SAMPLES)).round().astype(int))
+    spacing = [float(dataset[int(k)]["weights"].double().clamp_min(0).sqrt().median()) for k in picks]
+    h = float(np.median(spacing))
+    if not h > 0:
+        raise ValueError("the samples' quadrature weights are zero: no node spacing to size the normalizer's grid")
+    return int(min(MAX_STATISTICS_GRID, max(2, 1 + round(1 / h))))
+
+
+def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = True, size: int | None = None,
                          eps: float = 1e-5) -> FieldNormalizer:
     """Statistics of a point-set dataset's ``field`` (``"x"`` or ``"y"``) over all its samples (the
     TRAINING split) as functions on ``[0, 1]²``: at each node ``ξ_i`` of a ``size x size`` node grid,
@@ -312,11 +328,16 @@ def fit_point_normalizer(dataset: Any, field: str = "x", *, centered: bool = Tru
     no sample reaches take the statistics over everything.  ``dataset`` yields items with ``field
     (n, c)``, ``pos (n, 2)`` and ``weights (n,)`` (e.g. a ``MeshDataset``), read one at a time.
 
+    ``size=None``: as fine as the samples' meshes ([`statistics_grid_size`][]); finer follows sharper
+    structure (the boundary layer of a solution that vanishes on the boundary), and on a grid stored
+    as a mesh, at the grid's resolution, these are the grid's point-wise statistics.
+
     ``centered=False``: a scale only (mean 0, the root mean square as std), so zeros stay zeros."""
     if field not in ("x", "y"):
         raise ValueError(f"field must be 'x' (model input) or 'y' (target), got {field!r}")
     if len(dataset) < 2:
         raise ValueError("fitting a normalizer needs at least 2 samples")
+    size = statistics_grid_size(dataset) if size is None else size
     grid = (size, size)
     mass, first, second = 0.0, 0.0, 0.0
     items = iter(dataset)

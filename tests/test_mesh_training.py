@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from petrov.cli import main as cli_main
-from petrov.datasets import fit_point_normalizer, generate_dataset, normalizers, open_mesh_dataset
+from petrov.datasets import (fit_point_normalizer, generate_dataset, normalizers, open_mesh_dataset,
+                             statistics_grid_size)
 from petrov.operators import build_model
 from petrov.train import NormalizedOperator, evaluate_relative_l2, load_config, train
 from petrov.train.losses import relative_l2_per_sample
@@ -122,6 +123,53 @@ def test_point_normalizers_are_quadrature_weighted_fields_on_the_unit_square(mes
     with torch.no_grad():
         out = op.predict(x, pos, weights=item["weights"][None], boundary=item["boundary"][None])
     assert float(out[0, item["boundary"]].abs().max()) == 0.0 and float(out.abs().max()) > 0
+
+
+def test_on_a_uniform_grid_the_field_normalizer_at_its_resolution_is_the_grid_normalizer():
+    # samples on the 9 x 9 node grid of [0, 1]² (weights fixed per node, as a grid stored as a mesh): each
+    # statistics hat then meets one node, so the field's statistics are the per-node mean and std over
+    # the samples, what the grid path's point-wise normaliser holds
+    n, samples = 9, 6
+    axis = torch.linspace(0, 1, n, dtype=torch.float64)
+    pos = torch.stack(torch.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
+    weights = torch.rand(n * n, generator=torch.Generator().manual_seed(1), dtype=torch.float64) + 0.5
+    fields = torch.randn(samples, n * n, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    data = [{"x": u, "pos": pos, "weights": weights} for u in fields]
+    norm = fit_point_normalizer(data, "x", size=n)
+    mean = fields.mean(0)
+    std = (fields.square().mean(0) - mean.square()).sqrt()  # over the samples (population)
+    torch.testing.assert_close(norm.mean.reshape(-1, 2).double(), mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(norm.std.reshape(-1, 2).double(), std, rtol=1e-5, atol=1e-6)
+    # a coarser statistics grid averages neighbouring nodes: not the point-wise statistics
+    assert not torch.allclose(fit_point_normalizer(data, "x", size=5).mean.double(), mean.reshape(n, n, 2)[::2, ::2],
+                              atol=1e-2)
+
+
+def test_the_statistics_grid_is_as_fine_as_the_meshes():
+    # the triangulated 9 x 9 node grid's lumped-mass weights: h² inside, h²/2 on the edges, h²/4 or so at
+    # the corners (the interior's majority sets the median): the statistics grid is the grid itself
+    n = 9
+    h = 1 / (n - 1)
+    w = torch.full((n, n), h * h, dtype=torch.float64)
+    w[0], w[-1], w[:, 0], w[:, -1] = h * h / 2, h * h / 2, h * h / 2, h * h / 2
+    w[0, 0] = w[-1, -1] = h * h / 6
+    w[0, -1] = w[-1, 0] = h * h / 3
+    assert statistics_grid_size([{"weights": w.reshape(-1)}] * 3) == n
+    # a mesh twice as fine in each direction: 4x the nodes, a quarter of the weights
+    assert statistics_grid_size([{"weights": w.reshape(-1) / 4}] * 3) == 2 * (n - 1) + 1
+    with pytest.raises(ValueError, match="quadrature weights are zero"):
+        statistics_grid_size([{"weights": torch.zeros(5)}] * 2)
+
+
+def test_data_normalizer_grid_sets_the_statistics_grid_of_a_mesh_run(mesh_file, tmp_path):
+    train(load_config(_config(tmp_path, mesh_file), ["data.normalizer_grid=7"]), tmp_path / "set")
+    train(load_config(_config(tmp_path, mesh_file)), tmp_path / "default")
+    meshes = statistics_grid_size(open_mesh_dataset(mesh_file, "level0", range(6)))  # the training split
+    assert meshes > 7
+    for run, size in (("set", 7), ("default", meshes)):
+        states = torch.load(tmp_path / run / "best.pt", weights_only=True)["extra"]["normalizers"]
+        assert all(states[k]["kind"] == "field" and tuple(states[k]["mean"].shape[:2]) == (size, size)
+                   for k in ("x", "y"))
 
 
 @pytest.mark.parametrize("setting, message", [

@@ -82,6 +82,8 @@ def test_impossible_values_are_rejected(toml_file):
         load_config(toml_file(MINIMAL), ["optim.pct_start=1.5"])
     with pytest.raises(ValueError, match="n_val"):
         load_config(toml_file(MINIMAL), ["data.n_val=0"])
+    with pytest.raises(ValueError, match="normalizer_grid"):
+        load_config(toml_file(MINIMAL), ["data.normalizer_grid=1"])
     with pytest.raises(ValueError, match="optimizer"):
         load_config(toml_file(MINIMAL), ["optim.optimizer=sgd"])
 

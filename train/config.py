@@ -155,6 +155,9 @@ def _check_values(cfg: TrainConfig) -> None:
             raise ValueError(f"data.{name} must be >= 1, got {getattr(d, name)}")
     if d.n_test < 0:
         raise ValueError(f"data.n_test must be >= 0, got {d.n_test}")
+    if d.normalizer_grid is not None and d.normalizer_grid < 2:
+        raise ValueError(f"data.normalizer_grid must be an integer >= 2 (nodes per axis) or left out (as fine "
+                         f"as the training meshes), got {d.normalizer_grid}")
     try:
         InputNoise(0.0 if d.noise is None else d.noise, d.noise_seed)
     except ValueError as err:

@@ -62,6 +62,11 @@ class DataConfig:
       and in evaluation.
     - ``normalize_x``, ``normalize_y``: normalise the input, the target point-wise (Gaussian
       normalisers fitted on the training split).
+    - ``normalizer_grid``: mesh files: the normalisers' mean and std are functions on the node grid
+      of ``[0, 1]²`` with this many nodes per axis (hat averages over the training samples,
+      interpolated to each node); ``None``: as fine as the training meshes (``1 + round(1/h)``, ``h``
+      the median node spacing, the square root of a node's quadrature weight). On a uniform grid
+      stored as a mesh that is the grid itself, and the normalisers are the grid's point-wise ones.
     - ``augment``: ``"square"``: each training sample moved by a random symmetry of the unit square in
       each epoch (quarter turns and reflections; ``petrov.train.augmentation`` says when a problem allows
       it: petrov's Darcy data on grids and meshes do, Burgers does not); ``"none"``: as they are.
@@ -85,6 +90,7 @@ class DataConfig:
     noise_seed: int = 0  # the noise of sample i is fixed by (noise_seed, i) in train, val and test
     normalize_x: bool = True
     normalize_y: bool = True
+    normalizer_grid: int | None = None  # mesh files: nodes per axis of the normalisers' grid; None: the meshes'
     augment: Literal["none", "square"] = "none"  # training samples moved by the square's symmetries
     generate: GenerateConfig | None = None
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..datasets import PointwiseGaussianNormalizer, fit_normalizer, fit_point_normalizer, open_mesh_dataset
+from ..datasets import (PointwiseGaussianNormalizer, fit_normalizer, fit_point_normalizer, open_mesh_dataset,
+                        statistics_grid_size)
 from ..datasets.loading import open_source
 from ..datasets.mesh.storage import is_mesh_file
 from . import distributed as dist_
@@ -62,12 +63,17 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
     training split (``train``: the opened split, which tells grids from point sets)."""
     ctx = ctx or dist_.Context()
     point_data = train is not None and hasattr(train, "node_counts")
+    size = cfg.normalizer_grid
 
     def fit(field: str, enabled: bool) -> Any:
+        nonlocal size
         if not enabled:
             return None
         try:
-            return fit_point_normalizer(train, field) if point_data else _fit_grid(cfg, field, train_indices, ctx)
+            if not point_data:
+                return _fit_grid(cfg, field, train_indices, ctx)
+            size = size or statistics_grid_size(train)  # measured once for x and y
+            return fit_point_normalizer(train, field, size=size)
         except ValueError as err:  # NaN or inf: the normalisers read the training split first
             raise ValueError(f"training split (checked before training): {err}") from None
 
