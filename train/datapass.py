@@ -63,21 +63,20 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
     training split (``train``: the opened split, which tells grids from point sets)."""
     ctx = ctx or dist_.Context()
     point_data = train is not None and hasattr(train, "node_counts")
-    size = cfg.normalizer_grid
 
-    def fit(field: str, enabled: bool) -> Any:
-        nonlocal size
-        if not enabled:
-            return None
-        try:
-            if not point_data:
-                return _fit_grid(cfg, field, train_indices, ctx)
-            size = size or statistics_grid_size(train)  # measured once for x and y
-            return fit_point_normalizer(train, field, size=size)
-        except ValueError as err:  # NaN or inf: the normalisers read the training split first
-            raise ValueError(f"training split (checked before training): {err}") from None
+    def fit(field: str) -> Any:
+        if not point_data:
+            return _fit_grid(cfg, field, train_indices, ctx)
+        return fit_point_normalizer(train, field, size=size)
 
-    return fit("x", cfg.normalize_x), fit("y", cfg.normalize_y)
+    try:
+        wanted = [field for field in ("x", "y") if getattr(cfg, f"normalize_{field}")]
+        # point sets: one statistics grid for both, as fine as the training meshes unless set
+        size = cfg.normalizer_grid or (statistics_grid_size(train) if point_data and wanted else None)
+        fitted = {field: fit(field) for field in wanted}
+    except ValueError as err:  # NaN or inf: the normalisers read the training split first
+        raise ValueError(f"training split (checked before training): {err}") from None
+    return fitted.get("x"), fitted.get("y")
 
 
 def _check_grid(path: str, indices: np.ndarray) -> None:
