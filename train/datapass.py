@@ -64,7 +64,7 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
     ctx = ctx or dist_.Context()
     point_data = train is not None and hasattr(train, "node_counts")
 
-    def fit(field: str) -> Any:
+    def fit(field: str, size: int | None) -> Any:
         if not point_data:
             return _fit_grid(cfg, field, train_indices, ctx)
         return fit_point_normalizer(train, field, size=size)
@@ -73,7 +73,7 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
         wanted = [field for field in ("x", "y") if getattr(cfg, f"normalize_{field}")]
         # point sets: one statistics grid for both, as fine as the training meshes unless set
         size = cfg.normalizer_grid or (statistics_grid_size(train) if point_data and wanted else None)
-        fitted = {field: fit(field) for field in wanted}
+        fitted = {field: fit(field, size) for field in wanted}
     except ValueError as err:  # NaN or inf: the normalisers read the training split first
         raise ValueError(f"training split (checked before training): {err}") from None
     return fitted.get("x"), fitted.get("y")
