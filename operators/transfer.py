@@ -40,6 +40,7 @@ import warnings
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from ..common.dtypes import to_caller_dtype, upcast
 from .shape_cache import shape_cached
@@ -263,7 +264,7 @@ def _with_sparse(hats: PointHats) -> PointHats:
     order = torch.sort(rows.int(), stable=True).indices  # the entries by latent row, nodes increasing in each
     starts = torch.zeros(b * cells + 1, dtype=torch.long, device=index.device)
     torch.cumsum(torch.bincount(rows, minlength=b * cells), 0, out=starts[1:])
-    gather = _csr(starts, torch.div(order, 4, rounding_mode="floor"), values[order], (b * cells, nodes))
+    gather = _csr(starts, order >> 2, values[order], (b * cells, nodes))  # entry k is node k // 4's
     return PointHats(index, phi, cells, interpolate, gather)
 
 
@@ -330,14 +331,19 @@ def restrict_points(u: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor, s
 
 def interpolate_field(z: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """One field on the latent node grid, the same for every sample, ``z: (m_1, m_2, c)`` -> ``(b, n, c)``:
-    its bilinear interpolant at ``pos: (b, n, 2)`` ([`prolong_points`][] of ``z`` repeated over the batch).
+    its bilinear interpolant at ``pos: (b, n, 2)`` (clamped onto ``[0, 1]²``; [`prolong_points`][] of ``z``
+    repeated over the batch).
 
-    For a few channels (normalizer statistics): the four corners are gathered channel-major and summed
-    over the last axis, several times faster on a CPU than rows of ``(b n 4, c)`` summed over the corners."""
+    torch's ``grid_sample`` (bilinear, corners aligned with the nodes, border clamping) computes the four
+    corners and their hats in one kernel: ~8x faster on a CPU than [`latent_corners`][] and a gather, for
+    the few channels of a normaliser's statistics evaluated at every node in every step."""
     m1, m2, c = z.shape
-    index, phi = latent_corners(pos.to(z.dtype), (m1, m2))
-    corners = z.reshape(m1 * m2, c).t()[:, index]  # (c, b, n, 4)
-    return (corners * phi).sum(dim=-1).permute(1, 2, 0)
+    b, n, _ = pos.shape
+    # grid_sample's (x, y) in [-1, 1] index (width = m_2, height = m_1): pos (p_1, p_2) -> (2 p_2 - 1, 2 p_1 - 1)
+    where = (2 * pos.to(z.dtype).flip(-1) - 1).reshape(1, b * n, 1, 2)
+    out = F.grid_sample(z.permute(2, 0, 1)[None], where, mode="bilinear", padding_mode="border",
+                        align_corners=True)  # (1, c, b n, 1)
+    return out.reshape(c, b, n).permute(1, 2, 0)
 
 
 def prolong_points(z: torch.Tensor, pos: torch.Tensor, hats: PointHats | None = None) -> torch.Tensor:
