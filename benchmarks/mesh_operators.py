@@ -379,13 +379,16 @@ def main(argv: list[str] | None = None) -> None:
         as_mesh = grid_file.with_name(grid_file.stem + f"-mesh{res}.h5")
         grid_as_mesh(grid_file, as_mesh, res)
         latent, lr, augment = (table["mesh_latent"][k] for k in ("options", "lr", "augment"))
-        if not args.no_grid_run:
-            jobs += [("grid-path-latent2d", grid_file, "latent2d", {**latent, "decoder": "pointwise"}, seed,
-                      {"train_resolution": res, "eval_resolutions": [res]}, lr, augment) for seed in seeds]
         # the same architecture through the mesh path: no boundary-distance input (latent2d has none); the
-        # normalisers' statistics grid, as fine as the meshes, is the grid (the grid path's point-wise ones)
-        jobs += [("mesh-path-mesh_latent", as_mesh, "mesh_latent", {**latent, "boundary_features": False}, seed,
-                  {"level": "mesh", **normalizer}, lr, augment) for seed in seeds]
+        # normalisers' statistics grid, as fine as the meshes, is the grid (the grid path's point-wise ones).
+        # A seed's two runs are queued side by side: with --jobs 2 they train at the same time, under the
+        # same load on the machine.
+        for seed in seeds:
+            if not args.no_grid_run:
+                jobs.append(("grid-path-latent2d", grid_file, "latent2d", {**latent, "decoder": "pointwise"}, seed,
+                             {"train_resolution": res, "eval_resolutions": [res]}, lr, augment))
+            jobs.append(("mesh-path-mesh_latent", as_mesh, "mesh_latent", {**latent, "boundary_features": False},
+                         seed, {"level": "mesh", **normalizer}, lr, augment))
         grid = {"resolution": res, "file": str(grid_file), "as_mesh": str(as_mesh)}
     nodes = ", ".join(f"{k} {v['mean']:.0f}" for k, v in timing["nodes"].items())
     print(f"mesh operators: {args.budget_minutes:g} min per run, seeds {seeds}, levels {levels} (mean nodes {nodes})"
