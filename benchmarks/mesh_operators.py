@@ -222,6 +222,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     out = train(cfg, run_dir, data=data, plan_epochs=plan)
     return {**result, "parameters": sum(p.numel() for p in model.parameters()), "epochs": out.epochs_completed,
             "stopped": out.stopped, "budget_used": out.train_seconds / (60.0 * budget),
+            "seconds_per_epoch": out.train_seconds / max(1, out.epochs_completed),
             "wall_seconds": time.perf_counter() - start, "test": {str(r["resolution"]): r for r in out.test}}
 
 
@@ -245,8 +246,11 @@ def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | Non
     if "error" in result:
         print(f"    {key} seed {seed} failed: {result['error']}", flush=True)
     else:
-        print(f"    {key} seed {seed}: {result['epochs']} epochs ({result['stopped']}, "
-              f"{result['budget_used']:.0%} of the budget), "
+        plan = (f" of {result['epochs_planned']} planned" if "epochs_planned" in result else "")
+        pace = (f"; {result['seconds_per_epoch']:.1f} s per epoch, the probe said {result['probe_seconds_per_epoch']:.1f}"
+                if "probe_seconds_per_epoch" in result else "")
+        print(f"    {key} seed {seed}: {result['epochs']}{plan} epochs ({result['stopped']}, "
+              f"{result['budget_used']:.0%} of the budget{pace}), "
               + ", ".join(f"{k} {v['mean']:.3e}" for k, v in result["test"].items()), flush=True)
     return result
 
