@@ -221,6 +221,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     out = train(cfg, run_dir, data=data, plan_epochs=plan)
     return {**result, "parameters": sum(p.numel() for p in model.parameters()), "epochs": out.epochs_completed,
+            "epochs_scheduled": out.epochs_scheduled,
             "stopped": out.stopped, "budget_used": out.train_seconds / (60.0 * budget),
             "seconds_per_epoch": out.train_seconds / max(1, out.epochs_completed),
             "wall_seconds": time.perf_counter() - start, "test": {str(r["resolution"]): r for r in out.test}}
@@ -247,6 +248,8 @@ def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | Non
         print(f"    {key} seed {seed} failed: {result['error']}", flush=True)
     else:
         plan = (f" of {result['epochs_planned']} planned" if "epochs_planned" in result else "")
+        if result.get("epochs_scheduled", 0) < result.get("epochs_planned", 0):  # slower than the probe
+            plan += f", the schedule shortened to {result['epochs_scheduled']}"
         pace = (f"; {result['seconds_per_epoch']:.1f} s per epoch, the probe said {result['probe_seconds_per_epoch']:.1f}"
                 if "probe_seconds_per_epoch" in result else "")
         print(f"    {key} seed {seed}: {result['epochs']}{plan} epochs ({result['stopped']}, "

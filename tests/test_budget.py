@@ -2,6 +2,7 @@
 not the pace of later epochs, and a run planned from a probe of itself trains as a run configured with
 that many epochs.  The clock is a fake one, advanced by the steps: no test here measures time."""
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -57,17 +58,130 @@ def test_an_epochs_steady_time_leaves_out_its_warm_up_steps():
     budget.record(EpochTime(4.0, 0.5, 4))
     budget.record(EpochTime(5.0, 0.5, 4))
     assert budget.next_epoch() == 5.5  # the slowest epoch after the first
+    assert budget.pace() == 5.0  # the median of the epochs after the first
+    for seconds in (3.5, 3.5, 3.5, 3.5):
+        budget.record(EpochTime(seconds, 0.5, 4))
+    assert budget.pace() == 4.0 and budget.next_epoch() == 5.5  # the last 5: 5.5 and 4 x 4.0
 
 
 def test_a_slow_first_step_does_not_shorten_the_run(tmp_path, slow_first_step):
     """Budget 2 minutes, 4 steps per epoch: epoch 1 takes 63 s (60 of them its first step), the others 4 s.
-    The run goes on while the time spent plus 4 s fits: after epoch 14 (115 s) one more fits, after
-    epoch 15 (119 s) none.  Counting the first epoch as the pace would stop it after epoch 1."""
+    After epoch 1, 57 s are left: 14 more epochs fit at 4 s, so the 50 configured epochs' schedule is run
+    in 15, which end at 119 s.  Counting the first epoch as the pace would stop it after epoch 1."""
     cfg = cases.tiny_config(optim={"epochs": 50}, run={"device": "cpu", "progress": False,
                                                       "time_budget_minutes": 2.0})
     result = train(cfg, tmp_path / "run", data=cases.tiny_data())
-    assert result.stopped == "time budget" and result.epochs_completed == 15
+    assert result.epochs_completed == result.epochs_scheduled == 15 and result.stopped == "completed"
     assert result.train_seconds == 119.0
+
+
+def one_cycle(total: int, lr: float = 1e-2, pct: float = 0.3, div: float = 10.0, final: float = 100.0):
+    from petrov.train.optimization import OneCycle
+
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    return optimizer, OneCycle(optimizer, max_lr=lr, total_steps=total, pct_start=pct, div_factor=div,
+                               final_div_factor=final)
+
+
+def reference_lr(u: float, total: int, lr: float = 1e-2, pct: float = 0.3, div: float = 10.0, final: float = 100.0):
+    """OneCycle's learning rate at position ``u`` of ``total`` steps, written out: a cosine from lr/div up to lr
+    until ``pct * total - 1``, then a cosine down to lr/div/final at ``total - 1``."""
+    import math
+
+    peak = pct * total - 1
+    cos = lambda a, b, t: b + (a - b) / 2 * (math.cos(math.pi * t) + 1)  # noqa: E731
+    if u <= peak:
+        return cos(lr / div, lr, u / peak)
+    return cos(lr, lr / div / final, (u - peak) / (total - 1 - peak))
+
+
+def lrs(optimizer, scheduler, steps: int, shorten: dict[int, int]) -> list[float]:
+    out = []
+    for t in range(steps):
+        if t in shorten:
+            scheduler.shorten(shorten[t])
+        out.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    return out + [scheduler.get_last_lr()[0]]
+
+
+def test_a_shortened_schedule_runs_the_rest_of_the_cycle_in_fewer_steps():
+    """100 steps shortened at step 10 (in the rise) to 70, then at step 40 (in the fall) to 60: the learning
+    rate is torch's OneCycleLR's until step 10, then the same cycle at the positions
+    u = 10 + (t - 10) · 89/59 and, from step 40, u = u(40) + (t - 40) · (99 - u(40))/19: the steps left map
+    onto what was left of the cycle (99 its last step).  No jump where it is shortened; it peaks once, at lr,
+    and step 59, the last, runs at lr/div/final."""
+    optimizer, scheduler = one_cycle(100)
+    got = lrs(optimizer, scheduler, 60, {10: 70, 40: 60})[:60]
+    torch_optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-2)
+    reference = torch.optim.lr_scheduler.OneCycleLR(torch_optimizer, max_lr=1e-2, total_steps=100, pct_start=0.3,
+                                                    div_factor=10.0, final_div_factor=100.0)
+    assert got[:10] == pytest.approx(lrs(torch_optimizer, reference, 10, {})[:10], rel=1e-12)
+    u40 = 10 + 30 * 89 / 59
+    position = lambda t: t if t < 10 else (10 + (t - 10) * 89 / 59 if t < 40 else u40 + (t - 40) * (99 - u40) / 19)  # noqa: E731
+    assert got == pytest.approx([reference_lr(position(t), 100) for t in range(60)], rel=1e-9)
+    assert got[59] == pytest.approx(1e-2 / 10 / 100, rel=1e-9) and scheduler.steps == 60
+    steps = [b - a for a, b in zip(got, got[1:])]
+    assert max(abs(d) for d in steps) < 2 * max(abs(d) for d in steps[:10] + steps[41:])  # no jump
+    assert max(got) == pytest.approx(1e-2, rel=1e-3) and sum(d > 0 for d in steps) == sum(d > 0 for d in steps[:29])
+
+
+def test_a_schedule_is_shortened_only_to_fewer_steps_than_it_has_left():
+    optimizer, scheduler = one_cycle(20)
+    lrs(optimizer, scheduler, 5, {})
+    for bad in (5, 20, 25):
+        with pytest.raises(ValueError, match=f"cannot shorten a schedule of 20 steps, 5 taken, to {bad}"):
+            scheduler.shorten(bad)
+
+
+@pytest.fixture
+def one_second_steps(monkeypatch):
+    """Every training step takes 1 s of a fake clock; nothing else takes time."""
+    clock, real_step = FakeClock(), Stepper.step
+
+    def step(self, *args):
+        real_step(self, *args)
+        clock.now += 1.0
+
+    monkeypatch.setattr(timing, "clock", clock)
+    monkeypatch.setattr(Stepper, "step", step)
+    return clock
+
+
+def budgeted(epochs: int):
+    return cases.tiny_config(model={"name": "galerkin1d", "options": {
+        "d_model": 8, "n_layers": 1, "decoder_width": 8, "modes": 4, "dropout": 0.1}},
+        optim={"epochs": epochs}, run={"device": "cpu", "progress": False, "time_budget_minutes": 1.0})
+
+
+def test_epochs_slower_than_planned_end_the_run_at_the_end_of_its_schedule(tmp_path, one_second_steps):
+    """Planned for 20 epochs of 4 s in a 1-minute budget: after epoch 1 (4 s), 14 more fit, so the schedule
+    is run in 15 epochs, which end with the budget (60 s), at the schedule's last learning rate, where the
+    stop rule alone would have stopped epoch 15 of 20 mid-schedule."""
+    result = train(budgeted(20), tmp_path / "run", data=cases.tiny_data(), plan_epochs=lambda estimate: 20)
+    assert (result.epochs_completed, result.epochs_scheduled, result.stopped) == (15, 15, "completed")
+    assert result.train_seconds == 60.0
+    rows = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    # the rate after the last step (the log's): annealed (lr 1e-2); after epoch 15 of 20 it would be 1.6e-3
+    assert rows[-1]["lr"] < 1e-5
+    last = load_run_checkpoint(tmp_path / "run" / "last.pt")
+    assert last["scheduled_epochs"] == 15 and last["train_config"]["optim"]["epochs"] == 20
+
+
+def test_a_run_resumed_after_its_schedule_was_shortened_continues_it(tmp_path, one_second_steps):
+    """Stopped after epoch 5 of the shortened 15 and resumed (with a fresh budget, in which the 10 epochs
+    left fit): the same 15 epochs, the same weights as the run that was not stopped."""
+    torch.set_num_threads(1)
+    plan = lambda estimate: 20  # noqa: E731
+    straight = train(budgeted(20), tmp_path / "straight", data=cases.tiny_data(), plan_epochs=plan)
+    stop_after_five = lambda trainer, record: record.epoch == 5  # noqa: E731
+    train(budgeted(20), tmp_path / "resumed", data=cases.tiny_data(), plan_epochs=plan, callbacks=[stop_after_five])
+    resumed = train(budgeted(20), tmp_path / "resumed", data=cases.tiny_data(), resume=True)
+    assert straight.epochs_completed == resumed.epochs_completed == resumed.epochs_scheduled == 15
+    a, b = (load_run_checkpoint(tmp_path / run / "last.pt")["state_dict"] for run in ("straight", "resumed"))
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
 
 
 def test_the_probe_times_steps_after_the_warm_up(tmp_path, slow_first_step):

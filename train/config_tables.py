@@ -171,8 +171,10 @@ class RunConfig:
       ``"highest"`` ([`precision`][petrov.train.precision]).
     - ``num_workers``: data-loader worker processes (0: load in the training process).
     - ``threads``: ``torch.set_num_threads`` per process (``None``: torch's default).
-    - ``time_budget_minutes``: stop cleanly after the epoch that exhausts this budget (``None``: no
-      budget).
+    - ``time_budget_minutes``: a wall-clock budget for the epochs (``None``: none).  The run stops
+      cleanly before an epoch that would end past it (at the pace of the epochs so far); when the epochs
+      left no longer fit, the learning-rate schedule is shortened to those that do, so the run ends at
+      the end of its schedule (``Trainer.fit_schedule_to``).
     - ``tensorboard``: also log to TensorBoard (``pip install ".[tensorboard]"``).
     - ``progress``: progress bars on a terminal (the first process only).
     - ``eval_batch_size``: the batch of validation and test passes (``None``: the training batch).
@@ -197,7 +199,7 @@ class RunConfig:
     matmul_precision: Literal["auto", "highest", "high", "medium"] = "auto"
     num_workers: int = 0
     threads: int | None = None  # torch.set_num_threads per process; None: torch's default
-    time_budget_minutes: float | None = None  # stop cleanly after the epoch that exhausts it
+    time_budget_minutes: float | None = None  # stop cleanly before the epoch that would pass it
     tensorboard: bool = False
     progress: bool = True  # tqdm bars (rank 0)
     eval_batch_size: int | None = None  # None: the training batch size

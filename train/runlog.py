@@ -42,6 +42,7 @@ class TrainResult:
     stopped: str  # "completed" | "time budget" | "callback" (a Ctrl-C or SIGTERM raises instead)
     test: list[dict[str, Any]] = field(default_factory=list)  # metrics rows, one per resolution
     train_seconds: float = 0.0  # wall-clock of the epochs run by this call (checkpoints included), synchronized
+    epochs_scheduled: int = 0  # the schedule's epochs at the end: optim.epochs, or fewer if the time budget shortened it
 
 
 class RunLog:

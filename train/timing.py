@@ -11,10 +11,15 @@ per step).  ``WarmupTimer`` times the first ``WARMUP_STEPS`` steps of the proces
 an epoch's *steady* time (``EpochTime.steady``) is its later steps' pace extrapolated to all its
 steps.  ``Budget`` stops a run when the time spent plus the next epoch's steady estimate would pass
 the budget: the warm-up counts as time spent (it was spent) but not as the pace of later epochs.
+``Budget.epochs_left`` is how many more epochs fit at their typical pace: the trainer shortens the learning-rate
+schedule to them when the epochs planned no longer fit (epochs slower than planned), so that the run
+ends at the end of its schedule rather than being stopped in the middle of it.
 """
 from __future__ import annotations
 
 import contextlib
+import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -24,6 +29,7 @@ import torch
 # CUDA graphs under torch.compile(mode="reduce-overhead") run a step eagerly, then record it, then replay:
 # the third step is the first at the steady pace
 WARMUP_STEPS = 3
+PACE_EPOCHS = 5  # Budget.pace: the median of this many recent epochs
 
 
 def clock(device: torch.device) -> float:
@@ -110,9 +116,24 @@ class Budget:
         later = self.epochs[1:] or self.epochs
         return max(e.steady() for e in later)
 
+    def pace(self) -> float:
+        """The epochs' typical time: the median steady time of the last ``PACE_EPOCHS`` epochs after the
+        first (the first while it is the only one).  Unlike ``next_epoch``'s slowest epoch, one slow epoch
+        (a neighbour's spike) does not move it, and a machine that slows down for good moves it within a
+        few epochs."""
+        later = (self.epochs[1:] or self.epochs)[-PACE_EPOCHS:]
+        return statistics.median(e.steady() for e in later) if later else 0.0
+
+    def epochs_left(self) -> int | None:
+        """The epochs that still fit in the budget at ``pace`` (None: no budget, or no epoch timed yet)."""
+        pace = self.pace()
+        if self.seconds is None or pace <= 0.0:
+            return None
+        return max(0, math.floor((self.seconds - self.elapsed()) / pace))
+
     def exhausted(self) -> bool:
         """Whether another epoch would end past the budget."""
         return self.seconds is not None and self.elapsed() + self.next_epoch() > self.seconds
 
 
-__all__ = ["Budget", "EpochTime", "WARMUP_STEPS", "WarmupTimer", "clock"]
+__all__ = ["Budget", "EpochTime", "PACE_EPOCHS", "WARMUP_STEPS", "WarmupTimer", "clock"]

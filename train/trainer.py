@@ -204,6 +204,7 @@ class Trainer:
         gradient scaler and step."""
         if epochs is not None:
             self.cfg = dataclasses.replace(self.cfg, optim=dataclasses.replace(self.cfg.optim, epochs=epochs))
+        self.epochs = self.cfg.optim.epochs  # the schedule's epochs: fewer if the time budget shortens it
         self.optimizer = make_optimizer(self.cfg, self.model.parameters())
         self.scheduler = make_scheduler(self.cfg, self.optimizer, len(self.train_batches))
         # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
@@ -261,7 +262,7 @@ class Trainer:
     def write_checkpoints(self, folder: Path, best: bool, rngs: list, position: Position | None = None) -> None:
         """``folder/best.pt`` (if ``best``) and ``folder/last.pt`` of the current state (``rngs``: every rank's
         RNG states; ``position``: where in the next epoch, None at its start)."""
-        state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch,
+        state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch, scheduled_epochs=self.epochs,
                      best_metric=self.best_metric, best_epoch=self.best_epoch, data_identity=self.data_identity)
         norms, noise = self.operator.normalizer_states(), self.operator.noise
         if best:
@@ -291,6 +292,7 @@ class Trainer:
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.epoch, self.best_epoch = int(state["epoch"]), int(state["best_epoch"])
+        self.epochs = int(state.get("scheduled_epochs", self.cfg.optim.epochs))  # shortened by an earlier budget
         self.best_metric = float(state["best_metric"])
         rngs = state["rng"]
         ckpt.set_rng_state(rngs[self.ctx.rank] if len(rngs) == self.ctx.world_size else rngs[0])
@@ -340,7 +342,7 @@ class Trainer:
         if self.symmetries is not None:
             batches = (augment_batch(b, self.symmetries.of(b, self.epoch)) for b in batches)
         bar = progress_bar(batches, total=len(self.train_batches), initial=done,
-                           desc=f"epoch {self.epoch + 1}/{cfg.optim.epochs}", leave=False,
+                           desc=f"epoch {self.epoch + 1}/{self.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
         with self.out_of_memory("training", self.batch, self._training_advice()):
             for number, b in enumerate(bar, start=done + 1):
@@ -382,7 +384,7 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         self.budget = budget = timing.Budget(cfg.run.time_budget_minutes, ctx.device)
         budget.start()
-        while self.epoch < cfg.optim.epochs:
+        while self.epoch < self.epochs:
             t0 = timing.clock(ctx.device)
             try:
                 train_loss = self.train_epoch()
@@ -395,6 +397,7 @@ class Trainer:
             warm, warm_steps = self.warmup.take()
             budget.record(timing.EpochTime(t1 - t0, seconds - (t1 - t0), len(self.train_batches), warm, warm_steps))
             self.epoch += 1
+            self.fit_schedule_to(budget)  # before the checkpoint: a resume continues the shortened schedule
             improved = val < self.best_metric
             if improved:
                 self.best_metric, self.best_epoch = val, self.epoch
@@ -402,17 +405,34 @@ class Trainer:
             if run_log is not None:
                 run_log.append(record)  # before the checkpoint: a resume drops rows it does not cover
                 log.info("epoch %d/%d: train loss %.4e  val relL2 %.4e  lr %.2e  %.1fs%s", self.epoch,
-                         cfg.optim.epochs, train_loss, val, record.lr, seconds, "  (best)" if improved else "")
+                         self.epochs, train_loss, val, record.lr, seconds, "  (best)" if improved else "")
             self.save(best=improved)
             if any(cb(self, record) for cb in self.callbacks):
                 return "callback"
             if self.stop.now():  # a signal during the epoch's end: its checkpoint is written
                 return "interrupted"
             # rank 0's clock decides for every rank: ranks that disagreed would wait for each other forever
-            if self.epoch < cfg.optim.epochs and dist_.broadcast_object(budget.exhausted() if ctx.is_main else None,
-                                                                        ctx):
+            if self.epoch < self.epochs and dist_.broadcast_object(budget.exhausted() if ctx.is_main else None, ctx):
                 return "time budget"
         return "completed"
+
+    def fit_schedule_to(self, budget: timing.Budget) -> None:
+        """With a time budget that no longer fits the epochs left (they turned out slower than planned, or
+        ``optim.epochs`` is more than the budget allows), the run's epochs (``self.epochs``, checkpointed;
+        the config keeps ``optim.epochs``) become those that fit at the pace so far (``Budget.epochs_left``:
+        the median of the recent epochs) and the rest of the OneCycle schedule is run in them
+        (``OneCycle.shorten``): the run ends annealed, at the end of its schedule, instead of being stopped
+        by the budget with its learning rate still high.  Rank 0's clock decides for every rank."""
+        if self.epoch >= self.epochs or self.cfg.run.time_budget_minutes is None:  # the same on every rank
+            return
+        left = dist_.broadcast_object(budget.epochs_left() if self.ctx.is_main else None, self.ctx)
+        if left is None or not 0 < left < self.epochs - self.epoch:
+            return  # everything fits, or not even one more epoch: the stop rule ends the run
+        before, self.epochs = self.epochs, self.epoch + left
+        self.scheduler.shorten(self.epochs * len(self.train_batches))
+        if self.ctx.is_main:
+            log.info("at %.1fs per epoch the time budget fits %d more epochs: the schedule now ends after epoch %d "
+                     "(was %d)", budget.pace(), left, self.epochs, before)
 
     def check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
         """Targets a relative error can be taken of (not all zero; not constant with an H¹ term), checked
@@ -496,4 +516,5 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
         seconds = trainer.budget.elapsed()
         test = run_test(trainer) if stopped != "callback" else []  # the best model on the test split
         write_test_metrics(trainer, test)
-    return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test, seconds)
+    return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test, seconds,
+                       trainer.epochs)
