@@ -55,6 +55,7 @@ def test_an_epochs_steady_time_leaves_out_its_warm_up_steps():
     assert budget.next_epoch() == 0.0
     budget.record(first)
     assert budget.next_epoch() == 4.5
+    assert budget.pace() == 0.0 and budget.epochs_left() is None  # the first epoch alone is no pace
     budget.record(EpochTime(4.0, 0.5, 4))
     budget.record(EpochTime(5.0, 0.5, 4))
     assert budget.next_epoch() == 5.5  # the slowest epoch after the first
@@ -66,7 +67,7 @@ def test_an_epochs_steady_time_leaves_out_its_warm_up_steps():
 
 def test_a_slow_first_step_does_not_shorten_the_run(tmp_path, slow_first_step):
     """Budget 2 minutes, 4 steps per epoch: epoch 1 takes 63 s (60 of them its first step), the others 4 s.
-    After epoch 1, 57 s are left: 14 more epochs fit at 4 s, so the 50 configured epochs' schedule is run
+    After epoch 2, 53 s are left: 13 more epochs fit at 4 s, so the 50 configured epochs' schedule is run
     in 15, which end at 119 s.  Counting the first epoch as the pace would stop it after epoch 1."""
     cfg = cases.tiny_config(optim={"epochs": 50}, run={"device": "cpu", "progress": False,
                                                       "time_budget_minutes": 2.0})
@@ -156,8 +157,8 @@ def budgeted(epochs: int):
 
 
 def test_epochs_slower_than_planned_end_the_run_at_the_end_of_its_schedule(tmp_path, one_second_steps):
-    """Planned for 20 epochs of 4 s in a 1-minute budget: after epoch 1 (4 s), 14 more fit, so the schedule
-    is run in 15 epochs, which end with the budget (60 s), at the schedule's last learning rate, where the
+    """Planned for 20 epochs of 4 s in a 1-minute budget: after epoch 2 (8 s; the first epoch is not taken
+    as the pace), 13 more fit, so the schedule is run in 15 epochs, which end with the budget (60 s), at the schedule's last learning rate, where the
     stop rule alone would have stopped epoch 15 of 20 mid-schedule."""
     result = train(budgeted(20), tmp_path / "run", data=cases.tiny_data(), plan_epochs=lambda estimate: 20)
     assert (result.epochs_completed, result.epochs_scheduled, result.stopped) == (15, 15, "completed")
@@ -167,6 +168,24 @@ def test_epochs_slower_than_planned_end_the_run_at_the_end_of_its_schedule(tmp_p
     assert rows[-1]["lr"] < 1e-5
     last = load_run_checkpoint(tmp_path / "run" / "last.pt")
     assert last["scheduled_epochs"] == 15 and last["train_config"]["optim"]["epochs"] == 20
+
+
+def test_a_slow_first_epoch_does_not_shorten_the_schedule(tmp_path, monkeypatch):
+    """Every step of epoch 1 takes 2 s (caches met for the first time, after the warm-up steps too), later
+    ones 1 s: 13 planned epochs take 8 + 12 x 4 = 56 s of the 60.  Taken as the pace, epoch 1's 8 s would
+    have shortened the schedule to 7 epochs after it."""
+    clock, real_step, calls = FakeClock(), Stepper.step, []
+
+    def step(self, *args):
+        calls.append(1)
+        real_step(self, *args)
+        clock.now += 2.0 if len(calls) <= 4 else 1.0
+
+    monkeypatch.setattr(timing, "clock", clock)
+    monkeypatch.setattr(Stepper, "step", step)
+    result = train(budgeted(13), tmp_path / "run", data=cases.tiny_data())
+    assert (result.epochs_completed, result.epochs_scheduled, result.stopped) == (13, 13, "completed")
+    assert result.train_seconds == 56.0
 
 
 def test_a_run_resumed_after_its_schedule_was_shortened_continues_it(tmp_path, one_second_steps):
