@@ -212,12 +212,30 @@ def test_the_probe_times_steps_after_the_warm_up(tmp_path, slow_first_step):
 
     result = train(cases.tiny_config(), tmp_path / "run", data=cases.tiny_data(), plan_epochs=plan)
     (estimate,) = seen
-    assert estimate.step_seconds == 1.0 and estimate.warmup_seconds == 62.0
+    assert estimate.step_seconds == 1.0 and estimate.warmup_seconds == 64.0  # 5 steps: the 5 batches timed
     assert estimate.steps == 4 and estimate.epoch_seconds == 4.0  # validation takes no fake time
     assert epochs_for_budget(estimate, 1.0, fraction=0.9) == 13 and epochs_for_budget(estimate, 1.0, 0.9, cap=5) == 5
     assert result.epochs_completed == 2
     assert load_run_checkpoint(tmp_path / "run" / "last.pt")["train_config"]["optim"]["epochs"] == 2
     assert estimate.checkpoint_seconds == 0.0 and not list((tmp_path / "run").glob(".probe-*"))  # written, removed
+
+
+def test_the_probe_times_batches_it_has_met_before(tmp_path, monkeypatch):
+    """A step on a batch met for the first time takes 3 s (a cache built per batch), later ones 1 s: the
+    probe's warm-up goes through the batches it then times, so it measures the later epochs' 1 s."""
+    clock, real_step, seen, estimates = FakeClock(), Stepper.step, set(), []
+
+    def step(self, batch, *args):
+        real_step(self, batch, *args)
+        key = tuple(batch.sample_ids.tolist())
+        clock.now += 1.0 if key in seen else 3.0
+        seen.add(key)
+
+    monkeypatch.setattr(timing, "clock", clock)
+    monkeypatch.setattr(Stepper, "step", step)
+    train(cases.tiny_config(data={"n_train": 40}), tmp_path / "run", data=cases.tiny_data(40),  # 10 batches
+          plan_epochs=lambda estimate: estimates.append(estimate) or 2)
+    assert estimates[0].step_seconds == 1.0
 
 
 def test_a_planned_run_trains_as_a_run_configured_with_its_epochs(tmp_path):
