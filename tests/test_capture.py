@@ -414,7 +414,11 @@ def test_fused_galerkin_layer_and_the_unfused_one_agree_on_every_device(device, 
         exact = forward_backward(layer, layer, tuple(t.to(DT) for t in (x, pos, weights)), {})
         for got, unfused, want in zip(fused, reference, [exact[0], *exact[1]]):
             err_fused, err_unfused = ((t.to(DT) - want).abs().max().item() for t in (got, unfused))
-            assert err_fused <= 4 * err_unfused + 1e-7 * max(1.0, want.abs().max().item()), (err_fused, err_unfused)
+            # plus a few float32 rounding units of the largest value: the two paths' sums run in different
+            # orders, and the CPU's kernels pick theirs by instruction set (7.7e-6 against 1.0e-6 on an AMD
+            # EPYC for a gradient of magnitude 13.9: 8 units; a real fault is orders of magnitude larger)
+            rounding = 16 * torch.finfo(torch.float32).eps * max(1.0, want.abs().max().item())
+            assert err_fused <= 4 * err_unfused + rounding, (err_fused, err_unfused)
 
 
 def test_the_outer_sum_and_its_backward_match_the_plain_product_on_every_device(device):
