@@ -387,8 +387,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         out = train(cfg, run_dir, data=data, plan_epochs=plan if budget is not None else None)
         result.update(stopped=out.stopped, epochs=out.epochs_completed, epochs_scheduled=out.epochs_scheduled,
-                      best_epoch=out.best_epoch,
-                      best_val_rel_l2=out.best_val_rel_l2, train_seconds=out.train_seconds,
+                      best_epoch=out.best_epoch, best_val_rel_l2=out.best_val_rel_l2, train_seconds=out.train_seconds,
                       test={str(row["resolution"]): row for row in out.test})
         if budget is not None:
             result["budget_used"] = out.train_seconds / (60.0 * budget)

@@ -10,6 +10,7 @@ import torch
 
 from petrov.train import timing
 from petrov.train.checkpoint import load_run_checkpoint
+from petrov.train.optimization import OneCycle
 from petrov.train.planning import EpochEstimate, epochs_for_budget
 from petrov.train.step import Stepper
 from petrov.train.timing import Budget, EpochTime
@@ -76,11 +77,10 @@ def test_a_slow_first_step_does_not_shorten_the_run(tmp_path, slow_first_step):
     assert result.train_seconds == 119.0
 
 
-def one_cycle(total: int, lr: float = 1e-2, pct: float = 0.3, div: float = 10.0, final: float = 100.0):
-    from petrov.train.optimization import OneCycle
-
+def one_cycle(total: int, lr: float = 1e-2, pct: float = 0.3, div: float = 10.0, final: float = 100.0,
+              schedule=OneCycle):
     optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=lr)
-    return optimizer, OneCycle(optimizer, max_lr=lr, total_steps=total, pct_start=pct, div_factor=div,
+    return optimizer, schedule(optimizer, max_lr=lr, total_steps=total, pct_start=pct, div_factor=div,
                                final_div_factor=final)
 
 
@@ -115,9 +115,7 @@ def test_a_shortened_schedule_runs_the_rest_of_the_cycle_in_fewer_steps():
     and step 59, the last, runs at lr/div/final."""
     optimizer, scheduler = one_cycle(100)
     got = lrs(optimizer, scheduler, 60, {10: 70, 40: 60})[:60]
-    torch_optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-2)
-    reference = torch.optim.lr_scheduler.OneCycleLR(torch_optimizer, max_lr=1e-2, total_steps=100, pct_start=0.3,
-                                                    div_factor=10.0, final_div_factor=100.0)
+    torch_optimizer, reference = one_cycle(100, schedule=torch.optim.lr_scheduler.OneCycleLR)
     assert got[:10] == pytest.approx(lrs(torch_optimizer, reference, 10, {})[:10], rel=1e-12)
     u40 = 10 + 30 * 89 / 59
     position = lambda t: t if t < 10 else (10 + (t - 10) * 89 / 59 if t < 40 else u40 + (t - 40) * (99 - u40) / 19)  # noqa: E731

@@ -63,13 +63,13 @@ def probe_steps(steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) -> int:
     return max(warmup, steps) + steps
 
 
-def _warmed(source: Iterable, steps: int, warmup: int) -> list:
-    """The first ``steps`` batches of ``source``, preceded by a warm-up of ``max(warmup, steps)`` that goes
+def _warmed(source: Iterable, steps: int, warm_up: int) -> list:
+    """The first ``steps`` batches of ``source``, preceded by a warm-up of ``warm_up`` steps that goes
     through those same batches: the timed steps meet batches already seen, as the epochs after the
     first do (caches built per batch shape, e.g. ``mesh_fno``'s, whose first meeting made a probe of
     fresh batches 1.25-1.3x slower than its later epochs)."""
     batches = _first(source, steps)
-    return _first(batches, max(warmup, steps)) + batches
+    return _first(batches, warm_up) + batches
 
 
 def _first(source: Iterable, k: int) -> list:
@@ -107,15 +107,15 @@ def probe(trainer: Any, steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) ->
     try:
         trainer.model.train()
         totals = EpochTotals(device)
-        warm_up = max(warmup, steps)
-        numbered = list(enumerate(_warmed(trainer.train_batches, steps, warmup), start=1))
+        warm_up = probe_steps(steps, warmup) - steps
+        numbered = list(enumerate(_warmed(trainer.train_batches, steps, warm_up), start=1))
         step_times, warm = _timed(lambda nb: trainer.stepper.step(nb[1], nb[0], totals), numbered, warm_up, device)
         trainer.model.eval()
         val = trainer.val_batches
         noise = val.noise_for(trainer.operator.noise)
         eval_times, eval_warm = _timed(
             lambda b: score_batch(trainer.operator, b, noise, trainer.mode.metric, trainer.eval_net,
-                                  trainer.compile_mode), _warmed(val, steps, warmup), warm_up, device)
+                                  trainer.compile_mode), _warmed(val, steps, warm_up), warm_up, device)
     finally:
         trainer.model.load_state_dict(weights)
         ckpt.set_rng_state(rng)
