@@ -277,6 +277,14 @@ def run_pinned(jobs: Sequence[Any], n_jobs: int, fn: Callable[[Any, int | None],
 
 # --- output ---------------------------------------------------------------------------------------
 
+def format_epochs(epochs: float | None) -> str:
+    """Epochs as a table shows them: whole ones as integers, a run whose last epoch ended early
+    (``optim.epochs`` with a fraction) with two decimals; ``?`` for None."""
+    if epochs is None:
+        return "?"
+    return f"{epochs:.0f}" if float(epochs).is_integer() else f"{epochs:.2f}"
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table with right-aligned columns (first column left-aligned)."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]

@@ -60,9 +60,12 @@ Equal budget: each contender gets ``--budget-minutes`` of training wall-clock (d
 probe and the final test evaluation excluded).  The trainer's own probe (``petrov.train.planning``: the
 run's model, batches, device and ``--compile`` setting; the first steps, which compile and plan, not
 counted as the pace; the device synchronized) times a training step and a validation batch; the number
-of epochs is chosen so the whole OneCycle schedule fills ``PLAN_FRACTION`` of the budget, and the trainer
-also stops at the budget (the table reports epochs done/planned, why it stopped and the share of the
-budget trained).  ``--epochs N`` trains every contender N epochs instead.
+of epochs is chosen so the whole OneCycle schedule fills ``PLAN_FRACTION`` of the budget (whole epochs,
+then the share of one more that fits: its last epoch ends early, so a contender whose epoch is a large part
+of the budget spends it as the others do), the trainer refits the schedule to that time at the pace it
+measures (shorter when its epochs are slower than the probe said, longer when faster), and it stops at
+the budget (the table reports epochs done/planned, why it
+stopped and the share of the budget trained).  ``--epochs N`` trains every contender N epochs instead.
 
 Device: ``--device`` (default ``auto``: CUDA where there is one), ``--compile`` (``run.compile``, default
 ``auto``: CUDA graphs on one GPU, eager on the CPU) and ``--amp`` (bfloat16 autocast) apply to every
@@ -93,7 +96,7 @@ from torch.nn import functional as F
 from petrov.common.files import atomic_write
 
 from _common import (
-    TensorState, emit_result, exceeds_spread, format_spread, format_table, machine_info, print_machine, run_pinned,
+    TensorState, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, print_machine, run_pinned,
     run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
@@ -103,9 +106,9 @@ TARGET_UNSEEN_RATIO = 1.5
 # trained at 85 within 1.10x at 61...211; trained at 43 (zero-shot super-resolution) within 1.20x;
 # Burgers trained at 1024 within 1.05x from 256 to 8192.
 ATTENTION_FLAT = {("darcy", 85): 1.10, ("darcy", 43): 1.20, ("burgers", 1024): 1.05}
-# Epochs are planned to fill this fraction of the budget: the probe times the run's own steps and validation
-# batches but not the per-epoch checkpoint and log writes, and a schedule cut short by the budget ends before
-# its low-lr tail.
+# Epochs are planned to fill this fraction of the budget (the last epoch ends early where a whole one does
+# not fit): the probe times the run's own steps, validation batches and checkpoints, not the per-epoch log
+# writes, and a schedule cut short by the budget ends before its low-lr tail.
 PLAN_FRACTION = 0.95
 
 # Seeds (--seeds N): how a target is judged from N runs per contender.  With one seed the std is 0 and
@@ -373,7 +376,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     budget = cfg.run.time_budget_minutes
     result["epochs_planned"] = cfg.optim.epochs
 
-    def plan(estimate) -> int:  # from the trainer's probe of this very run (petrov.train.planning)
+    def plan(estimate) -> float:  # from the trainer's probe of this very run (petrov.train.planning)
         epochs = epochs_for_budget(estimate, budget, PLAN_FRACTION, cap=spec["max_epochs"])
         result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds,
                       probe_seconds_per_step=estimate.step_seconds, probe_warmup_seconds=estimate.warmup_seconds)
@@ -402,7 +405,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
         seconds = sorted(r["seconds"] for r in rows)
         result["seconds_per_epoch"] = seconds[len(seconds) // 2]
         result.setdefault("train_seconds", sum(seconds))
-        result["epochs"] = rows[-1]["epoch"]
+        result.setdefault("epochs", rows[-1]["epoch"])  # a diverged run: the epochs it logged
     return result
 
 
@@ -459,7 +462,8 @@ def aggregate(runs: list[dict], problem: Problem) -> dict[str, Any]:
     per_epoch = [r["seconds_per_epoch"] for r in ok if "seconds_per_epoch" in r]
     if per_epoch:
         out["seconds_per_epoch"] = sum(per_epoch) / len(per_epoch)
-    out["epochs"] = " ".join(f"{r.get('epochs', 0)}/{r.get('epochs_planned', '?')}" for r in ok)  # done/planned
+    out["epochs"] = " ".join(f"{format_epochs(r.get('epochs', 0))}/{format_epochs(r.get('epochs_planned'))}"
+                             for r in ok)  # done/planned
     out["stopped"] = "/".join(sorted({str(r.get("stopped", "?")) for r in ok}))
     used = [r["budget_used"] for r in ok if "budget_used" in r]
     if used:
@@ -613,7 +617,7 @@ def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | Non
     else:
         at = mean_at(result, problem.train_res)
         used = f", {result['budget_used']:.0%} of the budget trained" if "budget_used" in result else ""
-        print(f"    {name} {tag}: {result.get('epochs')} epochs, stopped: {result.get('stopped')}{used}, "
+        print(f"    {name} {tag}: {format_epochs(result.get('epochs'))} epochs, stopped: {result.get('stopped')}{used}, "
               + (f"relL2 at {problem.train_res}: {at:.3e}" if at is not None else "no test result"), flush=True)
     return result
 

@@ -16,7 +16,10 @@ same step for both: forward on a batch of ``--batch`` (4) inputs ``(b, n, 1)`` w
 relative L2 against a target, backward, gradient clipping at norm 1, Adam.  n = 8192 ... 262,144 points;
 precisions ``float32``, ``tf32`` (``torch.set_float32_matmul_precision("high")``) and ``bf16`` (the
 forward under bfloat16 autocast, as ``run.amp`` trains) for both sides; petrov also under
-``--compile`` settings (``run.compile``: ``off``, ``cuda-graphs``).  Each (implementation, precision,
+``--compile`` settings (``run.compile``: ``off``, ``cuda-graphs``); a compiled model is first checked
+against its eager copy (``petrov.train.compilation.compiled_agreement``, one forward and backward, as the
+trainer checks it), and a row whose values differ beyond the trainer's tolerance is printed "DIFFERS" and
+left out of the speed-ups.  Each (implementation, precision,
 compile, n) runs in its own process: ``--warmup`` untimed steps (cuFFT plans, autotuning, compilation,
 graph capture), then the median over 3 blocks of ``--steps`` steps, each block between two device
 synchronizations.  Peak memory: ``torch.cuda.max_memory_allocated`` during the steps minus the memory
@@ -81,7 +84,7 @@ def measure(spec: dict) -> dict:
     """Worker: one (implementation, precision, compile, n) in this process."""
     from compare_speed_memory import build, relative_l2
 
-    from petrov.train.compilation import compile_module, mark_step
+    from petrov.train.compilation import AGREEMENT_TOLERANCE, compile_module, compiled_agreement, mark_step
     from petrov.train.precision import autocast
     from petrov.train.timing import clock
 
@@ -98,6 +101,15 @@ def measure(spec: dict) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=1e-4)
     low = torch.bfloat16 if spec["precision"] == "bf16" else None
+    checked = {}
+    if net is not model:  # a compiled step counts only if it computes the eager model (as the trainer checks)
+        def predict(m: torch.nn.Module) -> torch.Tensor:
+            with autocast(device, low):
+                return m(x, pos)
+        outputs, grads = compiled_agreement(predict, model, net, mode)
+        tol_out, tol_grad = AGREEMENT_TOLERANCE[low]
+        checked = {"agreement_outputs": outputs, "agreement_gradients": grads,
+                   "agrees": outputs <= tol_out and grads <= tol_grad}
 
     def step() -> None:
         mark_step(mode)
@@ -126,7 +138,15 @@ def measure(spec: dict) -> dict:
         blocks.append((clock(device) - start) / spec["steps"])
     peak = torch.cuda.max_memory_allocated(device) - base if cuda else memory.extra_bytes()
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
-            "parameters": sum(p.numel() for p in params)}
+            "parameters": sum(p.numel() for p in params), **checked}
+
+
+def agreement(row: dict) -> str:
+    """A compiled row's values against eager: relative L2 of outputs and gradients, and the verdict."""
+    if "agrees" not in row:
+        return "-"
+    return (f"{'agrees' if row['agrees'] else 'DIFFERS'} ({row['agreement_outputs']:.1e} / "
+            f"{row['agreement_gradients']:.1e})")
 
 
 def trainer_step(spec: dict) -> dict:
@@ -213,7 +233,8 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
             row.update(run_worker(__file__, spec, timeout=args.timeout))
             rows.append(row)
             what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
-                    f"(warm-up {row['warmup_seconds']:.1f} s)") if "seconds_per_step" in row else row.get("error")
+                    f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row) if 'agrees' in row else ''}"
+                    ) if "seconds_per_step" in row else row.get("error")
             print(f"  {impl:<9} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
     return rows
 
@@ -221,9 +242,10 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
 def speed_report(rows: list[dict]) -> list[dict]:
     ok = [r for r in rows if "seconds_per_step" in r]
     print()
-    print(format_table(["implementation", "precision", "compile", "n", "ms/step", "peak extra GiB"],
+    print(format_table(["implementation", "precision", "compile", "n", "ms/step", "peak extra GiB",
+                        "compiled vs eager (outputs / gradients)"],
                        [[r["impl"], r["precision"], r["compile"], r["n"], f"{r['seconds_per_step'] * 1e3:.2f}",
-                         f"{r['peak_extra_bytes'] / 2**30:.3f}"] for r in ok]))
+                         f"{r['peak_extra_bytes'] / 2**30:.3f}", agreement(r)] for r in ok]))
     reference = {(r["precision"], r["n"]): r for r in ok if r["impl"] == "reference"}
     ratios = []
     for r in ok:
@@ -231,12 +253,14 @@ def speed_report(rows: list[dict]) -> list[dict]:
         if r["impl"] == "petrov" and ref is not None:
             ratios.append({"precision": r["precision"], "compile": r["compile"], "n": r["n"],
                            "speedup": ref["seconds_per_step"] / r["seconds_per_step"],
-                           "memory_ratio": r["peak_extra_bytes"] / max(ref["peak_extra_bytes"], 1)})
+                           "memory_ratio": r["peak_extra_bytes"] / max(ref["peak_extra_bytes"], 1),
+                           "agrees": r.get("agrees", True)})
     if ratios:
         print("\npetrov vs reference (same precision, same n): speed-up and peak-memory ratio")
         for q in ratios:
             print(f"  {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} {q['speedup']:5.2f}x faster, "
-                  f"{q['memory_ratio']:5.2f}x the memory")
+                  f"{q['memory_ratio']:5.2f}x the memory"
+                  + ("" if q["agrees"] else "  (not counted: the compiled step computes another function)"))
     return ratios
 
 

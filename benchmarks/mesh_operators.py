@@ -72,7 +72,7 @@ import numpy as np
 import torch
 
 from _common import (
-    emit_result, exceeds_spread, format_spread, format_table, machine_info, print_machine,
+    emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, print_machine,
     run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
@@ -84,7 +84,7 @@ TARGET_ERROR = 2.5e-2  # on level2 and remesh
 GRID_PATH = 1.05
 DATA_SECONDS_PER_1000 = 300.0
 # Epochs are planned to fill this fraction of the budget (the probe times the run's steps, validation and
-# checkpoints; epochs are whole, so a run spends between this less one epoch and this): 0.9 left 86-87%.
+# checkpoints; the last epoch ends early where a whole one does not fit): 0.9 left 86-87% in whole epochs.
 PLAN_FRACTION = 0.95
 DEFAULT_LR = 1e-3  # OneCycle peak of the contenders without their own (contenders())
 OURS = ("mesh_latent", "mesh_attention")  # petrov's mesh operators; the rest are the peers and the baseline
@@ -212,7 +212,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     budget = cfg.run.time_budget_minutes
     result: dict[str, Any] = {"key": spec["key"], "seed": cfg.run.seed}
 
-    def plan(estimate) -> int:  # from the trainer's probe of this very run (petrov.train.planning)
+    def plan(estimate) -> float:  # from the trainer's probe of this very run (petrov.train.planning)
         epochs = epochs_for_budget(estimate, budget, PLAN_FRACTION, cap=spec["max_epochs"])
         result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds)
         return epochs
@@ -225,7 +225,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     return {**result, "parameters": sum(p.numel() for p in model.parameters()), "epochs": out.epochs_completed,
             "epochs_scheduled": out.epochs_scheduled,
             "stopped": out.stopped, "budget_used": out.train_seconds / (60.0 * budget),
-            "seconds_per_epoch": out.train_seconds / max(1, out.epochs_completed),
+            "seconds_per_epoch": out.train_seconds / max(1.0, out.epochs_completed),
             "wall_seconds": time.perf_counter() - start, "test": {str(r["resolution"]): r for r in out.test}}
 
 
@@ -249,12 +249,12 @@ def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | Non
     if "error" in result:
         print(f"    {key} seed {seed} failed: {result['error']}", flush=True)
     else:
-        plan = (f" of {result['epochs_planned']} planned" if "epochs_planned" in result else "")
-        if result.get("epochs_scheduled", 0) < result.get("epochs_planned", 0):  # slower than the probe
-            plan += f", the schedule shortened to {result['epochs_scheduled']}"
+        plan = (f" of {format_epochs(result['epochs_planned'])} planned" if "epochs_planned" in result else "")
+        if result.get("epochs_scheduled", 0) != result.get("epochs_planned", 0):  # the probe's pace was not the run's
+            plan += f", the schedule refitted to {format_epochs(result['epochs_scheduled'])}"
         pace = (f"; {result['seconds_per_epoch']:.1f} s per epoch, the probe said {result['probe_seconds_per_epoch']:.1f}"
                 if "probe_seconds_per_epoch" in result else "")
-        print(f"    {key} seed {seed}: {result['epochs']}{plan} epochs ({result['stopped']}, "
+        print(f"    {key} seed {seed}: {format_epochs(result['epochs'])}{plan} epochs ({result['stopped']}, "
               f"{result['budget_used']:.0%} of the budget{pace}), "
               + ", ".join(f"{k} {v['mean']:.3e}" for k, v in result["test"].items()), flush=True)
     return result

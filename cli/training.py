@@ -57,7 +57,7 @@ def _run_train(args: argparse.Namespace) -> int:
     else:
         config = load_config(args.config, overrides)
     result = train(config, run_dir, resume=args.resume, overwrite=args.overwrite)
-    lines = [f"run {result.run_dir}: {result.stopped} after {result.epochs_completed} epochs; "
+    lines = [f"run {result.run_dir}: {result.stopped} after {result.epochs_completed:.4g} epochs; "
              f"best val relL2 {result.best_val_rel_l2:.4e} (epoch {result.best_epoch})"]
     for row in result.test:
         lines.append(f"  test relL2 at resolution {row['resolution']}: {row['mean']:.4e} "

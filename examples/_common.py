@@ -87,7 +87,7 @@ def train_or_resume(config, run_dir: Path) -> str:
               f"into {run_dir}", flush=True)
         t0 = time.monotonic()
         result = train(config, run_dir, resume=resume)
-        print(f"training {result.stopped} after {result.epochs_completed} epochs in "
+        print(f"training {result.stopped} after {result.epochs_completed:.4g} epochs in "
               f"{time.monotonic() - t0:.0f} s; best val relL2 {result.best_val_rel_l2:.3e} "
               f"(epoch {result.best_epoch})", flush=True)
     return state

@@ -162,9 +162,10 @@ def _check_values(cfg: TrainConfig) -> None:
         InputNoise(0.0 if d.noise is None else d.noise, d.noise_seed)
     except ValueError as err:
         raise ValueError(f"data.noise / data.noise_seed: {err}") from None
-    for name in ("epochs", "batch_size"):
-        if getattr(o, name) < 1:
-            raise ValueError(f"optim.{name} must be >= 1, got {getattr(o, name)}")
+    if o.batch_size < 1:
+        raise ValueError(f"optim.batch_size must be >= 1, got {o.batch_size}")
+    if not o.epochs > 0:
+        raise ValueError(f"optim.epochs must be > 0 (a fraction ends the last pass early), got {o.epochs}")
     if o.lr <= 0 or o.div_factor <= 0 or o.final_div_factor <= 0:
         raise ValueError("optim.lr, optim.div_factor and optim.final_div_factor must be > 0")
     if not 0.0 < o.pct_start < 1.0:
@@ -226,7 +227,9 @@ def quick_config(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(data.get("generate"), dict):
         data["generate"]["n_samples"] = quick_samples(int(data["generate"]["n_samples"]))
     optim = raw.setdefault("optim", {})
-    optim["epochs"] = min(int(optim.get("epochs", OptimConfig.epochs)), QUICK_EPOCHS)
+    epochs = optim.get("epochs", OptimConfig.epochs)
+    if isinstance(epochs, (int, float)) and not isinstance(epochs, bool):  # anything else: the validator's error
+        optim["epochs"] = min(epochs, QUICK_EPOCHS)
     return raw
 
 

@@ -115,7 +115,8 @@ class OptimConfig:
     - ``optimizer``: ``"adam"`` or ``"adamw"`` (decoupled weight decay).
     - ``lr``: the maximum learning rate of the OneCycle schedule.
     - ``weight_decay``: weight decay (L2 penalty for Adam, decoupled for AdamW).
-    - ``epochs``: passes over the training split.
+    - ``epochs``: passes over the training split; a fraction ends the last pass early (``2.5``: two
+      passes and the first half of the batches of a third; a run planned to a time budget ends so).
     - ``batch_size``: samples per optimizer step (the global batch: split evenly over the processes
       of a distributed run).
     - ``grad_clip``: the largest global gradient norm; larger gradients are scaled down (0: no
@@ -129,7 +130,7 @@ class OptimConfig:
     optimizer: Literal["adam", "adamw"] = "adam"
     lr: float = 1e-3  # OneCycle maximum
     weight_decay: float = 0.0
-    epochs: int = 100
+    epochs: int | float = 100
     batch_size: int = 8  # global batch: split evenly over the processes of a distributed run
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     pct_start: float = 0.3
@@ -172,9 +173,11 @@ class RunConfig:
     - ``num_workers``: data-loader worker processes (0: load in the training process).
     - ``threads``: ``torch.set_num_threads`` per process (``None``: torch's default).
     - ``time_budget_minutes``: a wall-clock budget for the epochs (``None``: none).  The run stops
-      cleanly before an epoch that would end past it (at the pace of the epochs so far); when the epochs
-      left no longer fit, the learning-rate schedule is shortened to those that do, so the run ends at
-      the end of its schedule (``Trainer.fit_schedule_to``).
+      cleanly before an epoch that would end past it (at the pace of the epochs so far); when the steps
+      left no longer fit, the learning-rate schedule is shortened to those that do (whole epochs, the
+      last one ending early where a whole one does not fit), so the run ends at the end of its schedule
+      (``Trainer.fit_schedule_to``; a run whose epochs were planned from a probe, as the benchmarks
+      plan them, is also lengthened when its epochs turn out faster than the probe said).
     - ``tensorboard``: also log to TensorBoard (``pip install ".[tensorboard]"``).
     - ``progress``: progress bars on a terminal (the first process only).
     - ``eval_batch_size``: the batch of validation and test passes (``None``: the training batch).

@@ -52,10 +52,21 @@ class EpochEstimate:
         return self.steps * self.step_seconds + self.eval_batches * self.eval_seconds + self.checkpoint_seconds
 
 
-def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, cap: int | None = None) -> int:
-    """The epochs whose estimated time fills ``fraction`` of ``minutes`` (at least 1, at most ``cap``)."""
-    epochs = math.floor(fraction * 60.0 * minutes / estimate.epoch_seconds)
-    return max(1, epochs if cap is None else min(cap, epochs))
+def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, cap: int | None = None) -> float:
+    """The epochs whose estimated time fills ``fraction`` of ``minutes``: the whole epochs that fit, then,
+    where the time after them holds another epoch's validation and checkpoints and at least one step, the
+    share of one more epoch's steps that fits (``optim.epochs`` with a fraction: that epoch ends early;
+    whole epochs alone spend as little as ``fraction`` less one epoch).  At least one step, at most
+    ``cap`` epochs; an int where no fraction is left."""
+    seconds, steps = fraction * 60.0 * minutes, estimate.steps
+    whole = math.floor(seconds / estimate.epoch_seconds)
+    if cap is not None and whole >= cap:
+        return cap
+    rest = seconds - whole * estimate.epoch_seconds - (estimate.epoch_seconds - steps * estimate.step_seconds)
+    extra = min(steps - 1, math.floor(rest / estimate.step_seconds)) if rest > 0 and estimate.step_seconds > 0 else 0
+    if extra <= 0:
+        return whole if whole > 0 else 1 / steps
+    return whole + extra / steps
 
 
 def probe_steps(steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) -> int:

@@ -36,13 +36,13 @@ class EpochRecord:
 @dataclass
 class TrainResult:
     run_dir: Path
-    epochs_completed: int
+    epochs_completed: float  # a last epoch ended early (optim.epochs with a fraction) counts as its fraction
     best_epoch: int
     best_val_rel_l2: float
     stopped: str  # "completed" | "time budget" | "callback" (a Ctrl-C or SIGTERM raises instead)
     test: list[dict[str, Any]] = field(default_factory=list)  # metrics rows, one per resolution
     train_seconds: float = 0.0  # wall-clock of the epochs run by this call (checkpoints included), synchronized
-    epochs_scheduled: int = 0  # the schedule's epochs at the end: optim.epochs, or fewer if the time budget shortened it
+    epochs_scheduled: float = 0.0  # the schedule's epochs at the end: optim.epochs, or as the time budget refitted them
 
 
 class RunLog:

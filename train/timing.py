@@ -11,9 +11,10 @@ per step).  ``WarmupTimer`` times the first ``WARMUP_STEPS`` steps of the proces
 an epoch's *steady* time (``EpochTime.steady``) is its later steps' pace extrapolated to all its
 steps.  ``Budget`` stops a run when the time spent plus the next epoch's steady estimate would pass
 the budget: the warm-up counts as time spent (it was spent) but not as the pace of later epochs.
-``Budget.epochs_left`` is how many more epochs fit at their typical pace: the trainer shortens the learning-rate
-schedule to them when the epochs planned no longer fit (epochs slower than planned), so that the run
-ends at the end of its schedule rather than being stopped in the middle of it.
+``Budget.steps_left`` is how many more steps fit at their typical pace (whole epochs, then part of one more
+that leaves time for its validation): the trainer shortens the learning-rate schedule to them when the
+steps planned no longer fit (epochs slower than planned), so that the run ends at the end of its schedule
+rather than being stopped in the middle of it, and a run planned to a time fits its schedule to that time.
 """
 from __future__ import annotations
 
@@ -54,14 +55,17 @@ class EpochTime:
     def seconds(self) -> float:
         return self.train + self.validation
 
-    def steady(self) -> float:
-        """The epoch at the pace of its steps after the warm-up: ``(train − warmup) / (steps − warmup_steps)``
-        per step, times ``steps``, plus the validation.  An epoch with no step after its warm-up is
-        taken as it was (nothing to extrapolate from)."""
-        if self.warmup_steps == 0 or self.steps <= self.warmup_steps:
-            return self.seconds
-        per_step = (self.train - self.warmup) / (self.steps - self.warmup_steps)
-        return per_step * self.steps + self.validation
+    @property
+    def step_seconds(self) -> float:
+        """A step at the pace after the warm-up, ``(train − warmup) / (steps − warmup_steps)``; an epoch
+        with no step after its warm-up is taken as it was (nothing to extrapolate from)."""
+        if self.steps <= self.warmup_steps:
+            return self.train / max(self.steps, 1)
+        return (self.train - self.warmup) / (self.steps - self.warmup_steps)
+
+    def steady(self, steps: int | None = None) -> float:
+        """An epoch of ``steps`` steps (this one's by default) at ``step_seconds``, plus the validation."""
+        return self.step_seconds * (self.steps if steps is None else steps) + self.validation
 
 
 class WarmupTimer:
@@ -108,35 +112,43 @@ class Budget:
     def record(self, epoch: EpochTime) -> None:
         self.epochs.append(epoch)
 
-    def next_epoch(self) -> float:
-        """The next epoch's estimate: the first epoch's steady time while it is the only one, then the
-        slowest of the later epochs (the first, which holds the warm-up, no longer counts)."""
+    def next_epoch(self, steps: int | None = None) -> float:
+        """The next epoch's estimate (of ``steps`` steps; as many as the epoch timed by default): the first
+        epoch's steady time while it is the only one, then the slowest of the later epochs (the first,
+        which holds the warm-up, no longer counts)."""
         if not self.epochs:
             return 0.0
         later = self.epochs[1:] or self.epochs
-        return max(e.steady() for e in later)
+        return max(e.steady(steps) for e in later)
 
-    def pace(self) -> float:
-        """The epochs' typical time: the median steady time of the last ``PACE_EPOCHS`` epochs after the
-        first (0 until there is one).  The first epoch is left out even past its warm-up steps: its
-        steps are the first to meet each sample (caches built per mesh, memory first touched; 1.3x the
-        later epochs of ``mesh_fno``).  Unlike ``next_epoch``'s slowest epoch, one slow epoch (a
+    def pace(self) -> tuple[float, float]:
+        """The typical ``(step, validation)`` seconds: medians over the last ``PACE_EPOCHS`` epochs after
+        the first (``(0, 0)`` until there is one).  The first epoch is left out even past its warm-up
+        steps: its steps are the first to meet each sample (caches built per mesh, memory first touched;
+        1.3x the later epochs of ``mesh_fno``).  Unlike ``next_epoch``'s slowest epoch, one slow epoch (a
         neighbour's spike) does not move it, and a machine that slows down for good moves it within a
         few epochs."""
         later = self.epochs[1:][-PACE_EPOCHS:]
-        return statistics.median(e.steady() for e in later) if later else 0.0
+        if not later:
+            return 0.0, 0.0
+        return statistics.median(e.step_seconds for e in later), statistics.median(e.validation for e in later)
 
-    def epochs_left(self) -> int | None:
-        """The epochs that still fit in the budget at ``pace`` (None: no budget, or no epoch after the
-        first timed yet)."""
-        pace = self.pace()
-        if self.seconds is None or pace <= 0.0:
+    def steps_left(self, steps_per_epoch: int, until: float | None = None) -> int | None:
+        """The training steps that still fit in the budget (or before ``until`` seconds from the start) at
+        ``pace``: whole epochs of ``steps_per_epoch`` steps and their validation, then, where the time left
+        after them holds a validation and at least one step, the steps of a last, shorter epoch (None: no
+        budget, or no epoch after the first timed yet)."""
+        step, validation = self.pace()
+        if self.seconds is None or step <= 0.0:
             return None
-        return max(0, math.floor((self.seconds - self.elapsed()) / pace))
+        left = (self.seconds if until is None else until) - self.elapsed()
+        whole = max(0, math.floor(left / (step * steps_per_epoch + validation)))
+        rest = left - whole * (step * steps_per_epoch + validation) - validation
+        return whole * steps_per_epoch + min(steps_per_epoch - 1, max(0, math.floor(rest / step)))
 
-    def exhausted(self) -> bool:
-        """Whether another epoch would end past the budget."""
-        return self.seconds is not None and self.elapsed() + self.next_epoch() > self.seconds
+    def exhausted(self, steps: int | None = None) -> bool:
+        """Whether another epoch (of ``steps`` steps) would end past the budget."""
+        return self.seconds is not None and self.elapsed() + self.next_epoch(steps) > self.seconds
 
 
 __all__ = ["Budget", "EpochTime", "PACE_EPOCHS", "WARMUP_STEPS", "WarmupTimer", "clock"]

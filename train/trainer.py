@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import math
 import os
@@ -72,7 +73,7 @@ from .losses import check_targets
 from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, training_advice
 from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
-from .optimization import make_optimizer, make_scheduler, seed_all
+from .optimization import make_optimizer, make_scheduler, schedule_steps, seed_all
 from .planning import EpochEstimate, probe, probe_steps
 from .precision import amp_dtype, autocast, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
@@ -82,6 +83,9 @@ from .step import PROGRESS_EVERY, Diverged, EpochTotals, Stepper, summarize
 from .testing import run_test, test_discretizations, write_test_metrics
 
 log = logging.getLogger(__name__)
+# a run planned to a time has its schedule refitted to that time when the steps that fit at the measured pace
+# differ from those left by more than this share of its steps (less: timing noise, left alone)
+REFIT_TOLERANCE = 0.03
 __all__ = ["DataChanged", "DeviceOutOfMemory", "EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "Trainer",
            "TrainingDiverged", "amp_dtype", "train"]  # some defined in the modules above, importable here
 
@@ -149,6 +153,7 @@ class Trainer:
         self.warmup = timing.WarmupTimer(ctx.device)
         self.stop = StopPoll(ctx)
         self.epoch = 0
+        self.plan_seconds: float | None = None  # a run planned in this process: the time its plan fills
         self.position: Position | None = None  # where in its epoch a resumed run continues
         self.totals = EpochTotals(ctx.device)
         self.best_metric, self.best_epoch = math.inf, 0
@@ -199,12 +204,13 @@ class Trainer:
         self.train_net, self.eval_net = self.ddp, model
         self._build_optimization()
 
-    def _build_optimization(self, epochs: int | None = None) -> None:
+    def _build_optimization(self, epochs: float | None = None) -> None:
         """A fresh optimizer, OneCycle schedule (for ``optim.epochs``, first set to ``epochs`` if given),
         gradient scaler and step."""
         if epochs is not None:
             self.cfg = dataclasses.replace(self.cfg, optim=dataclasses.replace(self.cfg.optim, epochs=epochs))
-        self.epochs = self.cfg.optim.epochs  # the schedule's epochs: fewer if the time budget shortens it
+        # the schedule's steps: refitted under a time budget (fit_schedule_to)
+        self.scheduled_steps = schedule_steps(self.cfg.optim.epochs, len(self.train_batches))
         self.optimizer = make_optimizer(self.cfg, self.model.parameters())
         self.scheduler = make_scheduler(self.cfg, self.optimizer, len(self.train_batches))
         # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
@@ -220,23 +226,41 @@ class Trainer:
         return self.operator.model
 
     @property
+    def epochs(self) -> int:
+        """The epochs the schedule runs (the last may be shorter: ``epoch_steps``)."""
+        return math.ceil(self.scheduled_steps / len(self.train_batches))
+
+    def epoch_steps(self) -> int:
+        """The training steps of the epoch after ``self.epoch``: all the batches, or what is left of the
+        schedule in its last epoch."""
+        return min(len(self.train_batches), self.scheduled_steps - self.epoch * len(self.train_batches))
+
+    def epochs_done(self) -> float:
+        """The epochs trained, a shorter last one as its fraction of the batches."""
+        per_epoch = len(self.train_batches)
+        return min(self.epoch * per_epoch, self.scheduled_steps) / per_epoch
+
+    @property
     def eval_batch(self) -> int:
         return self.cfg.run.eval_batch_size or self.batch
 
-    def plan(self, plan_epochs: Callable[[EpochEstimate], int]) -> EpochEstimate:
+    def plan(self, plan_epochs: Callable[[EpochEstimate], float]) -> EpochEstimate:
         """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer
         and schedule for them (``petrov.train.planning``)."""
         if self.cfg.optim.epochs * len(self.train_batches) < probe_steps():  # OneCycle refuses a step past its end
             self._build_optimization(math.ceil(probe_steps() / len(self.train_batches)))
         with self.out_of_memory("the timing probe", self.batch, self._training_advice()):
             estimate = probe(self)
-        epochs = int(dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx))
-        if epochs < 1:
-            raise ValueError(f"plan_epochs returned {epochs}; a run needs at least one epoch")
+        epochs = dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx)
+        if not epochs * len(self.train_batches) >= 1:
+            raise ValueError(f"plan_epochs returned {epochs}; a run needs at least one step "
+                             f"(1/{len(self.train_batches)} of an epoch)")
         self._build_optimization(epochs)
+        self.plan_seconds = (self.scheduled_steps * estimate.step_seconds + self.epochs
+                             * (estimate.eval_batches * estimate.eval_seconds + estimate.checkpoint_seconds))
         if self.ctx.is_main:
-            log.info("planned %d epochs of ~%.1fs (a step %.3gs, warm-up %.1fs)", epochs, estimate.epoch_seconds,
-                     estimate.step_seconds, estimate.warmup_seconds)
+            log.info("planned %s epochs of ~%.1fs (a step %.3gs, warm-up %.1fs)", f"{epochs:.4g}",
+                     estimate.epoch_seconds, estimate.step_seconds, estimate.warmup_seconds)
         return estimate
 
     # --- state -------------------------------------------------------------------------------
@@ -262,7 +286,7 @@ class Trainer:
     def write_checkpoints(self, folder: Path, best: bool, rngs: list, position: Position | None = None) -> None:
         """``folder/best.pt`` (if ``best``) and ``folder/last.pt`` of the current state (``rngs``: every rank's
         RNG states; ``position``: where in the next epoch, None at its start)."""
-        state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch, scheduled_epochs=self.epochs,
+        state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch, scheduled_steps=self.scheduled_steps,
                      best_metric=self.best_metric, best_epoch=self.best_epoch, data_identity=self.data_identity)
         norms, noise = self.operator.normalizer_states(), self.operator.noise
         if best:
@@ -292,7 +316,9 @@ class Trainer:
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.epoch, self.best_epoch = int(state["epoch"]), int(state["best_epoch"])
-        self.epochs = int(state.get("scheduled_epochs", self.cfg.optim.epochs))  # shortened by an earlier budget
+        # refitted by an earlier budget (a checkpoint of petrov 0.2.0 holds the epochs instead)
+        self.scheduled_steps = int(state["scheduled_steps"] if "scheduled_steps" in state else schedule_steps(
+            state.get("scheduled_epochs", self.cfg.optim.epochs), len(self.train_batches)))
         self.best_metric = float(state["best_metric"])
         rngs = state["rng"]
         ckpt.set_rng_state(rngs[self.ctx.rank] if len(rngs) == self.ctx.world_size else rngs[0])
@@ -337,11 +363,11 @@ class Trainer:
         self.train_sampler.set_epoch(self.epoch + 1)
         position, self.position = self.position or Position(0, []), None  # a resumed run: where it stopped
         self.totals = totals = position.totals_for(ctx, ctx.device)
-        done = position.steps
-        batches = self.train_batches.iterate(done)
+        done, steps = position.steps, self.epoch_steps()
+        batches = itertools.islice(self.train_batches.iterate(done), max(0, steps - done))
         if self.symmetries is not None:
             batches = (augment_batch(b, self.symmetries.of(b, self.epoch)) for b in batches)
-        bar = progress_bar(batches, total=len(self.train_batches), initial=done,
+        bar = progress_bar(batches, total=steps, initial=done,
                            desc=f"epoch {self.epoch + 1}/{self.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
         with self.out_of_memory("training", self.batch, self._training_advice()):
@@ -362,7 +388,7 @@ class Trainer:
 
         def poll(number: int) -> None:  # a stop during validation: every step of the epoch is done
             if self.stop(number):
-                raise Stopped(len(self.train_batches))
+                raise Stopped(self.epoch_steps())
 
         with self.out_of_memory("validation", self.eval_batch, evaluation_advice(key, self.eval_batch)):
             per_sample = evaluate_relative_l2(
@@ -395,9 +421,9 @@ class Trainer:
                 return "interrupted"
             seconds = timing.clock(ctx.device) - t0
             warm, warm_steps = self.warmup.take()
-            budget.record(timing.EpochTime(t1 - t0, seconds - (t1 - t0), len(self.train_batches), warm, warm_steps))
+            budget.record(timing.EpochTime(t1 - t0, seconds - (t1 - t0), self.epoch_steps(), warm, warm_steps))
             self.epoch += 1
-            self.fit_schedule_to(budget)  # before the checkpoint: a resume continues the shortened schedule
+            self.fit_schedule_to(budget)  # before the checkpoint: a resume continues the refitted schedule
             improved = val < self.best_metric
             if improved:
                 self.best_metric, self.best_epoch = val, self.epoch
@@ -412,27 +438,49 @@ class Trainer:
             if self.stop.now():  # a signal during the epoch's end: its checkpoint is written
                 return "interrupted"
             # rank 0's clock decides for every rank: ranks that disagreed would wait for each other forever
-            if self.epoch < self.epochs and dist_.broadcast_object(budget.exhausted() if ctx.is_main else None, ctx):
+            if self.epoch < self.epochs and dist_.broadcast_object(
+                    budget.exhausted(self.epoch_steps()) if ctx.is_main else None, ctx):
                 return "time budget"
         return "completed"
 
     def fit_schedule_to(self, budget: timing.Budget) -> None:
-        """With a time budget that no longer fits the epochs left (they turned out slower than planned, or
-        ``optim.epochs`` is more than the budget allows), the run's epochs (``self.epochs``, checkpointed;
-        the config keeps ``optim.epochs``) become those that fit at the pace so far (``Budget.epochs_left``:
-        the median of the recent epochs) and the rest of the OneCycle schedule is run in them
-        (``OneCycle.shorten``): the run ends annealed, at the end of its schedule, instead of being stopped
-        by the budget with its learning rate still high.  Rank 0's clock decides for every rank."""
+        """With a time budget that no longer fits the steps left (the epochs turned out slower than
+        planned, or ``optim.epochs`` is more than the budget allows), the run's steps
+        (``self.scheduled_steps``, checkpointed; the config keeps ``optim.epochs``) become those that fit at
+        the pace so far (``Budget.steps_left``: the median of the recent epochs; the last epoch may end
+        early) and the rest of the OneCycle schedule is run in them (``OneCycle.resize``): the run ends
+        annealed, at the end of its schedule, instead of being stopped by the budget with its learning
+        rate still high.  A run planned in this process (``plan``) is refitted both ways to the time its
+        plan was to fill, at the pace measured rather than the probe's, when the two differ by more than
+        ``REFIT_TOLERANCE`` of its steps (within the budget).  Rank 0's clock decides for every rank."""
         if self.epoch >= self.epochs or self.cfg.run.time_budget_minutes is None:  # the same on every rank
             return
-        left = dist_.broadcast_object(budget.epochs_left() if self.ctx.is_main else None, self.ctx)
-        if left is None or not 0 < left < self.epochs - self.epoch:
-            return  # everything fits, or not even one more epoch: the stop rule ends the run
-        before, self.epochs = self.epochs, self.epoch + left
-        self.scheduler.shorten(self.epochs * len(self.train_batches))
+        per_epoch, done = len(self.train_batches), self.epoch * len(self.train_batches)
+        left = self.scheduled_steps - done
+        steps = dist_.broadcast_object(self._steps_to_fit(budget, per_epoch, left) if self.ctx.is_main else None,
+                                       self.ctx)
+        if steps is None:
+            return
+        before, self.scheduled_steps = self.scheduled_steps, done + steps
+        self.scheduler.resize(self.scheduled_steps)
         if self.ctx.is_main:
-            log.info("at %.1fs per epoch the time budget fits %d more epochs: the schedule now ends after epoch %d "
-                     "(was %d)", budget.pace(), left, self.epochs, before)
+            step, validation = budget.pace()
+            log.info("at %.3gs per step and %.1fs per validation %d more steps fit %s: the schedule now ends "
+                     "after %.4g epochs (was %.4g)", step, validation, steps,
+                     "the budget" if self.plan_seconds is None else "the planned time", self.scheduled_steps / per_epoch,
+                     before / per_epoch)
+
+    def _steps_to_fit(self, budget: timing.Budget, per_epoch: int, left: int) -> int | None:
+        """The steps the schedule is to have left instead of ``left`` (None: keep it; see
+        ``fit_schedule_to``)."""
+        fits = budget.steps_left(per_epoch)
+        if not fits:
+            return None  # no pace yet, or not even one more step: the stop rule ends the run
+        if self.plan_seconds is not None:
+            aim = min(fits, budget.steps_left(per_epoch, until=self.plan_seconds))
+            if aim > 0 and abs(aim - left) > REFIT_TOLERANCE * self.scheduled_steps:
+                return aim
+        return fits if fits < left else None
 
     def check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
         """Targets a relative error can be taken of (not all zero; not constant with an H¹ term), checked
@@ -516,5 +564,5 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
         seconds = trainer.budget.elapsed()
         test = run_test(trainer) if stopped != "callback" else []  # the best model on the test split
         write_test_metrics(trainer, test)
-    return TrainResult(run_dir, trainer.epoch, trainer.best_epoch, trainer.best_metric, stopped, test, seconds,
-                       trainer.epochs)
+    return TrainResult(run_dir, trainer.epochs_done(), trainer.best_epoch, trainer.best_metric, stopped, test,
+                       seconds, trainer.scheduled_steps / len(trainer.train_batches))
