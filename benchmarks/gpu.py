@@ -19,7 +19,7 @@ forward under bfloat16 autocast, as ``run.amp`` trains) for both sides; petrov a
 ``--compile`` settings (``run.compile``: ``off``, ``cuda-graphs``); a compiled model is first checked
 against its eager copy (``petrov.train.compilation.compiled_agreement``, one forward and backward, as the
 trainer checks it), and a row whose values differ beyond the trainer's tolerance is printed "DIFFERS" and
-left out of the speed-ups.  Each (implementation, precision,
+its speed-up marked as not counted.  Each (implementation, precision,
 compile, n) runs in its own process: ``--warmup`` untimed steps (cuFFT plans, autotuning, compilation,
 graph capture), then the median over 3 blocks of ``--steps`` steps, each block between two device
 synchronizations.  Peak memory: ``torch.cuda.max_memory_allocated`` during the steps minus the memory
@@ -144,7 +144,7 @@ def measure(spec: dict) -> dict:
 def agreement(row: dict) -> str:
     """A compiled row's values against eager: relative L2 of outputs and gradients, and the verdict."""
     if "agrees" not in row:
-        return "-"
+        return ""
     return (f"{'agrees' if row['agrees'] else 'DIFFERS'} ({row['agreement_outputs']:.1e} / "
             f"{row['agreement_gradients']:.1e})")
 
@@ -233,7 +233,7 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
             row.update(run_worker(__file__, spec, timeout=args.timeout))
             rows.append(row)
             what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
-                    f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row) if 'agrees' in row else ''}"
+                    f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row)}"
                     ) if "seconds_per_step" in row else row.get("error")
             print(f"  {impl:<9} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
     return rows
@@ -245,7 +245,7 @@ def speed_report(rows: list[dict]) -> list[dict]:
     print(format_table(["implementation", "precision", "compile", "n", "ms/step", "peak extra GiB",
                         "compiled vs eager (outputs / gradients)"],
                        [[r["impl"], r["precision"], r["compile"], r["n"], f"{r['seconds_per_step'] * 1e3:.2f}",
-                         f"{r['peak_extra_bytes'] / 2**30:.3f}", agreement(r)] for r in ok]))
+                         f"{r['peak_extra_bytes'] / 2**30:.3f}", agreement(r) or "-"] for r in ok]))
     reference = {(r["precision"], r["n"]): r for r in ok if r["impl"] == "reference"}
     ratios = []
     for r in ok:

@@ -32,20 +32,25 @@ class FakeClock:
         return self.now
 
 
-@pytest.fixture
-def slow_first_step(monkeypatch):
-    """The process's first training step takes 60 s (a compilation), every other one 1 s; nothing else
-    takes time."""
+def steps_taking(monkeypatch, seconds) -> FakeClock:
+    """Training step ``k`` of the process (1, 2, ...) takes ``seconds(k)`` of a fake clock; nothing else takes
+    time."""
     clock, real_step, calls = FakeClock(), Stepper.step, []
 
     def step(self, *args):
         calls.append(1)
         real_step(self, *args)
-        clock.now += 60.0 if len(calls) == 1 else 1.0
+        clock.now += seconds(len(calls))
 
     monkeypatch.setattr(timing, "clock", clock)
     monkeypatch.setattr(Stepper, "step", step)
     return clock
+
+
+@pytest.fixture
+def slow_first_step(monkeypatch):
+    """The process's first training step takes 60 s (a compilation), every other one 1 s."""
+    return steps_taking(monkeypatch, lambda k: 60.0 if k == 1 else 1.0)
 
 
 def test_an_epochs_steady_time_leaves_out_its_warm_up_steps():
@@ -166,15 +171,7 @@ def test_a_schedule_is_resized_only_to_more_steps_than_it_has_taken():
 @pytest.fixture
 def one_second_steps(monkeypatch):
     """Every training step takes 1 s of a fake clock; nothing else takes time."""
-    clock, real_step = FakeClock(), Stepper.step
-
-    def step(self, *args):
-        real_step(self, *args)
-        clock.now += 1.0
-
-    monkeypatch.setattr(timing, "clock", clock)
-    monkeypatch.setattr(Stepper, "step", step)
-    return clock
+    return steps_taking(monkeypatch, lambda k: 1.0)
 
 
 def budgeted(epochs: int):
@@ -201,15 +198,7 @@ def test_a_slow_first_epoch_does_not_shorten_the_schedule(tmp_path, monkeypatch)
     """Every step of epoch 1 takes 2 s (caches met for the first time, after the warm-up steps too), later
     ones 1 s: 13 planned epochs take 8 + 12 x 4 = 56 s of the 60.  Taken as the pace, epoch 1's 8 s would
     have shortened the schedule to 7 epochs after it."""
-    clock, real_step, calls = FakeClock(), Stepper.step, []
-
-    def step(self, *args):
-        calls.append(1)
-        real_step(self, *args)
-        clock.now += 2.0 if len(calls) <= 4 else 1.0
-
-    monkeypatch.setattr(timing, "clock", clock)
-    monkeypatch.setattr(Stepper, "step", step)
+    steps_taking(monkeypatch, lambda k: 2.0 if k <= 4 else 1.0)
     result = train(budgeted(13), tmp_path / "run", data=cases.tiny_data())
     assert (result.epochs_completed, result.epochs_scheduled, result.stopped) == (13, 13, "completed")
     assert result.train_seconds == 56.0
@@ -355,15 +344,7 @@ def test_a_planned_run_whose_epochs_are_faster_than_its_probe_fills_the_time_it_
     """The probe's steps (its 10) take 2 s, the run's 1 s; a 1-minute budget planned to 90%: 6.75 epochs of
     4 steps (27 steps of 2 s: 54 s).  After epoch 2 (8 s) the pace says 46 steps fit by 54 s, where 19 were
     left: the schedule is lengthened to 54 steps (13.5 epochs), which end at 54 s, as planned."""
-    clock, real_step, calls = FakeClock(), Stepper.step, []
-
-    def step(self, *args):
-        calls.append(1)
-        real_step(self, *args)
-        clock.now += 2.0 if len(calls) <= 10 else 1.0
-
-    monkeypatch.setattr(timing, "clock", clock)
-    monkeypatch.setattr(Stepper, "step", step)
+    steps_taking(monkeypatch, lambda k: 2.0 if k <= 10 else 1.0)
     plans = []
     result = train(budgeted(20), tmp_path / "run", data=cases.tiny_data(),
                    plan_epochs=lambda estimate: plans.append(epochs_for_budget(estimate, 1.0, 0.9)) or plans[-1])
