@@ -69,9 +69,10 @@ class MeshGino(TensorState, PointSetOperator):
                          gno_use_open3d=False, gno_use_torch_scatter=False)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
-                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None,
+                boundary_distance: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.point_inputs(x, pos, weights, mask, boundary)
-        features = self.features(x, pos, boundary, mask)
+        features = self.features(x, pos, boundary, mask, boundary_distance)
         m = self.config.latent_size
         latent = grid_coordinates((m, m), dtype=pos.dtype, device=pos.device)[None]  # (1, m, m, 2)
         counts = [x.shape[1]] * len(x) if mask is None else mask.sum(dim=1).tolist()
