@@ -8,6 +8,8 @@ a uniform grid is one mesh among others (``latent2d`` with ``decoder="pointwise"
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,7 +74,7 @@ def inputs(name: str, batch: dict) -> tuple[tuple, dict]:
 
 def model(name: str, **extra):
     torch.manual_seed(0)
-    return build_model(name, **dict(TINY[name], in_channels=2, **extra)).double().eval()
+    return build_model(name, **dict(TINY.get(name, {}), in_channels=2, **extra)).double().eval()
 
 
 def test_the_point_set_models_are_registered_as_such():
@@ -379,11 +381,27 @@ def test_the_boundary_distance_is_the_distance_to_the_nearest_boundary_node():
         boundary_distance(pos, torch.zeros(2, 30, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("name", ["mesh_latent", "mesh_attention", "mesh_transolver"])
+def gino_contender() -> dict:
+    """``benchmarks/mesh_gino.py``'s contender registered (skipped without neuraloperator), its tiny options."""
+    pytest.importorskip("neuralop")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from mesh_gino import register_gino
+    finally:
+        sys.path.pop(0)
+    register_gino()
+    return dict(latent_size=6, fno_n_modes=[3, 3], fno_hidden_channels=4, fno_n_layers=1, in_gno_radius=0.4,
+                out_gno_radius=0.4, gno_embed_channels=4, in_gno_channel_mlp_hidden_layers=[8],
+                out_gno_channel_mlp_hidden_layers=[8])
+
+
+@pytest.mark.parametrize("name", ["mesh_latent", "mesh_attention", "mesh_transolver", "mesh_gino"])
 def test_the_loaders_boundary_distance_is_the_one_computed_in_the_forward(name, meshes):
+    """Every mesh model with the boundary distance, the benchmark's GINO contender too, takes the data
+    loader's (``sample_transform``) and computes the same function with it."""
     from petrov.datasets.mesh.loading import collate_points
 
-    m = model(name)
+    m = model(name, **(gino_contender() if name == "mesh_gino" else {}))
     items = []
     for mesh in (meshes.grid(10, notch=0.6), meshes.jittered(7, seed=1)):
         one = sample(mesh)
@@ -392,12 +410,17 @@ def test_the_loaders_boundary_distance_is_the_one_computed_in_the_forward(name, 
         items.append({**item, **m.sample_transform()(item)})
     batch = collate_points(items)
     assert batch["boundary_distance"].shape == (*batch["x"].shape[:2], 1)
+    tol = 1e-12
+    if name == "mesh_gino":  # neuraloperator's spectral weights stay complex64
+        m, tol = m.float(), 1e-5
+        batch = {k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
     args = (batch["x"], batch["pos"], batch["weights"])
     kwargs = dict(mask=batch["mask"], boundary=batch["boundary"])
     with torch.no_grad():
         given = m(*args, **kwargs, boundary_distance=batch["boundary_distance"])
         computed = m(*args, **kwargs)
-    torch.testing.assert_close(given, computed, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(given, computed, rtol=tol, atol=tol)
     with pytest.raises(ValueError, match="boundary_distance of shape"):
         m(*args, **kwargs, boundary_distance=batch["boundary_distance"][:, :-1])
-    assert model(name, boundary_features=False).sample_transform() is None
+    assert model(name, **(gino_contender() if name == "mesh_gino" else {}),
+                 boundary_features=False).sample_transform() is None
