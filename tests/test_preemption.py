@@ -91,23 +91,24 @@ def run_config(source: str, lazy_file: Path, **sections):
 @LINUX
 @pytest.mark.parametrize("source", ["memory", "file"])
 @pytest.mark.parametrize("where, number", [("step", 2), ("validation", 2)])  # validation: epoch 2's (1 batch each)
+@pytest.mark.parametrize("epochs", [3, 1.75])  # 1.75: stopped in the shorter last epoch (3 of its 4 batches)
 def test_a_run_stopped_within_an_epoch_continues_bit_identically(tmp_path, monkeypatch, lazy_file, source, where,
-                                                                  number):
+                                                                  number, epochs):
     torch.set_num_threads(1)
-    cfg, data = run_config(source, lazy_file)
+    cfg, data = run_config(source, lazy_file, optim={"epochs": epochs})
     train(cfg, tmp_path / "straight", **data)
     with monkeypatch.context() as patch:
         signal_at(patch, where, number)
         with pytest.raises(Terminated), stop_on_signals():
             train(cfg, tmp_path / "resumed", **data)
     state = last(tmp_path / "resumed")
-    steps = 16 // 4
+    steps = 16 // 4 if epochs == 3 else 3
     position = Position.from_state(state["position"])
     assert state["epoch"] == 1 and position.steps == (number if where == "step" else steps)
     assert [r["epoch"] for r in log_rows(tmp_path / "resumed")] == [1]
     torch.manual_seed(12345)  # a fresh process would have other states
     result = train(cfg, tmp_path / "resumed", resume=True, **data)
-    assert result.epochs_completed == 3
+    assert result.epochs_completed == epochs
     assert_same_weights(tmp_path / "straight", tmp_path / "resumed")
     timeless = lambda run: [{k: v for k, v in r.items() if k != "seconds"} for r in log_rows(run)]  # noqa: E731
     assert timeless(tmp_path / "resumed") == timeless(tmp_path / "straight")
