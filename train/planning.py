@@ -48,8 +48,13 @@ class EpochEstimate:
     checkpoint_seconds: float = 0.0
 
     @property
+    def overhead_seconds(self) -> float:
+        """What an epoch spends besides its steps: the validation and the checkpoints."""
+        return self.eval_batches * self.eval_seconds + self.checkpoint_seconds
+
+    @property
     def epoch_seconds(self) -> float:
-        return self.steps * self.step_seconds + self.eval_batches * self.eval_seconds + self.checkpoint_seconds
+        return self.steps * self.step_seconds + self.overhead_seconds
 
 
 def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, cap: int | None = None) -> float:
@@ -62,7 +67,7 @@ def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, 
     whole = math.floor(seconds / estimate.epoch_seconds)
     if cap is not None and whole >= cap:
         return cap
-    rest = seconds - whole * estimate.epoch_seconds - (estimate.epoch_seconds - steps * estimate.step_seconds)
+    rest = seconds - whole * estimate.epoch_seconds - estimate.overhead_seconds
     extra = min(steps - 1, math.floor(rest / estimate.step_seconds)) if rest > 0 and estimate.step_seconds > 0 else 0
     if extra <= 0:
         return whole if whole > 0 else 1 / steps

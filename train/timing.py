@@ -142,8 +142,9 @@ class Budget:
         if self.seconds is None or step <= 0.0:
             return None
         left = (self.seconds if until is None else until) - self.elapsed()
-        whole = max(0, math.floor(left / (step * steps_per_epoch + validation)))
-        rest = left - whole * (step * steps_per_epoch + validation) - validation
+        epoch = step * steps_per_epoch + validation
+        whole = max(0, math.floor(left / epoch))
+        rest = left - whole * epoch - validation
         return whole * steps_per_epoch + min(steps_per_epoch - 1, max(0, math.floor(rest / step)))
 
     def exhausted(self, steps: int | None = None) -> bool:

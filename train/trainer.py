@@ -73,7 +73,7 @@ from .losses import check_targets
 from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, training_advice
 from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
-from .optimization import make_optimizer, make_scheduler, schedule_steps, seed_all
+from .optimization import make_optimizer, make_scheduler, seed_all
 from .planning import EpochEstimate, probe, probe_steps
 from .precision import amp_dtype, autocast, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
@@ -209,10 +209,9 @@ class Trainer:
         gradient scaler and step."""
         if epochs is not None:
             self.cfg = dataclasses.replace(self.cfg, optim=dataclasses.replace(self.cfg.optim, epochs=epochs))
-        # the schedule's steps: refitted under a time budget (fit_schedule_to)
-        self.scheduled_steps = schedule_steps(self.cfg.optim.epochs, len(self.train_batches))
         self.optimizer = make_optimizer(self.cfg, self.model.parameters())
         self.scheduler = make_scheduler(self.cfg, self.optimizer, len(self.train_batches))
+        self.scheduled_steps = self.scheduler.total_steps  # refitted under a time budget (fit_schedule_to)
         # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
         self.scaler = torch.amp.GradScaler(self.ctx.device.type) if self.amp_dtype == torch.float16 else None
         self.stepper = Stepper(operator=self.operator, net=self.train_net, mode=self.mode, optimizer=self.optimizer,
@@ -256,8 +255,7 @@ class Trainer:
             raise ValueError(f"plan_epochs returned {epochs}; a run needs at least one step "
                              f"(1/{len(self.train_batches)} of an epoch)")
         self._build_optimization(epochs)
-        self.plan_seconds = (self.scheduled_steps * estimate.step_seconds + self.epochs
-                             * (estimate.eval_batches * estimate.eval_seconds + estimate.checkpoint_seconds))
+        self.plan_seconds = self.scheduled_steps * estimate.step_seconds + self.epochs * estimate.overhead_seconds
         if self.ctx.is_main:
             log.info("planned %s epochs of ~%.1fs (a step %.3gs, warm-up %.1fs)", f"{epochs:.4g}",
                      estimate.epoch_seconds, estimate.step_seconds, estimate.warmup_seconds)
@@ -316,9 +314,7 @@ class Trainer:
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.epoch, self.best_epoch = int(state["epoch"]), int(state["best_epoch"])
-        # refitted by an earlier budget (a checkpoint of petrov 0.2.0 holds the epochs instead)
-        self.scheduled_steps = int(state["scheduled_steps"] if "scheduled_steps" in state else schedule_steps(
-            state.get("scheduled_epochs", self.cfg.optim.epochs), len(self.train_batches)))
+        self.scheduled_steps = self.scheduler.steps  # as an earlier budget refitted it (the schedule's own state)
         self.best_metric = float(state["best_metric"])
         rngs = state["rng"]
         ckpt.set_rng_state(rngs[self.ctx.rank] if len(rngs) == self.ctx.world_size else rngs[0])
