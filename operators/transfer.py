@@ -44,6 +44,7 @@ import torch.nn.functional as F
 
 from ..common.dtypes import to_caller_dtype, upcast
 from .shape_cache import shape_cached
+from .spectral import irfft_modes, rfft_modes
 
 
 def node_points(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
@@ -165,8 +166,7 @@ def fourier_resample(u: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
             if n == m:
                 continue
             keep = (min(n, m) + 1) // 2
-            spec = torch.fft.rfft(u.movedim(axis, -1), norm="forward")[..., :keep]
-            u = torch.fft.irfft(spec, n=m, norm="forward").movedim(-1, axis)
+            u = irfft_modes(rfft_modes(u.movedim(axis, -1), keep), m).movedim(-1, axis)
     return to_caller_dtype(u, dtype)
 
 
@@ -188,8 +188,7 @@ def band_limit(u: torch.Tensor, modes: int) -> torch.Tensor:
     dtype = u.dtype
     u = upcast(u)
     with torch.autocast(device_type=u.device.type, enabled=False):
-        spec = torch.fft.rfft(u, norm="forward")[..., :modes]
-        u = torch.fft.irfft(spec, n=n, norm="forward")
+        u = irfft_modes(rfft_modes(u, modes), n)
     return to_caller_dtype(u, dtype)
 
 

@@ -11,6 +11,8 @@ an accelerator (value checks off, the boundary distance's masked form); on CUDA 
 by forward and backward of every model and mixer after a warm-up call under
 ``torch.cuda.set_sync_debug_mode("error")``, which raises on any synchronization.
 
+Every traced graph is also checked to hold no complex tensor.
+
 Also here: the shape cache (cached transfer matrices equal fresh ones; one entry per shape, dtype and
 device; no autograd history), value checks that answer in eager mode and step aside while compiling,
 and the dtype/device errors of the attention layer and the models.
@@ -22,6 +24,7 @@ import contextlib
 import pytest
 import torch
 import torch._dynamo
+from torch._dynamo.testing import EagerAndRecordGraphs
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
 from petrov.operators import Attention, build_model, list_mixers, list_models, point_set_models
@@ -115,10 +118,16 @@ def forward_backward(fn, module, args, kwargs):
 
 
 def assert_same_step(module, args, kwargs, call=None):
-    """The compiled module (whole graph, dynamo only) gives the eager values and gradients."""
+    """The compiled module (whole graph, dynamo only) gives the eager values and gradients, and its graph
+    holds no complex tensor (inductor generates no code for them: on a GPU a compiled model with complex
+    intermediates computed another function than the eager one)."""
     call = call or (lambda m: m)
     eager = forward_backward(call(module), module, args, kwargs)
-    traced = forward_backward(call(compiled(module)), module, args, kwargs)
+    backend = EagerAndRecordGraphs()
+    traced = forward_backward(call(torch.compile(module, backend=backend, fullgraph=True)), module, args, kwargs)
+    values = [node.meta["example_value"] for graph in backend.graphs for node in graph.graph.nodes
+              if torch.is_tensor(node.meta.get("example_value"))]
+    assert values and not [v.dtype for v in values if v.is_complex()]
     torch.testing.assert_close(traced[0], eager[0], rtol=1e-10, atol=1e-12)
     for got, want in zip(traced[1], eager[1]):
         if want is None:

@@ -1,4 +1,5 @@
-"""SpectralConv against a dense DFT written out here, on even and odd grids; gradients; errors."""
+"""SpectralConv against a dense DFT written out here, on even and odd grids; gradients; errors; the truncated
+transforms of the periodic grid maps, eager and compiled."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,8 @@ import pytest
 import torch
 
 from petrov.operators import SpectralConv
+from petrov.operators.spectral import irfft_modes, rfft_modes
+from petrov.operators.transfer import band_limit, fourier_resample
 
 
 def kept_frequencies(m: int, last_axis: bool) -> list[int]:
@@ -105,6 +108,55 @@ def test_a_compiled_spectral_conv_holds_no_complex_tensor():
     (graph,) = backend.graphs
     values = [n.meta["example_value"] for n in graph.graph.nodes if torch.is_tensor(n.meta.get("example_value"))]
     assert values and not any(v.is_complex() for v in values)
+
+
+def record_graphs():
+    from torch._dynamo.testing import EagerAndRecordGraphs
+
+    torch._dynamo.reset()
+    return EagerAndRecordGraphs()
+
+
+def holds_complex(backend) -> bool:
+    values = [n.meta["example_value"] for g in backend.graphs for n in g.graph.nodes
+              if torch.is_tensor(n.meta.get("example_value"))]
+    assert values
+    return any(v.is_complex() for v in values)
+
+
+@pytest.mark.parametrize("n, keep", [(9, 1), (9, 5), (10, 3), (10, 6)])
+def test_truncated_transforms_are_the_dense_dft_eager_and_compiled(n, keep):
+    """``rfft_modes`` / ``irfft_modes`` (FFT when eager, real DFT matrices when compiled) against the
+    written-out sums ``U_k = (1/n) Σ_j u_j e^{-2πijk/n}`` and ``u_j = Re Σ_k c_k U_k e^{2πijk/n}``
+    (c = 1 at k = 0 and at the Nyquist k = n/2, else 2); the compiled graphs hold no complex tensor."""
+    torch.manual_seed(0)
+    u = torch.randn(2, 3, n, dtype=torch.float64)
+    j, k = torch.arange(n, dtype=torch.float64), torch.arange(keep, dtype=torch.float64)
+    phase = torch.exp(-2j * math.pi * torch.outer(j, k) / n)  # (n, keep)
+    want = torch.view_as_real((u.to(torch.complex128) @ phase) / n)
+    spec = torch.randn(2, 3, keep, 2, dtype=torch.float64)
+    c = torch.where((k == 0) | (2 * k == n), 1.0, 2.0)
+    want_inverse = (torch.view_as_complex(spec) * c) @ phase.conj().T
+    for compile_it in (False, True):
+        backend = record_graphs()
+        forward, inverse = ((torch.compile(f, backend=backend, fullgraph=True) if compile_it else f)
+                            for f in (rfft_modes, irfft_modes))
+        torch.testing.assert_close(forward(u, keep), want, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(inverse(spec, n), want_inverse.real, rtol=1e-12, atol=1e-12)
+        if compile_it:
+            assert not holds_complex(backend)
+
+
+@pytest.mark.parametrize("n, m", [(16, 9), (9, 16), (12, 12)])
+def test_fourier_resample_and_band_limit_compile_to_real_graphs_with_the_eager_values(n, m):
+    torch.manual_seed(0)
+    u = torch.randn(2, 3, n, dtype=torch.float64)
+    for f, args in ((fourier_resample, ((m,),)), (band_limit, (3,))):
+        backend = record_graphs()
+        got = torch.compile(f, backend=backend, fullgraph=True)(u, *args)
+        torch.testing.assert_close(got, f(u, *args), rtol=1e-12, atol=1e-12)
+        if f is band_limit or n != m:  # fourier_resample to the same size is the identity: no graph
+            assert not holds_complex(backend)
 
 
 @pytest.mark.parametrize("n", [15, 16])

@@ -35,8 +35,10 @@ import torch
 from torch import nn
 
 from ...common.config import check_positive
+from ...common.dtypes import upcast
 from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp
 from ..layout import channels_first, channels_last
+from ..spectral import rfft_modes
 from ..trajectory import (
     batch_as_steps,
     check_scalar_state,
@@ -130,8 +132,7 @@ class Marching1d(GridOperator):
         if h.shape[-1] // 2 + 1 < m:
             raise ValueError(f"marching1d: summary_modes = {m} needs a grid of at least {2 * (m - 1)} points, "
                              f"got {h.shape[-1]}")
-        coeffs = torch.fft.rfft(h.float(), norm="forward")[..., :m]  # quadratures: same at any n
-        flat = torch.view_as_real(coeffs).flatten(1).to(h.dtype)
+        flat = rfft_modes(upcast(h), m).flatten(1).to(h.dtype)  # quadratures: same at any n
         return self.summary(flat) + self.time_embedding(t)
 
     def _next(self, u: torch.Tensor, h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
