@@ -13,9 +13,11 @@ the native grid (strided).
 
 Contenders: the shipped presets ``burgers-marching`` (marching1d) and ``burgers-arfno`` (arfno1d), each
 trained by ``petrov.train.train`` with its preset's recipe and training mode, one thread.  Equal budget:
-a probe times one training step (the mode's forward(s) and backward) and one validation batch (a
-free rollout) of each model; its epochs are planned so the OneCycle schedule fits ``--budget-minutes``
-of training (validation included), and the trainer also stops at the budget.
+each run is planned by the trainer's own probe of it (``petrov.train.planning``: its training steps, its
+validation batches -- free rollouts -- and its checkpoints, timed once warm) to fill ``PLAN_FRACTION`` of
+``--budget-minutes`` with whole epochs and the share of one more (``optim.epochs`` with a fraction); once
+its epochs are timed the OneCycle schedule is refitted to the planned time, and the trainer also stops at
+the budget.  The share of the budget each run trained is printed.
 
 Printed (with the CPU model; timings on a shared machine are noisy): per contender the parameters,
 epochs, seconds per epoch, and the rollout relative L2 at t = 1 per resolution (mean over the test
@@ -34,31 +36,28 @@ resolution.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import time
 from pathlib import Path
 
 import torch
 
-from petrov.datasets import generate_dataset, open_dataset
+from petrov.datasets import generate_dataset
 from petrov.operators import build_model
 from petrov.operators.blocks import count_parameters
-from petrov.train.config import load_config
-from petrov.train.operator import NormalizedOperator
 from petrov.evaluate import evaluate_resolutions, make_plots
-from petrov.train.rollout import training_mode
+from petrov.train.config import load_config
+from petrov.train.planning import epochs_for_budget
 from petrov.train.trainer import train
 
 from _common import (
-    SPREAD_RULE, emit_result, exceeds_spread, format_spread, format_table, machine_info, median_seconds, print_machine,
+    SPREAD_RULE, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, print_machine,
     run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
 CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
 TARGET_T1 = 1e-2
 TARGET_FLAT = 1.1
-PLAN_FRACTION = 0.8  # of the budget: the probe misses validation and per-epoch bookkeeping
+PLAN_FRACTION = 0.95  # of the budget, as compare_accuracy.py and mesh_operators.py plan theirs
 
 
 def parse_args(argv=None):
@@ -94,6 +93,7 @@ def settings(args) -> dict:
         "n_test": 16 if quick else 100,
         "train_resolution": args.train_resolution or (512 if quick else 1024),
         "budget_minutes": args.budget_minutes or (25 / 60 if quick else 20.0),
+        "quick": quick,
     }
 
 
@@ -106,47 +106,39 @@ def ensure_data(s: dict) -> Path:
     return path
 
 
-def probe_seconds(cfg, path: Path, repeats: int = 5) -> tuple[float, float]:
-    """Median seconds of one training step (the mode's prediction, loss, backward) and of one
-    validation batch (a free rollout, no gradient) on one batch at the training resolution, after
-    two untimed calls (allocator, FFT plans, the other core's contender starting: with one warm-up
-    and the median of 2, a slow step under-planned a 20-minute run by a third)."""
-    model = build_model(cfg.model.name, **cfg.model.options)
-    data = open_dataset(path, resolution=cfg.data.train_resolution, indices=range(cfg.optim.batch_size))
-    op, mode = NormalizedOperator(model), training_mode(cfg.loss.mode)
-    step = median_seconds(lambda: mode.loss(mode.predict(op, data.x, data.y), data.y).mean().backward(), repeats,
-                          warmup=2)
-    with torch.no_grad():
-        rollout = median_seconds(lambda: op.predict(data.x), repeats, warmup=2)
-    return step, rollout
-
-
 def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[int], seed: int = 0,
                   run_name: str | None = None) -> dict:
-    """Train contender ``name`` with ``run.seed = seed`` into ``runs / run_name`` (default ``name``) and
-    evaluate it at every resolution."""
+    """Train contender ``name`` with ``run.seed = seed`` into ``runs / run_name`` (default ``name``), planned to
+    the budget from the trainer's probe of the run, and evaluate it at every resolution."""
+    budget = s["budget_minutes"]
     overrides = [f"run.seed={seed}", f"data.path={str(path)!r}", f"data.train_resolution={s['train_resolution']}",
                  f"data.n_train={s['n_train']}", f"data.n_val={s['n_val']}", f"data.n_test={s['n_test']}",
                  f"data.eval_resolutions={resolutions}", "run.progress=false", "run.threads=1",
-                 f"run.time_budget_minutes={s['budget_minutes']}"]
+                 f"run.time_budget_minutes={budget}",
+                 # the file ensure_data wrote (the presets describe the full one)
+                 f"data.generate.n_samples={s['n_samples']}", f"data.generate.resolution={s['native']}"]
+    if s["quick"]:  # a few dozen steps: the presets' 50-step rise would be most of the run
+        overrides.append("optim.min_warmup_steps=0")
     cfg = load_config(CONTENDERS[name], overrides)
-    step, rollout = probe_seconds(cfg, path)
-    steps_per_epoch = math.ceil(s["n_train"] / cfg.optim.batch_size)
-    epoch_seconds = step * steps_per_epoch + rollout * math.ceil(s["n_val"] / cfg.optim.batch_size)
-    epochs = max(1, int(PLAN_FRACTION * 60 * s["budget_minutes"] / epoch_seconds))
-    cfg = load_config(CONTENDERS[name], overrides + [f"optim.epochs={epochs}",
-                                                     f"optim.min_warmup_steps={min(50, epochs * steps_per_epoch // 5)}"])
+    planned: dict = {}
+
+    def plan(estimate) -> float:
+        planned.update(epochs=epochs_for_budget(estimate, budget, PLAN_FRACTION), step=estimate.step_seconds,
+                       rollout=estimate.eval_seconds, epoch=estimate.epoch_seconds)
+        return planned["epochs"]
+
     run_dir = runs / (run_name or name)
-    t0 = time.monotonic()
-    result = train(cfg, run_dir)
-    seconds = time.monotonic() - t0
+    result = train(cfg, run_dir, plan_epochs=plan)
     rows = evaluate_resolutions(run_dir, out_dir=run_dir / "eval", per_time=True)
     make_plots(run_dir, rows, run_dir / "eval", n_samples=2, resolution=s["train_resolution"])
     return {"name": name, "seed": seed, "preset": CONTENDERS[name], "mode": cfg.loss.mode,
             "parameters": count_parameters(build_model(cfg.model.name, **cfg.model.options)),
-            "epochs": result.epochs_completed, "planned_epochs": epochs, "stopped": result.stopped,
-            "seconds_per_epoch": seconds / max(result.epochs_completed, 1), "probe_step_seconds": step, "probe_rollout_seconds": rollout,
-            "best_val": result.best_val_rel_l2, "rows": rows}
+            "epochs": result.epochs_completed, "planned_epochs": planned["epochs"],
+            "scheduled_epochs": result.epochs_scheduled, "stopped": result.stopped,
+            "budget_used": result.train_seconds / (60.0 * budget),
+            "seconds_per_epoch": result.train_seconds / max(result.epochs_completed, 1e-9),
+            "probe_seconds_per_epoch": planned["epoch"], "probe_step_seconds": planned["step"],
+            "probe_rollout_seconds": planned["rollout"], "best_val": result.best_val_rel_l2, "rows": rows}
 
 
 def worker(spec: dict) -> None:
@@ -169,7 +161,8 @@ def summarize(runs: list[dict], resolutions: list[int]) -> dict:
     spreads = [spread(r) for r in runs]
     return {"name": runs[0]["name"], "parameters": runs[0]["parameters"], "mode": runs[0]["mode"],
             "seeds": [r["seed"] for r in runs],
-            "epochs": " ".join(f"{r['epochs']}/{r['planned_epochs']}" for r in runs),
+            "epochs": " ".join(f"{format_epochs(r['epochs'])}/{format_epochs(r['planned_epochs'])}" for r in runs),
+            "budget_used": " ".join(f"{r['budget_used']:.0%}" for r in runs),
             "seconds_per_epoch": sum(r["seconds_per_epoch"] for r in runs) / len(runs),
             "t1": [seed_stats([r["rows"][i]["mean"] for r in runs]) for i in range(len(resolutions))],
             "spread": seed_stats(spreads), "spreads": spreads}
@@ -219,8 +212,9 @@ def main(argv=None) -> None:
     for r in results:  # kept per run in the JSON, as before
         r["spread"] = spread(r)
     groups = {name: summarize([r for r in results if r["name"] == name], resolutions) for name in CONTENDERS}
-    headers = ["model", "params", "mode", "epochs", "s/epoch"] + [f"t=1 @{r}" for r in resolutions] + ["max/min"]
-    table = [[g["name"], g["parameters"], g["mode"], g["epochs"], f"{g['seconds_per_epoch']:.1f}"]
+    headers = (["model", "params", "mode", "epochs/planned", "budget used", "s/epoch"] + [f"t=1 @{r}" for r in resolutions]
+               + ["max/min"])
+    table = [[g["name"], g["parameters"], g["mode"], g["epochs"], g["budget_used"], f"{g['seconds_per_epoch']:.1f}"]
              + [format_spread(st) for st in g["t1"]] + [format_spread(g["spread"], ".3f")] for g in groups.values()]
     over = f", mean ± std over seeds {seeds}" if args.seeds > 1 else ""
     print(f"\nrollout relative L2 at t = 1 (mean over {s['n_test']} test samples{over}), CPU {info['cpu']}, "
