@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Every check that needs a CUDA GPU, one after the other, each under its own time limit, logged into a folder:
+#
+#   benchmarks/gpu_checks.sh OUT_DIR                      # compile, step, speed, tests (about 10 minutes)
+#   benchmarks/gpu_checks.sh OUT_DIR compile step         # only these stages, in this order
+#
+# Stages (OUT_DIR/<stage>.log each, the JSON of the benchmarks beside them):
+#   compile  benchmarks/compile_check.py: the GPU presets' models compiled by inductor against eager, part by part
+#   step     benchmarks/gpu.py --part step: the trainer's step of darcy-gpu per run.compile, and with bfloat16
+#   speed    benchmarks/gpu.py --part speed at n = 8192 and 65,536, float32 and bfloat16, against the reference
+#            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise)
+#   tests    pytest -m cuda: the CUDA-marked tests (CLI flows on the GPU, sync-free steps, CPU evaluation of a
+#            CUDA-trained checkpoint)
+#   train    petrov train darcy-gpu (about 10 minutes with its data) and its evaluation
+#
+# petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
+# A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
+# STAGE_SECONDS (default 240) caps each stage; PYTHON (default python) runs them.
+set -u
+out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|train ...]}
+shift
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(compile step speed tests)
+py=${PYTHON:-python}
+limit=${STAGE_SECONDS:-240}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+export PYTHONUNBUFFERED=1
+
+run_stage() {
+    case $1 in
+        compile) (cd "$here" && "$py" compile_check.py) ;;
+        step) (cd "$here" && "$py" gpu.py --part step --out "$out/gpu-step.json") ;;
+        speed) (cd "$here" && "$py" gpu.py --part speed --n 8192 65536 --precisions float32 bf16 --out "$out/gpu-speed.json") ;;
+        tests) (cd "$here/.." && "$py" -m pytest -m cuda -q -p no:cacheprovider --rootdir=tests tests) ;;
+        train) "$py" -m petrov train darcy-gpu --out "$out/darcy-gpu" && "$py" -m petrov evaluate "$out/darcy-gpu" --device cuda ;;
+        *) echo "unknown stage '$1': use compile, step, speed, tests or train"; return 2 ;;
+    esac
+}
+
+"$py" -c "import torch, petrov; print('torch', torch.__version__, 'CUDA', torch.version.cuda, '|', \
+torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
+summary=()
+for stage in "${stages[@]}"; do
+    start=$(date +%s)
+    echo "=== $stage (limit ${limit} s) ==="
+    timeout --kill-after=10 "$limit" bash -c "$(declare -f run_stage); here='$here' out='$out' py='$py' run_stage $stage" \
+        > "$out/$stage.log" 2>&1
+    rc=$?
+    tail -n 25 "$out/$stage.log"
+    case $rc in 0) verdict=ok ;; 124|137) verdict="out of time" ;; *) verdict="failed (rc $rc)" ;; esac
+    summary+=("$stage: $verdict in $(( $(date +%s) - start )) s")
+done
+echo "=== summary ==="
+printf '%s\n' "${summary[@]}" | tee "$out/summary.log"
