@@ -277,6 +277,21 @@ def run_pinned(jobs: Sequence[Any], n_jobs: int, fn: Callable[[Any, int | None],
 
 # --- output ---------------------------------------------------------------------------------------
 
+def minutes(text: str) -> float:
+    """``--budget-minutes`` as argparse reads it: a finite number of minutes > 0 (else argparse's one-line
+    error, before any data is generated)."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes as a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of minutes > 0, got {text!r}")
+    return value
+
+
 def format_epochs(epochs: float | None) -> str:
     """Epochs as a table shows them: whole ones as integers, a run whose last epoch ended early
     (``optim.epochs`` with a fraction) with two decimals; ``?`` for None."""

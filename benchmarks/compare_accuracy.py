@@ -96,8 +96,8 @@ from torch.nn import functional as F
 from petrov.common.files import atomic_write
 
 from _common import (
-    TensorState, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, print_machine, run_pinned,
-    run_worker, seed_stats, verdict, worker_spec, write_json,
+    TensorState, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, minutes,
+    print_machine, run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
 NEURALOP_MODEL = "neuralop_fno"
@@ -635,7 +635,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--contenders", nargs="+", default=None,
                         help="subset by key: mixer names (hybrids), latent-<mixer> (latent1d / latent2d), fno, "
                              "neuralop, neuralop-even (default: all)")
-    parser.add_argument("--budget-minutes", type=float, default=None,
+    parser.add_argument("--budget-minutes", type=minutes, default=None,
                         help="training wall-clock per contender (default 20; 0.05 with --quick)")
     parser.add_argument("--epochs", type=int, default=None, help="train every contender this many epochs instead")
     parser.add_argument("--max-epochs", type=int, default=1000, help="cap on the epochs chosen from the budget")

@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 
 from _common import (
-    PeakMemory, emit_result, format_table, machine_info, print_machine, run_worker, worker_spec, write_json,
+    PeakMemory, emit_result, format_table, machine_info, minutes, print_machine, run_worker, worker_spec, write_json,
 )
 
 N_FULL = [8192, 16384, 32768, 65536, 131072, 262144]
@@ -296,7 +296,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="(c): also time the last --compile setting under bfloat16 autocast (1, default) or not (0)")
     parser.add_argument("--step-set", action="append", default=[], metavar="KEY=VALUE",
                         help="(c): an override of the preset (as petrov train --set)")
-    parser.add_argument("--budget-minutes", type=float, default=None,
+    parser.add_argument("--budget-minutes", type=minutes, default=None,
                         help="(b): training budget per contender (default 5; compare_accuracy's 0.05 with --quick)")
     parser.add_argument("--data-workers", type=int, default=max(1, min(16, os.cpu_count() or 1)),
                         help="(b): processes solving the Darcy data")

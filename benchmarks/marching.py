@@ -50,8 +50,8 @@ from petrov.train.planning import epochs_for_budget
 from petrov.train.trainer import train
 
 from _common import (
-    SPREAD_RULE, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, print_machine,
-    run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
+    SPREAD_RULE, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, minutes,
+    print_machine, run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
 CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
@@ -63,7 +63,7 @@ PLAN_FRACTION = 0.95  # of the budget, as compare_accuracy.py and mesh_operators
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small file, short budgets (about a minute)")
-    p.add_argument("--budget-minutes", type=float, default=None, help="training budget per contender")
+    p.add_argument("--budget-minutes", type=minutes, default=None, help="training budget per contender")
     p.add_argument("--data", default=None, help="trajectory file (generated if missing)")
     p.add_argument("--train-resolution", type=int, default=None)
     p.add_argument("--n-train", type=int, default=None)
@@ -92,7 +92,7 @@ def settings(args) -> dict:
         "n_val": 16 if quick else 64,
         "n_test": 16 if quick else 100,
         "train_resolution": args.train_resolution or (512 if quick else 1024),
-        "budget_minutes": args.budget_minutes or (25 / 60 if quick else 20.0),
+        "budget_minutes": args.budget_minutes if args.budget_minutes is not None else (25 / 60 if quick else 20.0),
         "quick": quick,
     }
 

@@ -72,7 +72,7 @@ import numpy as np
 import torch
 
 from _common import (
-    emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, print_machine,
+    emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, minutes, print_machine,
     run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
 
@@ -320,7 +320,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--contenders", nargs="*", default=names, choices=names)
     parser.add_argument("--train-level", default=TRAIN_LEVEL, help=f"the level every contender trains on ({TRAIN_LEVEL})")
     parser.add_argument("--grid-path", action="store_true", help="also compare the grid path and the mesh path")
-    parser.add_argument("--budget-minutes", type=float, default=None, help="training wall-clock per run (20)")
+    parser.add_argument("--budget-minutes", type=minutes, default=None, help="training wall-clock per run (20)")
     parser.add_argument("--max-epochs", type=int, default=1000)
     parser.add_argument("--lr", type=float, default=None,
                         help=f"OneCycle peak of every run (default: a contender's own, else {DEFAULT_LR:g})")

@@ -373,3 +373,22 @@ def test_a_last_pt_written_before_scheduled_steps_resumes(tmp_path, older):
     a, b = (load_run_checkpoint(tmp_path / run / "last.pt")["state_dict"] for run in ("straight", "resumed"))
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
+
+BUDGET_CASES = ([(script, "0", "minutes > 0") for script in ("compare_accuracy.py", "mesh_operators.py", "gpu.py")]
+                + [("marching.py", value, says) for value, says in (("0", "minutes > 0"), ("-5", "minutes > 0"),
+                                                                    ("nan", "minutes > 0"), ("ten", "as a number"))])
+
+
+@pytest.mark.parametrize("script, value, says", BUDGET_CASES)
+def test_a_budget_benchmark_refuses_an_impossible_budget_before_any_work(script, value, says, tmp_path):
+    """One line from argparse, no traceback, nothing generated (``marching.py`` read 0 as its default)."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / script
+    run = subprocess.run([sys.executable, str(path), "--budget-minutes", value], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2
+    assert "--budget-minutes: " in run.stderr and says in run.stderr and "Traceback" not in run.stderr
+    assert not any(tmp_path.iterdir())
