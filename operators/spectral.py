@@ -26,9 +26,8 @@ are handled like even ones.  The pointwise linear skip of an FNO layer lives in
 
 Under ``torch.compile`` the same map runs in real arithmetic ([`spectral_real`][]): the kept
 frequencies' cosines and sines as ``(n, m)`` matrices (a truncated DFT), the complex products spelled
-out in real and imaginary parts.  Inductor generates no code for complex tensors (it falls back op by
-op around them), and on one NVIDIA H200 (torch 2.11) the compiled ``latent2d`` with the FFT path was
-not the eager one; with real matrices the compiled graph holds no complex tensor.
+out in real and imaginary parts (built from [`petrov.operators.fourier_modes`][], which says why: on
+one NVIDIA H200, torch 2.11, the compiled ``latent2d`` with the FFT path was not the eager one).
 
 The transforms and the mode product run in float32 at least (torch's CPU FFT takes no bfloat16,
 and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input is upcast, also under
@@ -37,12 +36,11 @@ needs), else in the input's dtype.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from ..common.dtypes import to_caller_dtype, upcast
+from .fourier_modes import dft_matrices, irfft_weights
 from .shape_cache import shape_cached
 
 
@@ -66,15 +64,6 @@ def kept_indices(n: int, m: int, device: torch.device | None = None) -> torch.Te
 
 
 _cached_kept_indices = shape_cached(kept_indices)  # built once per (n, m, device), shared
-
-
-def dft_matrices(n: int, freqs: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(cos θ, sin θ)``, each ``(n, len(freqs))``, with ``θ_jk = 2π (j k mod n) / n`` for the grid
-    index ``j = 0..n-1`` and the frequencies ``k = freqs`` (the product reduced mod ``n`` first, in
-    integers: exact angles at any size)."""
-    j = torch.arange(n, device=freqs.device)
-    theta = (torch.outer(j, freqs) % n).to(torch.float64) * (2 * math.pi / n)
-    return torch.cos(theta).to(dtype), torch.sin(theta).to(dtype)
 
 
 def _along(t: torch.Tensor, axis: int, mat: torch.Tensor) -> torch.Tensor:
@@ -106,42 +95,8 @@ def spectral_real(x: torch.Tensor, weight: torch.Tensor, modes: tuple[int, ...])
     for axis, size, _ in reversed(others):
         ca, sa = (m.T / size for m in kept[axis])
         re, im = _along(re, axis, ca) - _along(im, axis, sa), _along(im, axis, ca) + _along(re, axis, sa)
-    a = _irfft_weights(n, torch.arange(modes[-1], device=x.device), dtype) / n
+    a = irfft_weights(n, torch.arange(modes[-1], device=x.device), dtype) / n
     return re @ (c * a).T - im @ (s * a).T
-
-
-def _irfft_weights(n: int, k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``irfft``'s weight of frequency ``k`` on ``n`` points: 1 for ``k = 0`` and ``k = n/2``, else 2
-    (the conjugate half of the spectrum)."""
-    return torch.where((k == 0) | (2 * k == n), 1.0, 2.0).to(dtype)
-
-
-def rfft_modes(u: torch.Tensor, keep: int) -> torch.Tensor:
-    """The lowest ``keep`` Fourier coefficients of each row, real and imaginary parts last:
-    ``(..., n) -> (..., keep, 2)``, ``torch.view_as_real(torch.fft.rfft(u, norm="forward")[..., :keep])``,
-    i.e. ``U_k = (1/n) Σ_j u_j e^{-2πi jk/n}``, ``k = 0..keep-1``.
-
-    Under ``torch.compile`` as a truncated DFT in real arithmetic (the graph holds no complex tensor,
-    as in [`spectral_real`][]). ``u`` in float32 or float64 (FFTs of arbitrary sizes)."""
-    n = u.shape[-1]
-    if torch.compiler.is_compiling():
-        c, s = dft_matrices(n, torch.arange(keep, device=u.device), u.dtype)
-        return torch.stack([u @ c, -(u @ s)], dim=-1) / n
-    return torch.view_as_real(torch.fft.rfft(u, norm="forward")[..., :keep])
-
-
-def irfft_modes(spec: torch.Tensor, n: int) -> torch.Tensor:
-    """The inverse of [`rfft_modes`][] on ``n`` points, the frequencies not given taken as zero:
-    ``(..., keep, 2) -> (..., n)``, ``torch.fft.irfft(torch.view_as_complex(spec), n=n, norm="forward")``,
-    i.e. ``u_j = Σ_k a_k (Re U_k cos θ_jk - Im U_k sin θ_jk)`` with ``θ_jk = 2π jk/n``, ``a_k`` 1 for
-    ``k = 0, n/2``, else 2 (needs ``keep <= n // 2 + 1``). Real arithmetic under ``torch.compile``."""
-    keep = spec.shape[-2]
-    if torch.compiler.is_compiling():
-        k = torch.arange(keep, device=spec.device)
-        c, s = dft_matrices(n, k, spec.dtype)
-        a = _irfft_weights(n, k, spec.dtype)
-        return spec[..., 0] @ (c * a).T - spec[..., 1] @ (s * a).T
-    return torch.fft.irfft(torch.view_as_complex(spec), n=n, norm="forward")
 
 
 class SpectralConv(nn.Module):

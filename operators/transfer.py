@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from ..common.dtypes import to_caller_dtype, upcast
 from .shape_cache import shape_cached
-from .spectral import irfft_modes, rfft_modes
+from .fourier_modes import irfft_modes, rfft_modes
 
 
 def node_points(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from petrov.operators import SpectralConv
-from petrov.operators.spectral import irfft_modes, rfft_modes
+from petrov.operators.fourier_modes import irfft_modes, rfft_modes
 from petrov.operators.transfer import band_limit, fourier_resample
 
 

@@ -38,7 +38,7 @@ from ...common.config import check_positive
 from ...common.dtypes import upcast
 from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp
 from ..layout import channels_first, channels_last
-from ..spectral import rfft_modes
+from ..fourier_modes import rfft_modes
 from ..trajectory import (
     batch_as_steps,
     check_scalar_state,

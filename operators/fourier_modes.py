@@ -1,0 +1,62 @@
+"""Truncated Fourier transforms on periodic grids ``x_j = j/n``: the FFT in eager mode, a truncated DFT in
+real arithmetic under ``torch.compile``.
+
+Inductor generates no code for complex tensors: a compiled graph that holds one runs those operations as
+fallback kernels around generated code, and on one NVIDIA H200 (torch 2.11) a compiled model with complex
+intermediates computed another function than the eager one.  Every Fourier map of petrov's models (the
+spectral convolution, the periodic grid transfers, the marching models' Fourier summary) therefore goes
+through these functions, or through [`spectral_real`][petrov.operators.spectral.spectral_real] which builds
+on them: eager runs keep torch's FFTs; compiled ones multiply by the kept frequencies' cosines and sines
+(``(n, m)`` matrices, ``m`` the kept modes), so the graph holds no complex tensor.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def dft_matrices(n: int, freqs: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos θ, sin θ)``, each ``(n, len(freqs))``, with ``θ_jk = 2π (j k mod n) / n`` for the grid
+    index ``j = 0..n-1`` and the frequencies ``k = freqs`` (the product reduced mod ``n`` first, in
+    integers: exact angles at any size)."""
+    j = torch.arange(n, device=freqs.device)
+    theta = (torch.outer(j, freqs) % n).to(torch.float64) * (2 * math.pi / n)
+    return torch.cos(theta).to(dtype), torch.sin(theta).to(dtype)
+
+
+def irfft_weights(n: int, k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``irfft``'s weight of frequency ``k`` on ``n`` points: 1 for ``k = 0`` and ``k = n/2``, else 2
+    (the conjugate half of the spectrum)."""
+    return torch.where((k == 0) | (2 * k == n), 1.0, 2.0).to(dtype)
+
+
+def rfft_modes(u: torch.Tensor, keep: int) -> torch.Tensor:
+    """The lowest ``keep`` Fourier coefficients of each row, real and imaginary parts last:
+    ``(..., n) -> (..., keep, 2)``, ``torch.view_as_real(torch.fft.rfft(u, norm="forward")[..., :keep])``,
+    i.e. ``U_k = (1/n) Σ_j u_j e^{-2πi jk/n}``, ``k = 0..keep-1``.
+
+    Real arithmetic under ``torch.compile`` (module docstring). ``u`` in float32 or float64 (FFTs of
+    arbitrary sizes)."""
+    n = u.shape[-1]
+    if torch.compiler.is_compiling():
+        c, s = dft_matrices(n, torch.arange(keep, device=u.device), u.dtype)
+        return torch.stack([u @ c, -(u @ s)], dim=-1) / n
+    return torch.view_as_real(torch.fft.rfft(u, norm="forward")[..., :keep])
+
+
+def irfft_modes(spec: torch.Tensor, n: int) -> torch.Tensor:
+    """The inverse of [`rfft_modes`][] on ``n`` points, the frequencies not given taken as zero:
+    ``(..., keep, 2) -> (..., n)``, ``torch.fft.irfft(torch.view_as_complex(spec), n=n, norm="forward")``,
+    i.e. ``u_j = Σ_k a_k (Re U_k cos θ_jk - Im U_k sin θ_jk)`` with ``θ_jk = 2π jk/n``, ``a_k`` 1 for
+    ``k = 0, n/2``, else 2 (needs ``keep <= n // 2 + 1``). Real arithmetic under ``torch.compile``."""
+    keep = spec.shape[-2]
+    if torch.compiler.is_compiling():
+        k = torch.arange(keep, device=spec.device)
+        c, s = dft_matrices(n, k, spec.dtype)
+        a = irfft_weights(n, k, spec.dtype)
+        return spec[..., 0] @ (c * a).T - spec[..., 1] @ (s * a).T
+    return torch.fft.irfft(torch.view_as_complex(spec), n=n, norm="forward")
+
+
+__all__ = ["dft_matrices", "irfft_modes", "irfft_weights", "rfft_modes"]
