@@ -7,6 +7,7 @@
 # Stages (OUT_DIR/<stage>.log each, the JSON of the benchmarks beside them):
 #   compile  benchmarks/compile_check.py: the GPU presets' models compiled by inductor against eager, part by part
 #   step     benchmarks/gpu.py --part step: the trainer's step of darcy-gpu per run.compile, and with bfloat16
+#            (on 64 training samples of its data: the same step)
 #   speed    benchmarks/gpu.py --part speed at n = 8192 and 65,536, float32 and bfloat16, against the reference
 #            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise)
 #   tests    pytest -m cuda: the CUDA-marked tests (CLI flows on the GPU, sync-free steps, CPU evaluation of a
@@ -31,7 +32,10 @@ export PYTHONUNBUFFERED=1
 run_stage() {
     case $1 in
         compile) (cd "$here" && "$py" compile_check.py) ;;
-        step) (cd "$here" && "$py" gpu.py --part step --out "$out/gpu-step.json") ;;
+        # a small file of the preset's data: the step needs a few batches, not the 1224 samples (2 minutes to solve)
+        step) (cd "$here" && "$py" gpu.py --part step --out "$out/gpu-step.json" --step-set "data.path='$out/darcy-step.h5'" \
+                --step-set data.generate.n_samples=80 --step-set data.n_train=64 --step-set data.n_val=8 \
+                --step-set data.n_test=8) ;;
         speed) (cd "$here" && "$py" gpu.py --part speed --n 8192 65536 --precisions float32 bf16 --out "$out/gpu-speed.json") ;;
         tests) (cd "$here/.." && "$py" -m pytest -m cuda -q -p no:cacheprovider --rootdir=tests tests) ;;
         train) "$py" -m petrov train darcy-gpu --out "$out/darcy-gpu" && "$py" -m petrov evaluate "$out/darcy-gpu" --device cuda ;;
