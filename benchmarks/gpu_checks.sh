@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every check that needs a CUDA GPU, one after the other, each under its own time limit, logged into a folder:
 #
-#   benchmarks/gpu_checks.sh OUT_DIR                      # compile, step, speed, tests (about 10 minutes)
+#   benchmarks/gpu_checks.sh OUT_DIR                      # compile, step, speed, tests (estimated 10 minutes)
 #   benchmarks/gpu_checks.sh OUT_DIR compile step         # only these stages, in this order
 #
 # Stages (OUT_DIR/<stage>.log each, the JSON of the benchmarks beside them):
