@@ -16,7 +16,7 @@
 #
 # petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
-# Each stage is capped (seconds: compile 150, step 180, speed 300, tests 300, train 900; STAGE_SECONDS sets one
+# Each stage is capped (seconds: compile 240, step 180, speed 300, tests 300, train 900; STAGE_SECONDS sets one
 # cap for all); PYTHON (default python) runs them.
 set -u
 out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|train ...]}
@@ -47,7 +47,7 @@ run_stage() {
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
 summary=()
 for stage in "${stages[@]}"; do
-    case $stage in compile) limit=150 ;; step) limit=180 ;; train) limit=900 ;; *) limit=300 ;; esac
+    case $stage in compile) limit=240 ;; step) limit=180 ;; train) limit=900 ;; *) limit=300 ;; esac
     limit=${STAGE_SECONDS:-$limit}
     start=$(date +%s)
     echo "=== $stage (limit ${limit} s) ==="
