@@ -14,7 +14,9 @@ heavy before the baseline; if the measured work peaks below an earlier peak the 
 """
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -275,14 +277,11 @@ def run_pinned(jobs: Sequence[Any], n_jobs: int, fn: Callable[[Any, int | None],
         return list(pool.map(pinned, jobs))
 
 
-# --- output ---------------------------------------------------------------------------------------
+# --- arguments ------------------------------------------------------------------------------------
 
 def minutes(text: str) -> float:
     """``--budget-minutes`` as argparse reads it: a finite number of minutes > 0 (else argparse's one-line
     error, before any data is generated)."""
-    import argparse
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -291,6 +290,8 @@ def minutes(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number of minutes > 0, got {text!r}")
     return value
 
+
+# --- output ---------------------------------------------------------------------------------------
 
 def format_epochs(epochs: float | None) -> str:
     """Epochs as a table shows them: whole ones as integers, a run whose last epoch ended early
