@@ -15,7 +15,6 @@ planned epochs, so a planned run trains exactly as a run configured with that ma
 """
 from __future__ import annotations
 
-import math
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -63,13 +62,12 @@ def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, 
     share of one more epoch's steps that fits (``optim.epochs`` with a fraction: that epoch ends early;
     whole epochs alone spend as little as ``fraction`` less one epoch).  At least one step, at most
     ``cap`` epochs; an int where no fraction is left."""
-    seconds, steps = fraction * 60.0 * minutes, estimate.steps
-    whole = math.floor(seconds / estimate.epoch_seconds)
+    steps = estimate.steps
+    whole, extra = divmod(timing.steps_that_fit(fraction * 60.0 * minutes, estimate.step_seconds,
+                                                estimate.overhead_seconds, steps), steps)
     if cap is not None and whole >= cap:
         return cap
-    rest = seconds - whole * estimate.epoch_seconds - estimate.overhead_seconds
-    extra = min(steps - 1, math.floor(rest / estimate.step_seconds)) if rest > 0 and estimate.step_seconds > 0 else 0
-    if extra <= 0:
+    if extra == 0:
         return whole if whole > 0 else 1 / steps
     return whole + extra / steps
 

@@ -94,6 +94,17 @@ class WarmupTimer:
         return seconds, count
 
 
+def steps_that_fit(seconds: float, step_seconds: float, overhead_seconds: float, steps_per_epoch: int) -> int:
+    """The training steps that fit in ``seconds``: whole epochs of ``steps_per_epoch`` steps of
+    ``step_seconds`` and ``overhead_seconds`` each (validation, checkpoints), then, where the time after
+    them holds another overhead and at least one step, the steps of a last, shorter epoch."""
+    epoch = step_seconds * steps_per_epoch + overhead_seconds
+    whole = max(0, math.floor(seconds / epoch))
+    rest = seconds - whole * epoch - overhead_seconds
+    extra = min(steps_per_epoch - 1, max(0, math.floor(rest / step_seconds))) if step_seconds > 0 else 0
+    return whole * steps_per_epoch + extra
+
+
 class Budget:
     """``run.time_budget_minutes`` (None: no budget) as a stop rule, measured from ``start``."""
 
@@ -141,15 +152,12 @@ class Budget:
         step, validation = self.pace()
         if self.seconds is None or step <= 0.0:
             return None
-        left = (self.seconds if until is None else until) - self.elapsed()
-        epoch = step * steps_per_epoch + validation
-        whole = max(0, math.floor(left / epoch))
-        rest = left - whole * epoch - validation
-        return whole * steps_per_epoch + min(steps_per_epoch - 1, max(0, math.floor(rest / step)))
+        return steps_that_fit((self.seconds if until is None else until) - self.elapsed(), step, validation,
+                              steps_per_epoch)
 
     def exhausted(self, steps: int | None = None) -> bool:
         """Whether another epoch (of ``steps`` steps) would end past the budget."""
         return self.seconds is not None and self.elapsed() + self.next_epoch(steps) > self.seconds
 
 
-__all__ = ["Budget", "EpochTime", "PACE_EPOCHS", "WARMUP_STEPS", "WarmupTimer", "clock"]
+__all__ = ["Budget", "EpochTime", "PACE_EPOCHS", "WARMUP_STEPS", "WarmupTimer", "clock", "steps_that_fit"]
