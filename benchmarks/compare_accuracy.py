@@ -60,7 +60,7 @@ Equal budget: each contender gets ``--budget-minutes`` of training wall-clock (d
 probe and the final test evaluation excluded).  The trainer's own probe (``petrov.train.planning``: the
 run's model, batches, device and ``--compile`` setting; the first steps, which compile and plan, not
 counted as the pace; the device synchronized) times a training step and a validation batch; the number
-of epochs is chosen so the whole OneCycle schedule fills ``PLAN_FRACTION`` of the budget (whole epochs,
+of epochs is chosen so the whole OneCycle schedule fills 95% of the budget (``BUDGET_FRACTION``; whole epochs,
 then the share of one more that fits: its last epoch ends early, so a contender whose epoch is a large part
 of the budget spends it as the others do), the trainer refits the schedule to that time at the pace it
 measures (shorter when its epochs are slower than the probe said, longer when faster), and it stops at
@@ -106,10 +106,6 @@ TARGET_UNSEEN_RATIO = 1.5
 # trained at 85 within 1.10x at 61...211; trained at 43 (zero-shot super-resolution) within 1.20x;
 # Burgers trained at 1024 within 1.05x from 256 to 8192.
 ATTENTION_FLAT = {("darcy", 85): 1.10, ("darcy", 43): 1.20, ("burgers", 1024): 1.05}
-# Epochs are planned to fill this fraction of the budget (the last epoch ends early where a whole one does
-# not fit): the probe times the run's own steps, validation batches and checkpoints, not the per-epoch log
-# writes, and a schedule cut short by the budget ends before its low-lr tail.
-PLAN_FRACTION = 0.95
 
 # Seeds (--seeds N): how a target is judged from N runs per contender.  With one seed the std is 0 and
 # these are the plain comparisons.
@@ -358,7 +354,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     from petrov.train import train
     from petrov.train.config import config_from_dict
     from petrov.train.data import build_training_data
-    from petrov.train.planning import epochs_for_budget
+    from petrov.train.planning import budget_plan
     from petrov.train.trainer import TrainingDiverged
 
     if spec.get("cpu") is not None:  # --jobs: one core per contender
@@ -377,7 +373,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     result["epochs_planned"] = cfg.optim.epochs
 
     def plan(estimate) -> float:  # from the trainer's probe of this very run (petrov.train.planning)
-        epochs = epochs_for_budget(estimate, budget, PLAN_FRACTION, cap=spec["max_epochs"])
+        epochs = budget_plan(budget, cap=spec["max_epochs"])(estimate)
         result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds,
                       probe_seconds_per_step=estimate.step_seconds, probe_warmup_seconds=estimate.warmup_seconds)
         return epochs

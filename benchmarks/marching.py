@@ -14,7 +14,7 @@ the native grid (strided).
 Contenders: the shipped presets ``burgers-marching`` (marching1d) and ``burgers-arfno`` (arfno1d), each
 trained by ``petrov.train.train`` with its preset's recipe and training mode, one thread.  Equal budget:
 each run is planned by the trainer's own probe of it (``petrov.train.planning``: its training steps, its
-validation batches -- free rollouts -- and its checkpoints, timed once warm) to fill ``PLAN_FRACTION`` of
+validation batches -- free rollouts -- and its checkpoints, timed once warm) to fill 95% (``BUDGET_FRACTION``) of
 ``--budget-minutes`` with whole epochs and the share of one more (``optim.epochs`` with a fraction); once
 its epochs are timed the OneCycle schedule is refitted to the planned time, and the trainer also stops at
 the budget.  The share of the budget each run trained is printed.
@@ -46,7 +46,7 @@ from petrov.operators import build_model
 from petrov.operators.blocks import count_parameters
 from petrov.evaluate import evaluate_resolutions, make_plots
 from petrov.train.config import load_config
-from petrov.train.planning import epochs_for_budget
+from petrov.train.planning import budget_plan
 from petrov.train.trainer import train
 
 from _common import (
@@ -57,7 +57,6 @@ from _common import (
 CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
 TARGET_T1 = 1e-2
 TARGET_FLAT = 1.1
-PLAN_FRACTION = 0.95  # of the budget, as compare_accuracy.py and mesh_operators.py plan theirs
 
 
 def parse_args(argv=None):
@@ -123,7 +122,7 @@ def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[
     planned: dict = {}
 
     def plan(estimate) -> float:
-        planned.update(epochs=epochs_for_budget(estimate, budget, PLAN_FRACTION), step=estimate.step_seconds,
+        planned.update(epochs=budget_plan(budget)(estimate), step=estimate.step_seconds,
                        rollout=estimate.eval_seconds, epoch=estimate.epoch_seconds)
         return planned["epochs"]
 

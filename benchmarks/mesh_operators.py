@@ -83,9 +83,6 @@ AGREE = 1.05  # level2 against remesh
 TARGET_ERROR = 2.5e-2  # on level2 and remesh
 GRID_PATH = 1.05
 DATA_SECONDS_PER_1000 = 300.0
-# Epochs are planned to fill this fraction of the budget (the probe times the run's steps, validation and
-# checkpoints; the last epoch ends early where a whole one does not fit): 0.9 left 86-87% in whole epochs.
-PLAN_FRACTION = 0.95
 DEFAULT_LR = 1e-3  # OneCycle peak of the contenders without their own (contenders())
 OURS = ("mesh_latent", "mesh_attention")  # petrov's mesh operators; the rest are the peers and the baseline
 
@@ -191,7 +188,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     from petrov.train import train
     from petrov.train.config import config_from_dict
     from petrov.train.data import build_training_data
-    from petrov.train.planning import epochs_for_budget
+    from petrov.train.planning import budget_plan
 
     if spec.get("cpu") is not None:
         os.sched_setaffinity(0, {spec["cpu"]})
@@ -213,7 +210,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"key": spec["key"], "seed": cfg.run.seed}
 
     def plan(estimate) -> float:  # from the trainer's probe of this very run (petrov.train.planning)
-        epochs = epochs_for_budget(estimate, budget, PLAN_FRACTION, cap=spec["max_epochs"])
+        epochs = budget_plan(budget, cap=spec["max_epochs"])(estimate)
         result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds)
         return epochs
 

@@ -2,6 +2,7 @@
 
     petrov train CONFIG.toml --out RUN_DIR [--set section.key=value ...] [--device cpu|cuda]
     petrov train burgers-quick --out runs/b --set optim.epochs=5
+    petrov train darcy-gpu --out runs/d --budget-minutes 10   # epochs planned to fill 10 minutes here
     petrov train --out RUN_DIR --resume            # continue a killed run (config from RUN_DIR)
     petrov train --continue RUN_DIR --out RUN_DIR2 --set optim.epochs=20   # more epochs after a finished run
     torchrun --nproc-per-node=2 -m petrov train CONFIG --out RUN_DIR   # data parallel
@@ -40,6 +41,8 @@ def _run_train(args: argparse.Namespace) -> int:
     overrides = list(args.set or [])
     if args.device:
         overrides.append(f"run.device={json.dumps(args.device)}")
+    if args.budget_minutes is not None:  # checked with the config (a number > 0)
+        overrides += [f"run.time_budget_minutes={args.budget_minutes!r}", "run.fill_budget=true"]
     run_dir = Path(args.out)
     if args.continue_from is not None:
         if args.resume or args.config is not None:
@@ -88,6 +91,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run in RUN_DIR, or write beside other files there")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="same as --set run.device=...")
+    p.add_argument("--budget-minutes", type=float, metavar="M",
+                   help="train for M minutes on this machine: the epochs are planned from a timing probe of the "
+                   "run to fill 95%% of them (optim.epochs at most); same as --set run.time_budget_minutes=M "
+                   "--set run.fill_budget=true")
     p.set_defaults(func=_run_train, resume_hint=_train_hint)
 
 

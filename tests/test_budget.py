@@ -355,6 +355,20 @@ def test_a_planned_run_whose_epochs_are_faster_than_its_probe_fills_the_time_it_
     assert rows[-1]["lr"] < 1e-5  # annealed: the schedule ended with the run
 
 
+@pytest.mark.parametrize("cap, planned", [(20, 14.25), (5, 5)])
+def test_fill_budget_plans_the_epochs_that_fill_the_budget(tmp_path, monkeypatch, cap, planned):
+    """``run.fill_budget`` (``petrov train --budget-minutes``): steps of 1 s, 4 an epoch, a 1-minute budget, of
+    which 95% is 57 steps: 14 epochs and one step (14.25), which the run trains in 57 s; ``optim.epochs`` caps
+    the plan.  The planned epochs are the run's config (``config.json``, what a resume continues)."""
+    steps_taking(monkeypatch, lambda k: 1.0)
+    cfg = budgeted(cap)
+    cfg.run.fill_budget = True
+    result = train(cfg, tmp_path / "run", data=cases.tiny_data())
+    assert (result.epochs_completed, result.epochs_scheduled, result.stopped) == (planned, planned, "completed")
+    assert result.train_seconds == planned * 4
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["optim"]["epochs"] == planned
+
+
 @pytest.mark.parametrize("older", [{"scheduled_epochs": 3}, {}])
 def test_a_last_pt_written_before_scheduled_steps_resumes(tmp_path, older):
     """A ``last.pt`` holding the schedule's epochs (as written before this version), or nothing of it (0.2.0),

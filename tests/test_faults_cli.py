@@ -242,6 +242,11 @@ MESSAGES = [
      "run.threads must be None (torch's default) or an integer >= 1, got -1"),
     (("train", "tiny.toml", "--out", "r", "--set", "run.num_workers=-1"),
      "run.num_workers must be an integer >= 0, got -1"),
+    (("train", "tiny.toml", "--out", "r", "--budget-minutes", "0"), "run.time_budget_minutes must be > 0"),
+    (("train", "tiny.toml", "--out", "r", "--budget-minutes", "nan"),
+     "run.time_budget_minutes must be a finite number, got nan"),
+    (("train", "tiny.toml", "--out", "r", "--set", "run.fill_budget=true"),
+     "run.fill_budget plans the epochs to fill run.time_budget_minutes, which is not set"),
 ]
 
 

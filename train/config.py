@@ -55,8 +55,8 @@ else:  # the same parser, packaged for Python 3.10 (a conditional dependency)
 
 # Keys that may differ between a run and its resumption (they do not change the result).
 RUNTIME_KEYS = {
-    "run.device", "run.num_workers", "run.threads", "run.progress", "run.time_budget_minutes", "run.tensorboard",
-    "run.eval_batch_size", "run.compile", "run.collective_timeout_minutes",
+    "run.device", "run.num_workers", "run.threads", "run.progress", "run.time_budget_minutes", "run.fill_budget",
+    "run.tensorboard", "run.eval_batch_size", "run.compile", "run.collective_timeout_minutes",
 }
 
 
@@ -142,6 +142,9 @@ def _check_run(r: RunConfig) -> None:
             raise ValueError(f"run.{key} must be {what}an integer >= {minimum}, got {value}")
     if r.time_budget_minutes is not None and not r.time_budget_minutes > 0:
         raise ValueError(f"run.time_budget_minutes must be > 0 (or left out), got {r.time_budget_minutes}")
+    if r.fill_budget and r.time_budget_minutes is None:
+        raise ValueError("run.fill_budget plans the epochs to fill run.time_budget_minutes, which is not set: "
+                         "set it (petrov train --budget-minutes M sets both), or leave run.fill_budget out")
     if not r.collective_timeout_minutes > 0:
         raise ValueError(f"run.collective_timeout_minutes must be > 0, got {r.collective_timeout_minutes}")
 

@@ -178,6 +178,13 @@ class RunConfig:
       last one ending early where a whole one does not fit), so the run ends at the end of its schedule
       (``Trainer.fit_schedule_to``; a run whose epochs were planned from a probe, as the benchmarks
       plan them, is also lengthened when its epochs turn out faster than the probe said).
+    - ``fill_budget``: with ``time_budget_minutes``, the epochs are planned to fill the budget instead of
+      taken from ``optim.epochs`` (which then caps them): a timing probe of this run (its training step,
+      validation and checkpoints, once warm: compilation and CUDA graph capture excluded) sets the
+      epochs whose whole schedule takes ``BUDGET_FRACTION`` (95%) of the budget, a fractional last
+      epoch included ([`planning`][petrov.train.planning]).  The same preset then trains for the same
+      minutes on any device; the planned epochs are written to the run's ``config.json``.
+      ``petrov train --budget-minutes M`` sets both.
     - ``tensorboard``: also log to TensorBoard (``pip install ".[tensorboard]"``).
     - ``progress``: progress bars on a terminal (the first process only).
     - ``eval_batch_size``: the batch of validation and test passes (``None``: the training batch).
@@ -203,6 +210,8 @@ class RunConfig:
     num_workers: int = 0
     threads: int | None = None  # torch.set_num_threads per process; None: torch's default
     time_budget_minutes: float | None = None  # stop cleanly before the epoch that would pass it
+    # plan the epochs from a timing probe to fill time_budget_minutes (optim.epochs: at most)
+    fill_budget: bool = False
     tensorboard: bool = False
     progress: bool = True  # tqdm bars (rank 0)
     eval_batch_size: int | None = None  # None: the training batch size

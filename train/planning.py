@@ -11,7 +11,7 @@ into a temporary folder of the run directory (short epochs on a GPU spend a few 
 number generator are put back afterwards, and the optimizer and schedule are built afresh for the
 planned epochs, so a planned run trains exactly as a run configured with that many epochs.
 ``fn(estimate)`` gets an ``EpochEstimate`` and returns the epochs (rank 0's answer is every rank's);
-``epochs_for_budget`` is the usual rule.
+``epochs_for_budget`` is the usual rule, ``budget_plan`` its ``fn`` (``run.fill_budget`` plans with it).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -30,6 +30,10 @@ from .step import EpochTotals
 from .timing import WARMUP_STEPS
 
 PROBE_STEPS = 5  # timed steps: the median of 5 is not moved by one slow step (a neighbour's spike)
+# The share of a budget a planned schedule fills (``run.fill_budget``, the budget benchmarks), the last epoch
+# ending early where a whole one does not fit.  Not all of it: the probe does not time the per-epoch log
+# writes, and a schedule the budget cuts short ends before its low learning-rate tail.
+BUDGET_FRACTION = 0.95
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,13 @@ def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, 
     if extra == 0:
         return whole if whole > 0 else 1 / steps
     return whole + extra / steps
+
+
+def budget_plan(minutes: float, cap: float | None = None,
+                fraction: float = BUDGET_FRACTION) -> Callable[[EpochEstimate], float]:
+    """``plan_epochs`` for ``train``: the epochs that fill ``fraction`` of ``minutes``, at most ``cap``
+    ([`epochs_for_budget`][])."""
+    return lambda estimate: epochs_for_budget(estimate, minutes, fraction, cap)
 
 
 def probe_steps(steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) -> int:
