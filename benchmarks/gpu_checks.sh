@@ -12,11 +12,11 @@
 #            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise)
 #   tests    pytest -m cuda: the CUDA-marked tests (CLI flows on the GPU, sync-free steps, CPU evaluation of a
 #            CUDA-trained checkpoint)
-#   train    petrov train darcy-gpu (about 10 minutes with its data) and its evaluation
+#   train    petrov train darcy-gpu (10 minutes of training, ~13 with its data) and its evaluation
 #
 # petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
-# Each stage is capped (seconds: compile 240, step 180, speed 300, tests 300, train 900; STAGE_SECONDS sets one
+# Each stage is capped (seconds: compile 240, step 180, speed 300, tests 300, train 1000; STAGE_SECONDS sets one
 # cap for all); PYTHON (default python) runs them.
 set -u
 out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|train ...]}
@@ -47,7 +47,7 @@ run_stage() {
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
 summary=()
 for stage in "${stages[@]}"; do
-    case $stage in compile) limit=240 ;; step) limit=180 ;; train) limit=900 ;; *) limit=300 ;; esac
+    case $stage in compile) limit=240 ;; step) limit=180 ;; train) limit=1000 ;; *) limit=300 ;; esac
     limit=${STAGE_SECONDS:-$limit}
     start=$(date +%s)
     echo "=== $stage (limit ${limit} s) ==="
