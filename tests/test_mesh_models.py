@@ -381,14 +381,25 @@ def test_the_boundary_distance_is_the_distance_to_the_nearest_boundary_node():
         boundary_distance(pos, torch.zeros(2, 30, dtype=torch.bool))
 
 
-def gino_contender() -> dict:
-    """``benchmarks/mesh_gino.py``'s contender registered (skipped without neuraloperator), its tiny options."""
+def gino_contender(monkeypatch) -> dict:
+    """``benchmarks/mesh_gino.py``'s contender registered for this test only (skipped without
+    neuraloperator; the model registry is put back afterwards, so later tests list the shipped models), its
+    tiny options."""
+    from petrov.operators import models as registry
+
     pytest.importorskip("neuralop")
+    monkeypatch.setattr(registry.MODELS, "_entries", dict(registry.MODELS._entries))
+    monkeypatch.setattr(registry, "_CONFIG_CLASSES", dict(registry._CONFIG_CLASSES))
+    # mesh_gino imports its folder's ``_common``; the examples' module of that name may be imported already
+    # (a whole-suite run): set it aside while the benchmark's is imported, then put it back
+    examples_common = sys.modules.pop("_common", None)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:
         from mesh_gino import register_gino
     finally:
         sys.path.pop(0)
+        if examples_common is not None:
+            sys.modules["_common"] = examples_common
     register_gino()
     return dict(latent_size=6, fno_n_modes=[3, 3], fno_hidden_channels=4, fno_n_layers=1, in_gno_radius=0.4,
                 out_gno_radius=0.4, gno_embed_channels=4, in_gno_channel_mlp_hidden_layers=[8],
@@ -396,12 +407,12 @@ def gino_contender() -> dict:
 
 
 @pytest.mark.parametrize("name", ["mesh_latent", "mesh_attention", "mesh_transolver", "mesh_gino"])
-def test_the_loaders_boundary_distance_is_the_one_computed_in_the_forward(name, meshes):
+def test_the_loaders_boundary_distance_is_the_one_computed_in_the_forward(name, meshes, monkeypatch):
     """Every mesh model with the boundary distance, the benchmark's GINO contender too, takes the data
     loader's (``sample_transform``) and computes the same function with it."""
     from petrov.datasets.mesh.loading import collate_points
 
-    m = model(name, **(gino_contender() if name == "mesh_gino" else {}))
+    m = model(name, **(gino_contender(monkeypatch) if name == "mesh_gino" else {}))
     items = []
     for mesh in (meshes.grid(10, notch=0.6), meshes.jittered(7, seed=1)):
         one = sample(mesh)
@@ -422,5 +433,5 @@ def test_the_loaders_boundary_distance_is_the_one_computed_in_the_forward(name, 
     torch.testing.assert_close(given, computed, rtol=tol, atol=tol)
     with pytest.raises(ValueError, match="boundary_distance of shape"):
         m(*args, **kwargs, boundary_distance=batch["boundary_distance"][:, :-1])
-    assert model(name, **(gino_contender() if name == "mesh_gino" else {}),
+    assert model(name, **(gino_contender(monkeypatch) if name == "mesh_gino" else {}),
                  boundary_features=False).sample_transform() is None
