@@ -38,7 +38,10 @@ model, its forward under ``torch.autocast("cpu", dtype=torch.bfloat16)`` as ``ru
 float32 weights, loss, gradients and Adam; the n-sized matrix products in bfloat16, the sums over the
 points, normalizations and FFTs in float32).  bfloat16 pays on CPUs with native bfloat16 matrix
 instructions (avx512_bf16, amx_bf16: printed under the machine line); elsewhere it is emulated and
-slower than float32.
+slower than float32.  ``petrov+unfused`` (not run unless named in ``--impls``): the same model with
+the Galerkin layer's fused path off (``Attention.fused_path = None``: K̃, Ṽ formed and kept by plain
+autograd, Q formed), the same operator; it costs less host time per step (fewer Python-level
+operations, no recomputation in backward) and more memory.
 The reference computes its attention with dropout p = 0.5 on the attention matrix even where the
 config says 0 (``F.dropout`` defaults); that is part of the code as installed and is measured as is.
 
@@ -74,14 +77,15 @@ EX1_BURGERS = dict(
     spacial_dim=1, spacial_fc=False, dropout=0.0, encoder_dropout=0.0, ffn_dropout=0.0,
     decoder_dropout=0.0, debug=False,
 )
-IMPLEMENTATIONS = ("reference", "petrov", "petrov+checkpoint", "petrov+bf16")
+IMPLEMENTATIONS = ("reference", "petrov", "petrov+checkpoint", "petrov+bf16", "petrov+unfused")
+DEFAULT_IMPLEMENTATIONS = IMPLEMENTATIONS[:4]
 ALLOCATOR_ENV = {"default": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"}}
 SPEED_TARGET = 2.0
 MEMORY_TARGETS = {8192: 0.6, 2048: 0.8}  # n -> peak extra memory, at most this fraction of the reference's
 # n x n float32 matrices alive per layer at the peak of a training step of the dense Fourier kernel,
 # calibrated on the peaks measured at n = 2048 (reference +1.04 GB ~ 3.9 copies, petrov +0.60 GB ~ 2.2
 # copies) and rounded up; the +12-15 GB measured earlier for the reference at 8192 is ~3.5 copies.
-NN_COPIES = {"reference": 4, "petrov": 3, "petrov+checkpoint": 3, "petrov+bf16": 3}
+NN_COPIES = {"reference": 4, "petrov": 3, "petrov+checkpoint": 3, "petrov+bf16": 3, "petrov+unfused": 3}
 # Measured earlier on a machine of this kind: reference peak extra memory at n = 8192.
 EARLIER_REFERENCE_MEMORY = {"galerkin": "+1.0 GB", "fourier": "+12-15 GB"}
 
@@ -107,8 +111,13 @@ def build(impl: str, mixer: str) -> torch.nn.Module:
     from petrov.operators import build_model
     from petrov.operators.models.galerkin1d import REFERENCE_CONFIG
 
-    return build_model("galerkin1d", **{**REFERENCE_CONFIG, "mixer": mixer,
-                                        "checkpoint_layers": impl == "petrov+checkpoint"})
+    model = build_model("galerkin1d", **{**REFERENCE_CONFIG, "mixer": mixer,
+                                         "checkpoint_layers": impl == "petrov+checkpoint"})
+    if impl == "petrov+unfused":  # every attention layer through its plain path (the same operator)
+        for module in model.modules():
+            if hasattr(module, "fused_path"):
+                module.fused_path = None
+    return model
 
 
 def forward(impl: str, model: torch.nn.Module, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -264,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, nargs="+", default=[2048, 8192])
     parser.add_argument("--mixers", nargs="+", default=["galerkin", "fourier"], choices=["galerkin", "fourier"])
-    parser.add_argument("--impls", nargs="+", default=list(IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
+    parser.add_argument("--impls", nargs="+", default=list(DEFAULT_IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
     parser.add_argument("--allocator", default="default", choices=sorted(ALLOCATOR_ENV),
                         help="glibc malloc as is, or with a fixed mmap threshold (see above)")
     parser.add_argument("--batch", type=int, default=4)

@@ -3,6 +3,7 @@ at an equal GPU budget.
 
     python benchmarks/gpu.py                          # both parts on the GPU (estimated ~40 min)
     python benchmarks/gpu.py --part speed             # (a) only (~5 min)
+    python benchmarks/gpu.py --part speed --n 8192 --precisions float32 --compile off --unfused   # fused or not
     python benchmarks/gpu.py --part step              # (c) only: the trainer's step of darcy-gpu (~3 min)
     python benchmarks/gpu.py --part accuracy --budget-minutes 5
     python benchmarks/gpu.py --quick                  # smoke run, also on the CPU: tiny sizes, numbers meaningless
@@ -221,6 +222,8 @@ def reference_installed() -> bool:
 def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
     cases = [("reference", p, "off") for p in args.precisions] if reference_installed() else []
     cases += [("petrov", p, c) for p in args.precisions for c in args.compile]
+    if args.unfused:  # eager only: what the fused Galerkin path costs or saves on this device
+        cases += [("petrov+unfused", p, "off") for p in args.precisions]
     if not reference_installed():
         print("  reference: galerkin-transformer is not installed (pip install galerkin-transformer==0.2.1 "
               "ipython, or pip install -e '.[bench]'); petrov alone")
@@ -235,7 +238,7 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
             what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
                     f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row)}"
                     ) if "seconds_per_step" in row else row.get("error")
-            print(f"  {impl:<9} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
+            print(f"  {impl:<14} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
     return rows
 
 
@@ -250,15 +253,15 @@ def speed_report(rows: list[dict]) -> list[dict]:
     ratios = []
     for r in ok:
         ref = reference.get((r["precision"], r["n"]))
-        if r["impl"] == "petrov" and ref is not None:
-            ratios.append({"precision": r["precision"], "compile": r["compile"], "n": r["n"],
+        if r["impl"] != "reference" and ref is not None:
+            ratios.append({"impl": r["impl"], "precision": r["precision"], "compile": r["compile"], "n": r["n"],
                            "speedup": ref["seconds_per_step"] / r["seconds_per_step"],
                            "memory_ratio": r["peak_extra_bytes"] / max(ref["peak_extra_bytes"], 1),
                            "agrees": r.get("agrees", True)})
     if ratios:
         print("\npetrov vs reference (same precision, same n): speed-up and peak-memory ratio")
         for q in ratios:
-            print(f"  {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} {q['speedup']:5.2f}x faster, "
+            print(f"  {q['impl']:<14} {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} {q['speedup']:5.2f}x faster, "
                   f"{q['memory_ratio']:5.2f}x the memory"
                   + ("" if q["agrees"] else "  (not counted: the compiled step computes another function)"))
     return ratios
@@ -288,6 +291,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--compile", nargs="+", choices=["off", "default", "cuda-graphs"], default=None,
                         help="petrov's run.compile settings to measure (default: off cuda-graphs on CUDA, off on the CPU)")
+    parser.add_argument("--unfused", action="store_true",
+                        help="(a): also petrov eager with the Galerkin layers' fused path off (petrov+unfused)")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed block (3 blocks)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation, graph capture)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement process")
