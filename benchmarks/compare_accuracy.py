@@ -354,7 +354,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     from petrov.train import train
     from petrov.train.config import config_from_dict
     from petrov.train.data import build_training_data
-    from petrov.train.planning import budget_plan
+    from petrov.train.planning import epochs_for_budget
     from petrov.train.trainer import TrainingDiverged
 
     if spec.get("cpu") is not None:  # --jobs: one core per contender
@@ -373,7 +373,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     result["epochs_planned"] = cfg.optim.epochs
 
     def plan(estimate) -> float:  # from the trainer's probe of this very run (petrov.train.planning)
-        epochs = budget_plan(budget, cap=spec["max_epochs"])(estimate)
+        epochs = epochs_for_budget(estimate, budget, cap=spec["max_epochs"])
         result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds,
                       probe_seconds_per_step=estimate.step_seconds, probe_warmup_seconds=estimate.warmup_seconds)
         return epochs

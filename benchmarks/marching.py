@@ -46,7 +46,7 @@ from petrov.operators import build_model
 from petrov.operators.blocks import count_parameters
 from petrov.evaluate import evaluate_resolutions, make_plots
 from petrov.train.config import load_config
-from petrov.train.planning import budget_plan
+from petrov.train.planning import epochs_for_budget
 from petrov.train.trainer import train
 
 from _common import (
@@ -122,7 +122,7 @@ def run_contender(name: str, s: dict, path: Path, runs: Path, resolutions: list[
     planned: dict = {}
 
     def plan(estimate) -> float:
-        planned.update(epochs=budget_plan(budget)(estimate), step=estimate.step_seconds,
+        planned.update(epochs=epochs_for_budget(estimate, budget), step=estimate.step_seconds,
                        rollout=estimate.eval_seconds, epoch=estimate.epoch_seconds)
         return planned["epochs"]
 

@@ -188,7 +188,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     from petrov.train import train
     from petrov.train.config import config_from_dict
     from petrov.train.data import build_training_data
-    from petrov.train.planning import budget_plan
+    from petrov.train.planning import epochs_for_budget
 
     if spec.get("cpu") is not None:
         os.sched_setaffinity(0, {spec["cpu"]})
@@ -210,7 +210,7 @@ def run_contender(spec: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"key": spec["key"], "seed": cfg.run.seed}
 
     def plan(estimate) -> float:  # from the trainer's probe of this very run (petrov.train.planning)
-        epochs = budget_plan(budget, cap=spec["max_epochs"])(estimate)
+        epochs = epochs_for_budget(estimate, budget, cap=spec["max_epochs"])
         result.update(epochs_planned=epochs, probe_seconds_per_epoch=estimate.epoch_seconds)
         return epochs
 

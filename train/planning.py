@@ -11,7 +11,7 @@ into a temporary folder of the run directory (short epochs on a GPU spend a few 
 number generator are put back afterwards, and the optimizer and schedule are built afresh for the
 planned epochs, so a planned run trains exactly as a run configured with that many epochs.
 ``fn(estimate)`` gets an ``EpochEstimate`` and returns the epochs (rank 0's answer is every rank's);
-``epochs_for_budget`` is the usual rule, ``budget_plan`` its ``fn`` (``run.fill_budget`` plans with it).
+``epochs_for_budget`` is the usual rule (``run.fill_budget`` plans with it).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import torch
 
@@ -60,7 +60,8 @@ class EpochEstimate:
         return self.steps * self.step_seconds + self.overhead_seconds
 
 
-def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, cap: int | None = None) -> float:
+def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float = BUDGET_FRACTION,
+                      cap: float | None = None) -> float:
     """The epochs whose estimated time fills ``fraction`` of ``minutes``: the whole epochs that fit, then,
     where the time after them holds another epoch's validation and checkpoints and at least one step, the
     share of one more epoch's steps that fits (``optim.epochs`` with a fraction: that epoch ends early;
@@ -74,13 +75,6 @@ def epochs_for_budget(estimate: EpochEstimate, minutes: float, fraction: float, 
     if extra == 0:
         return whole if whole > 0 else 1 / steps
     return whole + extra / steps
-
-
-def budget_plan(minutes: float, cap: float | None = None,
-                fraction: float = BUDGET_FRACTION) -> Callable[[EpochEstimate], float]:
-    """``plan_epochs`` for ``train``: the epochs that fill ``fraction`` of ``minutes``, at most ``cap``
-    ([`epochs_for_budget`][])."""
-    return lambda estimate: epochs_for_budget(estimate, minutes, fraction, cap)
 
 
 def probe_steps(steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) -> int:

@@ -74,7 +74,7 @@ from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, 
 from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
 from .optimization import make_optimizer, make_scheduler, seed_all
-from .planning import EpochEstimate, budget_plan, probe, probe_steps
+from .planning import EpochEstimate, epochs_for_budget, probe, probe_steps
 from .precision import amp_dtype, autocast, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
 from .rollout import check_mode_fits_model, training_mode
@@ -507,7 +507,7 @@ def train(
     test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each
     epoch's checkpoint; returning True stops the run cleanly.  ``plan_epochs(estimate)`` (a new run
     only) sets ``optim.epochs`` from a timing probe of the run (``petrov.train.planning``), e.g. to
-    fill a time budget (``run.fill_budget`` does that with ``planning.budget_plan``).  Launched by torchrun, every process calls this; rank 0 writes the run directory.
+    fill a time budget (``run.fill_budget`` does that with ``planning.epochs_for_budget``).  Launched by torchrun, every process calls this; rank 0 writes the run directory.
     Under ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``).
     """
     run_dir = Path(run_dir)
@@ -548,7 +548,8 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
             trainer.restore()
         else:
             if plan_epochs is None and config.run.fill_budget:
-                plan_epochs = budget_plan(config.run.time_budget_minutes, cap=config.optim.epochs)
+                minutes, cap = config.run.time_budget_minutes, config.optim.epochs
+                plan_epochs = lambda estimate: epochs_for_budget(estimate, minutes, cap=cap)
             if plan_epochs is not None:
                 trainer.plan(plan_epochs)
             if ctx.is_main:
