@@ -3,11 +3,12 @@ real arithmetic under ``torch.compile``.
 
 Inductor generates no code for complex tensors: a compiled graph that holds one runs those operations as
 fallback kernels around generated code, and on one NVIDIA H200 (torch 2.11) a compiled model with complex
-intermediates computed another function than the eager one.  Every Fourier map of petrov's models (the
-spectral convolution, the periodic grid transfers, the marching models' Fourier summary) therefore goes
-through these functions, or through [`spectral_real`][petrov.operators.spectral.spectral_real] which builds
-on them: eager runs keep torch's FFTs; compiled ones multiply by the kept frequencies' cosines and sines
-(``(n, m)`` matrices, ``m`` the kept modes), so the graph holds no complex tensor.
+intermediates computed another function than the eager one (through these functions it agreed with eager
+there to 1e-6).  Every Fourier map of petrov's models (the spectral convolution, the periodic grid
+transfers, the marching models' Fourier summary) therefore goes through these functions, or through
+[`spectral_real`][petrov.operators.spectral.spectral_real] which builds on them: eager runs keep torch's
+FFTs; compiled ones multiply by the kept frequencies' cosines and sines (``(n, m)`` matrices, ``m`` the
+kept modes), so the graph holds no complex tensor.
 """
 from __future__ import annotations
 
