@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every check that needs a CUDA GPU, one after the other, each under its own time limit, logged into a folder:
 #
-#   benchmarks/gpu_checks.sh OUT_DIR                      # compile, step, speed, tests (estimated 10 minutes)
+#   benchmarks/gpu_checks.sh OUT_DIR                      # compile, step, speed, tests, learn (~15 minutes)
 #   benchmarks/gpu_checks.sh OUT_DIR compile step         # only these stages, in this order
 #
 # Stages (OUT_DIR/<stage>.log each, the JSON of the benchmarks beside them):
@@ -12,31 +12,41 @@
 #            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise)
 #   tests    pytest -m cuda: the CUDA-marked tests (CLI flows on the GPU, sync-free steps, CPU evaluation of a
 #            CUDA-trained checkpoint)
+#   learn    darcy-gpu trained eagerly and with CUDA graphs side by side, the same seed, 10 epochs on 200 samples
+#            of its data (LEARN_MODES, LEARN_EPOCHS to change): a compiled run must learn what the eager one
+#            learns (the H200 of 2026-11-27 compiled a model that did not; estimated 3 minutes)
 #   train    petrov train darcy-gpu (10 minutes of training, ~13 with its data) and its evaluation
 #
 # petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
-# Each stage is capped (seconds: compile 300, step 180, speed 300, tests 300, train 1000; STAGE_SECONDS sets one
-# cap for all), and stopped whole at its cap (its process group: no worker of it runs on into the next
-# stage's timings); PYTHON (default python) runs them.  Taken on one H200 (2026-11-28): compile 230 s (with
-# pytest beside it), step 149 s, tests over 200 s (one test did not finish).
+# Each stage is capped (seconds: compile 300, step 180, speed 300, tests 420, learn 300, train 1000;
+# STAGE_SECONDS sets one cap for all), and stopped whole at its cap (its process group: no worker of it
+# runs on into the next stage's timings); PYTHON (default python) runs them.  Taken on one H200
+# (2026-11-28): compile 230 s (with pytest beside it), step 149 s, tests over 200 s (one test did not finish).
 set -u
-out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|train ...]}
+out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|learn|train ...]}
 shift
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(compile step speed tests)
+[ ${#stages[@]} -eq 0 ] && stages=(compile step speed tests learn)
 py=${PYTHON:-python}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 export PYTHONUNBUFFERED=1
 
-# pytest-xdist (PYTEST_WORKERS processes, default 8) and pytest-timeout (TEST_SECONDS per test, default 150)
+# pytest-xdist (PYTEST_WORKERS processes, default 8) and pytest-timeout (TEST_SECONDS per test, default 240)
 # where they are installed: on one H200, 136 of the 137 CUDA tests took under 200 s with 8 workers
 test_options() {
     "$py" -c "import xdist" 2>/dev/null && echo "-n ${PYTEST_WORKERS:-8} --dist load"
-    "$py" -c "import pytest_timeout" 2>/dev/null && echo "--timeout ${TEST_SECONDS:-150}"
+    "$py" -c "import pytest_timeout" 2>/dev/null && echo "--timeout ${TEST_SECONDS:-240}"
 }
+
+# the learn stage's summary: each run's best validation and test relative L2 (test: reported, never selected on)
+export learn_table='import json, sys
+for mode in sys.argv[2:]:
+    m = json.load(open(sys.argv[1] + "/learn-" + mode + "/metrics.json"))
+    tests = ", ".join("%d: %.3e" % (r["resolution"], r["mean"]) for r in m["rows"])
+    print("learn %-12s best validation %.3e (epoch %d); test %s" % (mode, m["best_val_rel_l2"], m["best_epoch"], tests))'
 
 run_stage() {
     case $1 in
@@ -50,8 +60,15 @@ run_stage() {
         # with pytest-timeout a test stuck for TEST_SECONDS fails with its stack instead of taking the stage
         tests) (cd "$here/.." && "$py" -m pytest -m cuda -v -p no:cacheprovider --rootdir=tests --durations=20 \
                 $(test_options) tests) ;;
+        learn) for mode in ${LEARN_MODES:-off cuda-graphs}; do
+                   "$py" -m petrov train darcy-gpu --out "$out/learn-$mode" --set run.compile="$mode" \
+                       --set run.fill_budget=false --set optim.epochs="${LEARN_EPOCHS:-10}" \
+                       --set "data.path='$out/darcy-learn.h5'" --set data.generate.n_samples=240 \
+                       --set data.n_train=200 --set data.n_val=20 --set data.n_test=20 || return 1
+               done
+               "$py" -c "$learn_table" "$out" ${LEARN_MODES:-off cuda-graphs} ;;
         train) "$py" -m petrov train darcy-gpu --out "$out/darcy-gpu" && "$py" -m petrov evaluate "$out/darcy-gpu" --device cuda ;;
-        *) echo "unknown stage '$1': use compile, step, speed, tests or train"; return 2 ;;
+        *) echo "unknown stage '$1': use compile, step, speed, tests, learn or train"; return 2 ;;
     esac
 }
 
@@ -59,7 +76,7 @@ run_stage() {
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
 summary=()
 for stage in "${stages[@]}"; do
-    case $stage in compile) limit=300 ;; step) limit=180 ;; train) limit=1000 ;; *) limit=300 ;; esac
+    case $stage in compile) limit=300 ;; step) limit=180 ;; tests) limit=420 ;; train) limit=1000 ;; *) limit=300 ;; esac
     limit=${STAGE_SECONDS:-$limit}
     start=$(date +%s)
     echo "=== $stage (limit ${limit} s) ==="
