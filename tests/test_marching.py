@@ -227,3 +227,28 @@ def test_teacher_modes_reject_a_model_without_the_trajectory_contract(tmp_path, 
     with pytest.raises(ValueError, match="trains a marching model.*FNO1d is not one"):
         train(cfg, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_compiled_run_validates_its_free_rollouts_eagerly(tmp_path, trajectory_file, monkeypatch):
+    # compiled, a rollout's T steps unroll into one graph whose compilation outweighs the run: validation
+    # runs the plain model, training the compiled one ("compiled" here: a wrapper that counts its calls)
+    import petrov.train.trainer as trainer_module
+
+    calls = []
+
+    class Compiled(torch.nn.Module):
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, *args, teacher=None, **kwargs):
+            calls.append("rollout" if teacher is None else "teacher")
+            return self.module(*args, teacher=teacher, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "resolve_compile", lambda setting, *a, **k: "default")
+    monkeypatch.setattr(trainer_module, "compile_module", lambda module, mode: Compiled(module))
+    seen = []
+    train(trajectory_config(trajectory_file, "marching1d", "pushforward"), tmp_path / "run",
+          callbacks=[lambda t, r: seen.append((t.compile_mode, t.eval_compile_mode, t.eval_net is t.model)) or False])
+    assert seen == [("default", "off", True)]
+    assert calls and set(calls) == {"teacher"}  # the training steps (and the compiled check) went through it

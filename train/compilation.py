@@ -13,7 +13,8 @@ the ``darcy-budget-85`` sizes, 85 × 85, batch 8):
 
 - on one NVIDIA H100 (torch 2.11, CUDA 13, 2026-11-25): 25.9 ms eager, 22.5 ms ``"default"``, 7.4 ms
   ``"cuda-graphs"`` -- the step is bound by kernel launches and host synchronization, which CUDA graphs
-  remove; so ``"auto"`` is ``"cuda-graphs"`` on one CUDA device for grid data;
+  remove; so ``"auto"`` is ``"cuda-graphs"`` on one CUDA device for grid data (the trainer's whole step
+  of ``darcy-gpu`` on one NVIDIA H200, 2026-11-28: 30.06 ms eager, 7.61 ms ``"cuda-graphs"``);
 - on the project's 2-core CPU (AMD EPYC): compiled and eager within 4% of each other (0.327 and 0.338 s
   per step) -- nothing to win for the compilation time, so ``"auto"`` is ``"off"`` on the CPU;
 - point sets (meshes) are padded per batch to its largest mesh, so their shapes change from batch to
@@ -22,6 +23,9 @@ the ``darcy-budget-85`` sizes, 85 × 85, batch 8):
 - in a distributed run (DDP) ``"auto"`` is ``"off"``: CUDA graphs with DDP's gradient hooks are not
   measured here, and torch reports crashes of ``"reduce-overhead"`` with DDP when training and
   inference alternate (pytorch/pytorch issue 128218).
+
+A marching model is validated by free rollouts, which stay eager under any setting
+([`evaluation_compile`][]): compiled, the loop over its ``T`` steps would unroll into one graph.
 
 The compiled module wraps the model (``torch.compile`` returns an ``OptimizedModule`` sharing its
 parameters); checkpoints save the plain model's ``state_dict`` (no ``_orig_mod.`` prefixes), so a run
@@ -74,6 +78,14 @@ def compile_module(module: torch.nn.Module, mode: str) -> torch.nn.Module:
     if mode == "off":
         return module
     return torch.compile(module, **compile_options(mode))
+
+
+def evaluation_compile(mode: str, free_rollout: bool) -> str:
+    """The compile setting of validation: the run's ``mode``, but ``"off"`` where validation is a free
+    rollout (a marching model's ``T`` steps): compiled, the rollout's loop over the steps unrolls into
+    one graph ``T`` steps long, whose compilation outweighs the run (``burgers-marching``, ``T`` = 20, one
+    quick epoch with inductor on an AMD EPYC core: 128 s, of which 115 s for the rollout's graph)."""
+    return "off" if free_rollout else mode
 
 
 def mark_step(mode: str) -> None:
@@ -132,4 +144,4 @@ def _agreement(predict, reference: torch.nn.Module, compiled: torch.nn.Module, m
 
 
 __all__ = ["AGREEMENT_TOLERANCE", "COMPILE_SETTINGS", "compile_module", "compile_options", "compiled_agreement",
-           "mark_step", "resolve_compile", "static_shapes"]
+           "evaluation_compile", "mark_step", "resolve_compile", "static_shapes"]

@@ -167,6 +167,7 @@ class RunConfig:
       ``"cuda-graphs"`` (``mode="reduce-overhead"``: each step replayed as captured CUDA graphs, the
       last partial batch padded with zero-weight copies); ``"auto"``: eager on the CPU, for meshes and
       under torchrun, CUDA graphs on one CUDA device for grid data ([`compilation`][petrov.train.compilation]).
+      A marching model's validation (free rollouts) runs eager under every setting.
     - ``matmul_precision``: ``torch.set_float32_matmul_precision`` during the run: ``"highest"``
       (float32), ``"high"`` (TF32 where the GPU has it), ``"medium"`` (bfloat16 products); ``"auto"``:
       ``"highest"`` ([`precision`][petrov.train.precision]).

@@ -134,7 +134,7 @@ def probe(trainer: Any, steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) ->
         noise = val.noise_for(trainer.operator.noise)
         eval_times, eval_warm = _timed(
             lambda b: score_batch(trainer.operator, b, noise, trainer.mode.metric, trainer.eval_net,
-                                  trainer.compile_mode), _warmed(val, steps, warm_up), warm_up, device)
+                                  trainer.eval_compile_mode), _warmed(val, steps, warm_up), warm_up, device)
     finally:
         trainer.model.load_state_dict(weights)
         ckpt.set_rng_state(rng)

@@ -58,7 +58,9 @@ from . import distributed as dist_
 from . import failures, timing
 from .augmentation import SymmetryDraws, augment_batch, check_augmentable
 from .batches import Batches, resident
-from .compilation import AGREEMENT_TOLERANCE, compile_module, compiled_agreement, resolve_compile, static_shapes
+from .compilation import (
+    AGREEMENT_TOLERANCE, compile_module, compiled_agreement, evaluation_compile, resolve_compile, static_shapes,
+)
 from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
 from .data import (
     TrainingData,
@@ -136,16 +138,20 @@ class Trainer:
         self.ddp = dist_.wrap_model(model, ctx)
         # the compiled modules wrap the model and share its parameters; checkpoints save the plain model
         self.train_net = compile_module(self.ddp, self.compile_mode)
-        self.eval_net = self.train_net if self.ddp is model else compile_module(model, self.compile_mode)
+        self.eval_compile_mode = evaluation_compile(self.compile_mode, self.mode.trajectory)
+        if self.eval_compile_mode == "off":
+            self.eval_net = model
+        else:
+            self.eval_net = self.train_net if self.ddp is model else compile_module(model, self.compile_mode)
         self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
         self.train_sampler = dist_.sampler(data.train, ctx, shuffle=True, seed=cfg.run.seed)
-        static = static_shapes(self.compile_mode)
         self.train_batches = Batches(resident(data.train, ctx.device, data.noise) or data.train, self.batch,
-                                     self.train_sampler, ctx.device, workers=cfg.run.num_workers, static=static)
+                                     self.train_sampler, ctx.device, workers=cfg.run.num_workers,
+                                     static=static_shapes(self.compile_mode))
         self.symmetries = self._symmetry_draws(data.train) if cfg.data.augment == "square" else None
         self.val_split = resident(data.val, ctx.device, data.noise) or data.val
         self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
-                                   ctx.device, static=static)
+                                   ctx.device, static=static_shapes(self.eval_compile_mode))
         self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
         self._build_optimization()
         if self.compile_mode != "off" and not ctx.distributed:
@@ -200,7 +206,7 @@ class Trainer:
         if self.cfg.run.compile != "auto":
             raise ValueError(f"{what}; train with run.compile = 'off' (or 'auto', which falls back to eager)")
         log.warning("%s; training eager (run.compile = 'off') instead", what)
-        self.compile_mode = "off"
+        self.compile_mode = self.eval_compile_mode = "off"
         self.train_net, self.eval_net = self.ddp, model
         self._build_optimization()
 
@@ -389,7 +395,7 @@ class Trainer:
         with self.out_of_memory("validation", self.eval_batch, evaluation_advice(key, self.eval_batch)):
             per_sample = evaluate_relative_l2(
                 self.operator, self.val_split, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
-                metric=self.mode.metric, net=self.eval_net, compile_mode=self.compile_mode, after_batch=poll,
+                metric=self.mode.metric, net=self.eval_net, compile_mode=self.eval_compile_mode, after_batch=poll,
             )
         return per_sample.mean().item()
 
