@@ -85,8 +85,11 @@ for stage in "${stages[@]}"; do
     setsid bash -c "$(declare -f run_stage test_options); here='$here' out='$out' py='$py' run_stage $stage" \
         > "$out/$stage.log" 2>&1 &
     group=$!
-    (sleep "$limit"; touch "$out/.$stage.late"; kill -TERM -- -"$group"; sleep 10; kill -KILL -- -"$group") \
-        2>/dev/null &
+    # (its own output to /dev/null, its sleep ended with it: nothing of it may hold a pipe that reads this script)
+    (trap 'kill "$nap"; exit 0' TERM
+     sleep "$limit" & nap=$!
+     wait "$nap" && touch "$out/.$stage.late" && kill -TERM -- -"$group" && sleep 10 && kill -KILL -- -"$group"
+    ) >/dev/null 2>&1 &
     watchdog=$!
     wait "$group"
     rc=$?
