@@ -261,8 +261,8 @@ def speed_report(rows: list[dict]) -> list[dict]:
     if ratios:
         print("\npetrov vs reference (same precision, same n): speed-up and peak-memory ratio")
         for q in ratios:
-            print(f"  {q['impl']:<14} {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} {q['speedup']:5.2f}x faster, "
-                  f"{q['memory_ratio']:5.2f}x the memory"
+            print(f"  {q['impl']:<14} {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} "
+                  f"{q['speedup']:5.2f}x faster, {q['memory_ratio']:5.2f}x the memory"
                   + ("" if q["agrees"] else "  (not counted: the compiled step computes another function)"))
     return ratios
 

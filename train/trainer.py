@@ -513,7 +513,8 @@ def train(
     test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each
     epoch's checkpoint; returning True stops the run cleanly.  ``plan_epochs(estimate)`` (a new run
     only) sets ``optim.epochs`` from a timing probe of the run (``petrov.train.planning``), e.g. to
-    fill a time budget (``run.fill_budget`` does that with ``planning.epochs_for_budget``).  Launched by torchrun, every process calls this; rank 0 writes the run directory.
+    fill a time budget (``run.fill_budget`` does that with ``planning.epochs_for_budget``).  Launched by
+    torchrun, every process calls this; rank 0 writes the run directory.
     Under ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``).
     """
     run_dir = Path(run_dir)
