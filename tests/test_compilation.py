@@ -47,14 +47,16 @@ def test_the_run_sets_the_matmul_precision_and_restores_it(tmp_path):
 
 
 class _Shifted(torch.nn.Module):
-    """A stand-in for a miscompiled model: the model's own parameters, outputs off by ``shift``."""
+    """A stand-in for a miscompiled module: the module's own parameters, outputs (each of a tuple) off by
+    ``shift``."""
 
     def __init__(self, model: torch.nn.Module, shift: float):
         super().__init__()
         self.model, self.shift = model, shift
 
     def forward(self, *args, **kwargs):
-        return self.model(*args, **kwargs) + self.shift
+        out = self.model(*args, **kwargs)
+        return tuple(o + self.shift for o in out) if isinstance(out, tuple) else out + self.shift
 
 
 def test_compiled_agreement_measures_outputs_and_gradients_against_the_eager_model():
@@ -92,7 +94,7 @@ def test_auto_falls_back_to_eager_when_the_compiled_model_is_another(tmp_path, m
     seen = []
     with caplog.at_level("WARNING"):
         train(cfg, tmp_path / "run", data=cases.tiny_data(),
-              callbacks=[lambda trainer, record: seen.append((trainer.compile_mode, trainer.train_net)) or False])
+              callbacks=[lambda trainer, r: seen.append((trainer.compile_mode, trainer.stepper.batch_loss)) or False])
     assert seen[0][0] == "off" and not isinstance(seen[0][1], _Shifted)
     assert "training eager" in caplog.text
 

@@ -159,10 +159,10 @@ def test_the_steps_own_work_does_not_synchronize(tmp_path, monkeypatch):
     """``torch.cuda.set_sync_debug_mode("error")`` around every step after the warm-up, except the model's
     forward (the operators' own concern): noise, loss, device totals, backward, clipping, Adam, schedule."""
     from petrov.datasets import InputNoise
-    from petrov.train.step import Stepper
+    from petrov.train.step import BatchLoss, Stepper
     from petrov.train.trainer import train
 
-    real_step, real_forward, steps = Stepper.step, Stepper.forward, [0]
+    real_step, real_forward, steps = Stepper.step, BatchLoss._forward_net, [0]
 
     def step(self, *args):
         torch.cuda.set_sync_debug_mode("error" if steps[0] >= 3 else "default")
@@ -181,7 +181,7 @@ def test_the_steps_own_work_does_not_synchronize(tmp_path, monkeypatch):
             torch.cuda.set_sync_debug_mode(mode)
 
     monkeypatch.setattr(Stepper, "step", step)
-    monkeypatch.setattr(Stepper, "forward", forward)
+    monkeypatch.setattr(BatchLoss, "_forward_net", forward)
     data = cases.tiny_data()
     data.noise = InputNoise(0.05, 1)
     result = train(cases.tiny_config(run={"device": DEVICE, "progress": False, "compile": "off"}), tmp_path / "run",

@@ -229,9 +229,35 @@ def test_teacher_modes_reject_a_model_without_the_trajectory_contract(tmp_path, 
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("name, mode", [("marching1d", "teacher_forcing"), ("marching1d", "pushforward"),
+                                        ("arfno1d", "rollout")])
+def test_a_marching_batch_loss_traces_as_one_graph_with_the_eager_numbers(trajectory_file, tmp_path, name, mode):
+    # what a compiled run compiles: the whole batch loss (pushforward's gradient-free pass and the rollout's
+    # steps included); dynamo with fullgraph raises on a graph break
+    import torch._dynamo
+
+    seen = []
+    train(trajectory_config(trajectory_file, name, mode), tmp_path / "run",
+          callbacks=[lambda trainer, record: seen.append(trainer) or False])
+    trainer = seen[0]
+    b = next(iter(trainer.train_batches.iterate()))
+    params = list(trainer.model.parameters())
+    torch._dynamo.reset()
+    results = []
+    for loss in (trainer.batch_loss, torch.compile(trainer.batch_loss, backend="eager", fullgraph=True)):
+        per_sample, _ = loss(b.x, b.y, b.sample_ids, b.weights, **b.inputs)
+        results.append((per_sample.detach(), torch.autograd.grad(per_sample.sum(), params)))
+    torch._dynamo.reset()
+    (loss_e, grads_e), (loss_c, grads_c) = results
+    assert loss_e.shape == (4,) and torch.all(loss_e > 0)
+    torch.testing.assert_close(loss_c, loss_e, rtol=1e-6, atol=0)
+    for got, want in zip(grads_c, grads_e):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_a_compiled_run_validates_its_free_rollouts_eagerly(tmp_path, trajectory_file, monkeypatch):
     # compiled, a rollout's T steps unroll into one graph whose compilation outweighs the run: validation
-    # runs the plain model, training the compiled one ("compiled" here: a wrapper that counts its calls)
+    # runs the plain model, training the compiled batch loss ("compiled" here: a wrapper that counts its calls)
     import petrov.train.trainer as trainer_module
 
     calls = []
@@ -241,14 +267,15 @@ def test_a_compiled_run_validates_its_free_rollouts_eagerly(tmp_path, trajectory
             super().__init__()
             self.module = module
 
-        def forward(self, *args, teacher=None, **kwargs):
-            calls.append("rollout" if teacher is None else "teacher")
-            return self.module(*args, teacher=teacher, **kwargs)
+        def forward(self, *args, **kwargs):
+            calls.append(type(self.module).__name__)
+            return self.module(*args, **kwargs)
 
     monkeypatch.setattr(trainer_module, "resolve_compile", lambda setting, *a, **k: "default")
-    monkeypatch.setattr(trainer_module, "compile_module", lambda module, mode: Compiled(module))
+    monkeypatch.setattr(trainer_module, "compile_module",
+                        lambda module, mode: module if mode == "off" else Compiled(module))
     seen = []
     train(trajectory_config(trajectory_file, "marching1d", "pushforward"), tmp_path / "run",
           callbacks=[lambda t, r: seen.append((t.compile_mode, t.eval_compile_mode, t.eval_net is t.model)) or False])
     assert seen == [("default", "off", True)]
-    assert calls and set(calls) == {"teacher"}  # the training steps (and the compiled check) went through it
+    assert calls and set(calls) == {"BatchLoss"}  # the training steps (and the compiled check) went through it

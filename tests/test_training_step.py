@@ -17,7 +17,7 @@ from petrov.datasets import InputNoise
 from petrov.train import compilation, distributed as dist_
 from petrov.train.batches import Batches, ResidentSplit, pad_batch
 from petrov.train.checkpoint import load_run_checkpoint
-from petrov.train.step import EpochTotals, Stepper
+from petrov.train.step import BatchLoss, EpochTotals, Stepper
 from petrov.train.trainer import TrainingDiverged, train
 
 CASES = Path(__file__).with_name("test_trainer.py")
@@ -68,8 +68,10 @@ def test_a_padded_batch_has_the_loss_and_gradient_of_its_real_samples():
     model = build_model("fno1d", width=8, modes=4, n_layers=1).double()
     op = NormalizedOperator(model, data.x_normalizer.to(dtype=torch.float64), data.y_normalizer.to(dtype=torch.float64))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    stepper = Stepper(operator=op, net=model, mode=training_mode("direct"), optimizer=opt, scheduler=None, scaler=None,
-                      h1_weight=0.5, periodic=True, grad_clip=0.0, amp_dtype=None, device=CPU, compile_mode="off")
+    loss = BatchLoss(op, model, training_mode("direct"), noise=op.noise, h1_weight=0.5, periodic=True, amp_dtype=None,
+                     device=CPU)
+    stepper = Stepper(operator=op, loss=loss, optimizer=opt, scheduler=None, scaler=None, grad_clip=0.0,
+                      compile_mode="off")
     plain = epoch_batches(data.train, 4)[-1]
     padded = epoch_batches(data.train, 4, static=True)[-1]
     grads = []
@@ -155,7 +157,7 @@ def test_a_training_step_reads_nothing_back_to_the_host(tmp_path, monkeypatch):
 
     step = watched(Stepper.step)
     monkeypatch.setattr(Stepper, "step", lambda *a: (step(*a), steps.__setitem__(0, steps[0] + 1)))
-    monkeypatch.setattr(Stepper, "forward", watched(Stepper.forward, watch=False))
+    monkeypatch.setattr(BatchLoss, "_forward_net", watched(BatchLoss._forward_net, watch=False))
     monkeypatch.setattr(torch.optim.Adam, "step", watched(torch.optim.Adam.step, watch=False))
     real_finish = EpochTotals.finish
     monkeypatch.setattr(EpochTotals, "finish", lambda self, ctx: finishes.append(1) or real_finish(self, ctx))
@@ -229,6 +231,35 @@ def eager_compile(monkeypatch, mode):
     monkeypatch.setattr(trainer_module, "resolve_compile", compilation.resolve_compile)
 
 
+def test_a_compiled_run_captures_its_whole_batch_loss_as_one_graph_with_the_eager_numbers(tmp_path, monkeypatch):
+    """In one process a compiled run compiles the step's whole batch loss, not the model alone: input
+    normalisation, the tabled input noise, the model, decoding and relL2 + γ·relH1 trace as one graph
+    (dynamo with fullgraph: a graph break raises), and that graph gives the eager per-sample losses and
+    gradients."""
+    torch.set_num_threads(1)
+    eager_compile(monkeypatch, "default")
+    data = cases.tiny_data()
+    data.noise = InputNoise(0.05, 1)
+    seen = []
+    train(cases.tiny_config(optim={"epochs": 1}), tmp_path / "run", data=data,
+          callbacks=[lambda trainer, record: seen.append(trainer) or False])
+    trainer = seen[0]
+    assert getattr(trainer.stepper.batch_loss, "_orig_mod", None) is trainer.batch_loss
+    assert trainer.batch_loss.net is trainer.model  # the model inside it is the plain one
+    b = next(iter(trainer.train_batches.iterate()))
+    params = list(trainer.model.parameters())
+    results = []
+    for loss in (trainer.batch_loss, torch.compile(trainer.batch_loss, backend="eager", fullgraph=True)):
+        per_sample, pred = loss(b.x, b.y, b.sample_ids, b.weights, **b.inputs)
+        results.append((per_sample.detach(), pred.detach(), torch.autograd.grad(per_sample.sum(), params)))
+    (loss_e, pred_e, grads_e), (loss_c, pred_c, grads_c) = results
+    assert loss_e.shape == (4,) and torch.all(loss_e > 0)
+    torch.testing.assert_close(loss_c, loss_e, rtol=1e-6, atol=0)
+    torch.testing.assert_close(pred_c, pred_e, rtol=1e-6, atol=1e-7)
+    for got, want in zip(grads_c, grads_e):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_static_shapes_train_as_an_eager_run_does(tmp_path, monkeypatch):
     """The cuda-graphs code path on the CPU (padded batches, marked steps; compiled by dynamo's eager
     backend): 18 training samples in batches of 4 and 5 validation samples in batches of 4 end in
@@ -240,7 +271,7 @@ def test_static_shapes_train_as_an_eager_run_does(tmp_path, monkeypatch):
     seen = []
     eager_compile(monkeypatch, "cuda-graphs")
     graphs = train(cfg, tmp_path / "graphs", data=cases.tiny_data(18, 5),
-                   callbacks=[lambda trainer, record: seen.append(type(trainer.train_net).__name__) or False])
+                   callbacks=[lambda trainer, record: seen.append(type(trainer.stepper.batch_loss).__name__) or False])
     assert seen == ["OptimizedModule"] * 3
     a, b = (load_run_checkpoint(tmp_path / run / "last.pt")["state_dict"] for run in ("eager", "graphs"))
     assert set(a) == set(b)

@@ -1,4 +1,9 @@
-"""``run.compile``: the model under ``torch.compile`` in training and validation.
+"""``run.compile``: ``torch.compile`` in training and validation.
+
+In one process the trainer compiles the step's whole batch loss (``petrov.train.step.BatchLoss``: the
+inputs' normalisation and noise, the model, the decoding and the loss), so that the normalisation and the
+loss are not launched op by op around a compiled model; under DDP it compiles the DDP-wrapped model (the
+form torch.compile supports for DDP); validation compiles the model alone.
 
 Settings: ``"off"`` (eager), ``"default"`` (``torch.compile(model)``: fused kernels, the step still
 launched op by op from Python), ``"cuda-graphs"`` (``torch.compile(model, mode="reduce-overhead")``:

@@ -48,6 +48,13 @@ class NormalizedOperator(nn.Module):
             self._cache[key] = (base if point_sets else base.at_resolution(grid[0])).to(device)
         return self._cache[key]
 
+    def prepare(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Restrict the normalisers to the grids of inputs like ``x`` and targets like ``y`` now, so that
+        compiled code only reads them: building one checks its statistics on the host, which would split
+        the compiled graph."""
+        self._at("x", x.shape[1:-1], x.device)
+        self._at("y", y.shape[1:-1], y.device)
+
     def encode(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """Raw inputs in the units the model takes (``pos``: the points, for point-set data)."""
         norm = self._at("x", x.shape[1:-1], x.device)

@@ -104,37 +104,62 @@ def summarize(rows: list[list[float]]) -> tuple[float, Diverged | None]:
     return total / max(count, 1), diverged
 
 
-class Stepper:
-    """What a training step needs, held once: ``step(batch, number, totals)``.
+class BatchLoss(torch.nn.Module):
+    """A batch's per-sample training loss: ``forward(x, y, sample_ids, loss_weights=None, **inputs) -> (loss
+    (b,), prediction)``, raw inputs to ``relL2 + γ·relH1`` in raw units (``loss_weights``: point sets'
+    quadrature weights for the loss; ``inputs``: the model's other inputs, ``Batch.inputs``) -- the input
+    normalisation and noise, the net under autocast, the decoding and the loss in one call, so that a
+    compiled run captures all of it as one graph (with ``"cuda-graphs"``: one CUDA graph for the forward,
+    one for the backward) rather than the model alone with the rest launched op by op around it (one
+    ``darcy-gpu`` step compiled on a CPU: 152 operations outside the compiled graphs with the model alone
+    compiled, 36 with this).
 
-    ``operator``: the NormalizedOperator (its plain model); ``net``: the model the step differentiates
-    (DDP-wrapped and/or compiled); ``noise``: what adds the input noise to the batches (``Batches.noise_for``);
-    ``amp_dtype``: autocast of the net's forward (None: float32); ``compile_mode``: the resolved
-    ``run.compile``; ``scaler``: float16's GradScaler or None."""
+    ``operator``: the NormalizedOperator; ``net``: what the forward calls in place of its plain model (the
+    DDP-wrapped and/or compiled model, or the model itself); ``noise``: what adds the input noise
+    (``Batches.noise_for``); ``amp_dtype``: autocast of the net's forward (None: float32) -- only the
+    net is autocast; the normaliser's decode and the loss run in float32.  The prediction is returned for
+    the check of a compiled step against the eager one (``compiled_agreement``)."""
 
-    def __init__(self, *, operator, net: torch.nn.Module, mode, optimizer: torch.optim.Optimizer, scheduler,
-                 scaler, h1_weight: float, periodic: bool, grad_clip: float, amp_dtype, device: torch.device,
-                 compile_mode: str, noise: Any = None):
-        self.operator, self.net, self.mode = operator, net, mode
-        self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
-        self.h1_weight, self.periodic = h1_weight, periodic
-        self.clip = grad_clip if grad_clip > 0 else math.inf
-        self.amp_dtype, self.device, self.compile_mode = amp_dtype, device, compile_mode
-        self.noise = noise if noise is not None else operator.noise
-        self.params = [p for p in operator.model.parameters() if p.requires_grad]
+    def __init__(self, operator, net: torch.nn.Module, mode, *, noise: Any, h1_weight: float, periodic: bool,
+                 amp_dtype, device: torch.device):
+        super().__init__()
+        self.operator, self.net, self.mode, self.noise = operator, net, mode, noise
+        self.h1_weight, self.periodic, self.amp_dtype, self.device = h1_weight, periodic, amp_dtype, device
 
-    def forward(self, x_hat: torch.Tensor, pos: torch.Tensor, **inputs) -> torch.Tensor:
-        """The net under autocast (``run.amp``): only the model's forward is autocast; the normaliser's
-        decode, the loss, the gradients of the float32 weights and the optimizer run in float32, and so do
-        validation and test (they call the operator without autocast)."""
+    def _forward_net(self, x_hat: torch.Tensor, pos: torch.Tensor, **inputs) -> torch.Tensor:
         with autocast(self.device, self.amp_dtype):
             return self.net(x_hat, pos, **inputs)
 
+    def forward(self, x: torch.Tensor, y: torch.Tensor, sample_ids: torch.Tensor | None,
+                loss_weights: torch.Tensor | None = None, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+        pred = self.mode.predict(self.operator, x, y, noise=self.noise, sample_ids=sample_ids, net=self._forward_net,
+                                 **inputs)
+        return self.mode.loss(pred, y, self.h1_weight, self.periodic, weights=loss_weights), pred
+
+
+def batch_loss_of(loss: torch.nn.Module, b: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """``loss`` (a [`BatchLoss`][], compiled or not) on batch ``b``: ``(per-sample loss, prediction)``."""
+    return loss(b.x, b.y, b.sample_ids, b.weights, **b.inputs)
+
+
+class Stepper:
+    """What a training step needs, held once: ``step(batch, number, totals)``.
+
+    ``operator``: the NormalizedOperator (its plain model); ``loss``: the [`BatchLoss`][] the step
+    differentiates (compiled as a whole, or around a compiled or DDP-wrapped net); ``compile_mode``: the
+    resolved ``run.compile``; ``scaler``: float16's GradScaler or None."""
+
+    def __init__(self, *, operator, loss: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler,
+                 scaler, grad_clip: float, compile_mode: str):
+        self.operator, self.batch_loss = operator, loss
+        self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
+        self.clip = grad_clip if grad_clip > 0 else math.inf
+        self.compile_mode = compile_mode
+        self.params = [p for p in operator.model.parameters() if p.requires_grad]
+
     def loss(self, b: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss, summed per-sample loss)`` of batch ``b``: the mean over its real samples."""
-        pred = self.mode.predict(self.operator, b.x, b.y, noise=self.noise, sample_ids=b.sample_ids,
-                                 net=self.forward, **b.inputs)
-        per_sample = self.mode.loss(pred, b.y, self.h1_weight, self.periodic, weights=b.weights)
+        per_sample, _ = batch_loss_of(self.batch_loss, b)
         if b.sample_weight is None:
             return per_sample.mean(), per_sample.detach().sum()
         weighted = per_sample * b.sample_weight
@@ -161,4 +186,4 @@ class Stepper:
         self.scheduler.step()
 
 
-__all__ = ["Diverged", "EpochTotals", "PROGRESS_EVERY", "Stepper", "summarize"]
+__all__ = ["BatchLoss", "Diverged", "EpochTotals", "PROGRESS_EVERY", "Stepper", "batch_loss_of", "summarize"]

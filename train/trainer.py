@@ -77,11 +77,11 @@ from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
 from .optimization import make_optimizer, make_scheduler, seed_all
 from .planning import EpochEstimate, epochs_for_budget, probe, probe_steps
-from .precision import amp_dtype, autocast, matmul_precision, resolve_matmul_precision
+from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
 from .rollout import check_mode_fits_model, training_mode
 from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start
-from .step import PROGRESS_EVERY, Diverged, EpochTotals, Stepper, summarize
+from .step import PROGRESS_EVERY, BatchLoss, Diverged, EpochTotals, Stepper, batch_loss_of, summarize
 from .testing import run_test, test_discretizations, write_test_metrics
 
 log = logging.getLogger(__name__)
@@ -136,13 +136,12 @@ class Trainer:
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
         self.ddp = dist_.wrap_model(model, ctx)
-        # the compiled modules wrap the model and share its parameters; checkpoints save the plain model
-        self.train_net = compile_module(self.ddp, self.compile_mode)
+        # the compiled modules wrap the model and share its parameters; checkpoints save the plain model.  One
+        # process compiles the step's whole batch loss (normalisation, noise, model, loss: one graph); under
+        # DDP the DDP-wrapped model is compiled, torch.compile's supported form for it
+        self.train_net = compile_module(self.ddp, self.compile_mode) if ctx.distributed else self.ddp
         self.eval_compile_mode = evaluation_compile(self.compile_mode, self.mode.trajectory)
-        if self.eval_compile_mode == "off":
-            self.eval_net = model
-        else:
-            self.eval_net = self.train_net if self.ddp is model else compile_module(model, self.compile_mode)
+        self.eval_net = compile_module(model, self.eval_compile_mode)
         self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
         self.train_sampler = dist_.sampler(data.train, ctx, shuffle=True, seed=cfg.run.seed)
         self.train_batches = Batches(resident(data.train, ctx.device, data.noise) or data.train, self.batch,
@@ -153,6 +152,10 @@ class Trainer:
         self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
                                    ctx.device, static=static_shapes(self.eval_compile_mode))
         self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
+        self.batch_loss = BatchLoss(self.operator, self.train_net, self.mode, h1_weight=cfg.loss.h1_weight,
+                                    periodic=self.periodic, amp_dtype=self.amp_dtype, device=ctx.device,
+                                    noise=self.train_batches.noise_for(self.operator.noise))
+        self.step_loss = self.batch_loss if ctx.distributed else compile_module(self.batch_loss, self.compile_mode)
         self._build_optimization()
         if self.compile_mode != "off" and not ctx.distributed:
             self._check_compiled()
@@ -178,23 +181,16 @@ class Trainer:
         return SymmetryDraws(self.cfg.run.seed, n_ids, self.ctx.device)
 
     def _check_compiled(self) -> None:
-        """The compiled model against the eager one on the first training batch
-        ([`compiled_agreement`][petrov.train.compilation.compiled_agreement]): beyond
+        """The compiled batch loss against the eager one on the first training batch, its predictions and
+        gradients ([`compiled_agreement`][petrov.train.compilation.compiled_agreement]): beyond
         ``AGREEMENT_TOLERANCE``, ``run.compile = "auto"`` trains eager (a warning says why) and an explicit
         setting is an error."""
         b = next(iter(self.train_batches.iterate()))
-        model = self.model
-
-        def predict(net: torch.nn.Module) -> torch.Tensor:
-            def forward(x_hat, pos, **inputs):
-                with autocast(self.ctx.device, self.amp_dtype):
-                    return net(x_hat, pos, **inputs)
-            return self.mode.predict(self.operator, b.x, b.y, noise=None, sample_ids=b.sample_ids, net=forward,
-                                     **b.inputs)
-
-        model.train()
+        self.operator.prepare(b.x, b.y)  # the compiled code reads the restricted normalisers, never builds them
+        self.model.train()
         with self.out_of_memory("the check of the compiled model", self.batch, self._training_advice()):
-            outputs, grads = compiled_agreement(predict, model, self.train_net, self.compile_mode)
+            outputs, grads = compiled_agreement(lambda loss: batch_loss_of(loss, b)[1], self.batch_loss,
+                                                self.step_loss, self.compile_mode)
         tol_out, tol_grad = AGREEMENT_TOLERANCE[self.amp_dtype]
         if outputs <= tol_out and grads <= tol_grad:
             log.debug("compiled model agrees with the eager one: outputs %.2e, gradients %.2e", outputs, grads)
@@ -207,7 +203,7 @@ class Trainer:
             raise ValueError(f"{what}; train with run.compile = 'off' (or 'auto', which falls back to eager)")
         log.warning("%s; training eager (run.compile = 'off') instead", what)
         self.compile_mode = self.eval_compile_mode = "off"
-        self.train_net, self.eval_net = self.ddp, model
+        self.step_loss, self.eval_net = self.batch_loss, self.model
         self._build_optimization()
 
     def _build_optimization(self, epochs: float | None = None) -> None:
@@ -220,11 +216,9 @@ class Trainer:
         self.scheduled_steps = self.scheduler.total_steps  # refitted under a time budget (fit_schedule_to)
         # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
         self.scaler = torch.amp.GradScaler(self.ctx.device.type) if self.amp_dtype == torch.float16 else None
-        self.stepper = Stepper(operator=self.operator, net=self.train_net, mode=self.mode, optimizer=self.optimizer,
-                               scheduler=self.scheduler, scaler=self.scaler, h1_weight=self.cfg.loss.h1_weight,
-                               periodic=self.periodic, grad_clip=self.cfg.optim.grad_clip, amp_dtype=self.amp_dtype,
-                               device=self.ctx.device, compile_mode=self.compile_mode,
-                               noise=self.train_batches.noise_for(self.operator.noise))
+        self.stepper = Stepper(operator=self.operator, loss=self.step_loss, optimizer=self.optimizer,
+                               scheduler=self.scheduler, scaler=self.scaler, grad_clip=self.cfg.optim.grad_clip,
+                               compile_mode=self.compile_mode)
 
     @property
     def model(self) -> torch.nn.Module:
