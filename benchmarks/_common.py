@@ -120,6 +120,31 @@ def mem_available_bytes() -> int:
     return 0
 
 
+def allocated_peak_bytes(work: Callable[[], Any]) -> int:
+    """The most bytes torch's CPU allocator held during one call of ``work`` above what it held when the
+    call began: the GPU's ``max_memory_allocated`` measure on the CPU, allocation by allocation, compiled
+    code's included (from the profiler's allocation events, which carry the allocator's running total;
+    torch's private event tree, as no public profiler API gives that total).  Unlike the resident set it
+    does not depend on what the process touched before, nor on when the allocator returns pages."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        work()
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.typed[0] == _EventType.Allocation:
+            events.append((node.start_time_ns, node.typed[1].total_allocated, node.typed[1].alloc_size))
+        stack.extend(node.children)
+    if not events:
+        return 0
+    events.sort()
+    base = events[0][1] - events[0][2]  # the total before the first allocation (or free) of the call
+    return max(0, max(total for _, total, _ in events) - base)
+
+
 class PeakMemory:
     """``rss_base`` at construction; ``.extra_bytes()`` = peak RSS since process start minus it."""
 

@@ -4,7 +4,9 @@ at an equal GPU budget.
     python benchmarks/gpu.py                          # both parts on the GPU (estimated ~40 min)
     python benchmarks/gpu.py --part speed             # (a) only (~5 min)
     python benchmarks/gpu.py --part speed --n 8192 --precisions float32 --compile off --unfused   # fused or not
+    python benchmarks/gpu.py --part speed --n 8192 --precisions float32 --checkpoint   # and recomputing layers
     python benchmarks/gpu.py --part step              # (c) only: the trainer's step of darcy-gpu (~3 min)
+    python benchmarks/gpu.py --part step --model-only # (c) and the step with the model alone compiled
     python benchmarks/gpu.py --part accuracy --budget-minutes 5
     python benchmarks/gpu.py --quick                  # smoke run, also on the CPU: tiny sizes, numbers meaningless
 
@@ -25,7 +27,10 @@ compile, n) runs in its own process: ``--warmup`` untimed steps (cuFFT plans, au
 graph capture), then the median over 3 blocks of ``--steps`` steps, each block between two device
 synchronizations.  Peak memory: ``torch.cuda.max_memory_allocated`` during the steps minus the memory
 allocated before them (model, optimizer, inputs) -- the activations kept for backward, gradients, Adam
-state and temporaries; on the CPU (``--quick``) the resident-set peak of ``_common.PeakMemory``.
+state and temporaries; on the CPU, the most torch's CPU allocator held above its start during one more
+step (``_common.allocated_peak_bytes``: allocation by allocation, compiled code's included; at n = 8192,
+float32, on an AMD EPYC it put petrov eager at 0.66x the reference's memory and with the fused path off at
+0.92x, where the H200 measured 0.68x and 0.91x).
 
 (b) Accuracy at an equal GPU budget: ``benchmarks/compare_accuracy.py`` itself (its data, contenders,
 epoch planning and tables) on Darcy at 85 x 85 for ``latent2d`` (physics mixer), ``fno2d``,
@@ -38,7 +43,10 @@ setting other than ``off`` (``auto``: CUDA graphs) for every contender.
 own process: ``Stepper.step`` on the run's own batches (the training split resident on the device,
 noise, loss, backward, clipping, Adam, schedule), ``--warmup`` untimed steps, then the median over 3 blocks
 of ``--steps`` steps between device synchronizations, and the peak memory as in (a).  This is what
-``petrov train darcy-gpu`` pays per step, validation and checkpoints aside.
+``petrov train darcy-gpu`` pays per step, validation and checkpoints aside.  A compiled run compiles the
+step's whole batch loss (normalisation, noise, model, decoding, loss); ``--model-only`` adds the last
+``--compile`` setting with the model alone compiled inside the eager batch loss, as runs were compiled
+before 2026-11-28 (the step's 7.61 ms with ``cuda-graphs`` on the H200 then).
 
 Targets (from the H100 measurements of 2026-11-25, torch 2.11, CUDA 13, before the training step was made
 sync-free): galerkin1d at n = 8192 about 2x the reference's speed (the reference's step took 14.5 ms,
@@ -57,7 +65,8 @@ from pathlib import Path
 import torch
 
 from _common import (
-    PeakMemory, emit_result, format_table, machine_info, minutes, print_machine, run_worker, worker_spec, write_json,
+    allocated_peak_bytes, emit_result, format_table, machine_info, minutes, print_machine, run_worker, worker_spec,
+    write_json,
 )
 
 N_FULL = [8192, 16384, 32768, 65536, 131072, 262144]
@@ -95,7 +104,7 @@ def measure(spec: dict) -> dict:
     impl, b, n, mode = spec["impl"], spec["batch"], spec["n"], spec["compile"]
     torch.manual_seed(0)
     model = build(impl, "galerkin").to(device).train()
-    net = compile_module(model, mode) if impl == "petrov" else model
+    net = compile_module(model, mode) if impl in ("petrov", "petrov+checkpoint") else model
     generator = torch.Generator().manual_seed(1)
     x, y = (torch.randn(b, n, 1, generator=generator).to(device) for _ in range(2))
     pos = (torch.arange(n, dtype=torch.float32) / n).expand(b, n)[..., None].contiguous().to(device)
@@ -126,7 +135,6 @@ def measure(spec: dict) -> dict:
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-    memory = PeakMemory()
     start = clock(device)
     for _ in range(spec["warmup"]):
         step()
@@ -137,7 +145,7 @@ def measure(spec: dict) -> dict:
         for _ in range(spec["steps"]):
             step()
         blocks.append((clock(device) - start) / spec["steps"])
-    peak = torch.cuda.max_memory_allocated(device) - base if cuda else memory.extra_bytes()
+    peak = torch.cuda.max_memory_allocated(device) - base if cuda else allocated_peak_bytes(step)
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
             "parameters": sum(p.numel() for p in params), **checked}
 
@@ -165,10 +173,14 @@ def trainer_step(spec: dict) -> dict:
     ctx = dist_.setup(cfg.run.device)
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = Trainer(cfg, Path(run_dir) / "run", ctx, None, [])
+    if spec["model_only"] and trainer.compile_mode != "off":  # the model compiled inside the eager batch loss
+        from petrov.train.compilation import compile_module
+        trainer.batch_loss.net = compile_module(trainer.model, trainer.compile_mode)
+        trainer.stepper.batch_loss = trainer.batch_loss
     device, totals = ctx.device, EpochTotals(ctx.device)
     trainer.model.train()
     batches = []
-    while len(batches) < spec["warmup"] + 3 * spec["steps"]:
+    while len(batches) < spec["warmup"] + 3 * spec["steps"] + 1:  # and one for the CPU memory peak
         batches += list(trainer.train_batches.iterate())
     feed = iter(enumerate(batches, start=1))
 
@@ -183,10 +195,9 @@ def trainer_step(spec: dict) -> dict:
     if cuda:
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-    memory = PeakMemory()
     warmup = steps(spec["warmup"])
     blocks = [steps(spec["steps"]) / spec["steps"] for _ in range(3)]
-    peak = torch.cuda.max_memory_allocated(device) - base if cuda else memory.extra_bytes()
+    peak = torch.cuda.max_memory_allocated(device) - base if cuda else allocated_peak_bytes(lambda: steps(1))
     loss, bad = totals.finish(ctx)
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
             "batch": cfg.optim.batch_size, "resolution": cfg.data.train_resolution, "resident":
@@ -195,19 +206,20 @@ def trainer_step(spec: dict) -> dict:
 
 
 def step(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    cases = [(mode, False) for mode in args.compile] + [(args.compile[-1], True)] * args.step_amp
+    cases = ([(mode, False, False) for mode in args.compile] + [(args.compile[-1], True, False)] * args.step_amp
+             + [(args.compile[-1], False, True)] * (args.model_only and args.compile[-1] != "off"))
     rows = []
-    for mode, amp in cases:
+    for mode, amp, model_only in cases:
         spec = {"part": "step", "preset": args.step_preset, "compile": mode, "amp": amp, "steps": args.steps,
-                "warmup": args.warmup, "device": device.type, "set": args.step_set}
-        row = {"compile": mode, "amp": "bf16" if amp else "off"}
+                "warmup": args.warmup, "device": device.type, "set": args.step_set, "model_only": model_only}
+        row = {"compile": mode + (" (model only)" if model_only else ""), "amp": "bf16" if amp else "off"}
         row.update(run_worker(__file__, spec, timeout=args.timeout))
         rows.append(row)
         what = (f"{row['seconds_per_step'] * 1e3:8.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
                 f"(warm-up {row['warmup_seconds']:.1f} s; batch {row['batch']} at {row['resolution']}, data "
                 f"{'on the device' if row['resident'] else 'loaded per batch'}, finite loss {row['finite']})"
                 if "seconds_per_step" in row else row.get("error"))
-        print(f"  {args.step_preset} compile={mode:<11} amp={row['amp']:<4} {what}", flush=True)
+        print(f"  {args.step_preset} compile={row['compile']:<11} amp={row['amp']:<4} {what}", flush=True)
     return rows
 
 
@@ -224,6 +236,8 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
     cases += [("petrov", p, c) for p in args.precisions for c in args.compile]
     if args.unfused:  # eager only: what the fused Galerkin path costs or saves on this device
         cases += [("petrov+unfused", p, "off") for p in args.precisions]
+    if args.checkpoint:  # the memory lever, under the last --compile setting
+        cases += [("petrov+checkpoint", p, args.compile[-1]) for p in args.precisions]
     if not reference_installed():
         print("  reference: galerkin-transformer is not installed (pip install galerkin-transformer==0.2.1 "
               "ipython, or pip install -e '.[bench]'); petrov alone")
@@ -238,7 +252,7 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
             what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
                     f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row)}"
                     ) if "seconds_per_step" in row else row.get("error")
-            print(f"  {impl:<14} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
+            print(f"  {impl:<17} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
     return rows
 
 
@@ -261,7 +275,7 @@ def speed_report(rows: list[dict]) -> list[dict]:
     if ratios:
         print("\npetrov vs reference (same precision, same n): speed-up and peak-memory ratio")
         for q in ratios:
-            print(f"  {q['impl']:<14} {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} "
+            print(f"  {q['impl']:<17} {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} "
                   f"{q['speedup']:5.2f}x faster, {q['memory_ratio']:5.2f}x the memory"
                   + ("" if q["agrees"] else "  (not counted: the compiled step computes another function)"))
     return ratios
@@ -293,12 +307,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="petrov's run.compile settings to measure (default: off cuda-graphs on CUDA, off on the CPU)")
     parser.add_argument("--unfused", action="store_true",
                         help="(a): also petrov eager with the Galerkin layers' fused path off (petrov+unfused)")
+    parser.add_argument("--checkpoint", action="store_true",
+                        help="(a): also petrov with checkpoint_layers (the encoder layers' activations recomputed in "
+                             "backward) under the last --compile setting (petrov+checkpoint)")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed block (3 blocks)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation, graph capture)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement process")
     parser.add_argument("--step-preset", default="darcy-gpu", help="(c): the preset whose trainer step is timed")
     parser.add_argument("--step-amp", type=int, choices=[0, 1], default=1,
                         help="(c): also time the last --compile setting under bfloat16 autocast (1, default) or not (0)")
+    parser.add_argument("--model-only", action="store_true",
+                        help="(c): also the last --compile setting with the model alone compiled, the rest of the "
+                             "batch loss eager around it (how the step was compiled before 2026-11-28)")
     parser.add_argument("--step-set", action="append", default=[], metavar="KEY=VALUE",
                         help="(c): an override of the preset (as petrov train --set)")
     parser.add_argument("--budget-minutes", type=minutes, default=None,

@@ -6,10 +6,11 @@
 #
 # Stages (OUT_DIR/<stage>.log each, the JSON of the benchmarks beside them):
 #   compile  benchmarks/compile_check.py: the GPU presets' models compiled by inductor against eager, part by part
-#   step     benchmarks/gpu.py --part step: the trainer's step of darcy-gpu per run.compile, and with bfloat16
-#            (on 64 training samples of its data: the same step)
+#   step     benchmarks/gpu.py --part step: the trainer's step of darcy-gpu per run.compile, with bfloat16, and
+#            with the model alone compiled (--model-only) (on 64 training samples of its data: the same step)
 #   speed    benchmarks/gpu.py --part speed at n = 8192 and 65,536, float32 and bfloat16, against the reference
-#            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise)
+#            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise),
+#            and galerkin1d recomputing its layers (--checkpoint) with CUDA graphs
 #   tests    pytest -m cuda: the CUDA-marked tests (CLI flows on the GPU, sync-free steps, CPU evaluation of a
 #            CUDA-trained checkpoint)
 #   learn    darcy-gpu trained eagerly and with CUDA graphs side by side, the same seed, 10 epochs on 200 samples
@@ -19,7 +20,7 @@
 #
 # petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
-# Each stage is capped (seconds: compile 300, step 180, speed 300, tests 420, learn 300, train 1000;
+# Each stage is capped (seconds: compile 300, step 240, speed 300, tests 420, learn 300, train 1000;
 # STAGE_SECONDS sets one cap for all), and stopped whole at its cap (its process group: no worker of it
 # runs on into the next stage's timings); PYTHON (default python) runs them.  Taken on one H200
 # (2026-11-28): compile 230 s (with pytest beside it), step 149 s, tests over 200 s (one test did not finish).
@@ -54,8 +55,9 @@ run_stage() {
         # a small file of the preset's data: the step needs a few batches, not the 1224 samples (2 minutes to solve)
         step) (cd "$here" && "$py" gpu.py --part step --out "$out/gpu-step.json" --step-set "data.path='$out/darcy-step.h5'" \
                 --step-set data.generate.n_samples=80 --step-set data.n_train=64 --step-set data.n_val=8 \
-                --step-set data.n_test=8) ;;
-        speed) (cd "$here" && "$py" gpu.py --part speed --n 8192 65536 --precisions float32 bf16 --out "$out/gpu-speed.json") ;;
+                --step-set data.n_test=8 --model-only) ;;
+        speed) (cd "$here" && "$py" gpu.py --part speed --n 8192 65536 --precisions float32 bf16 --checkpoint \
+                --out "$out/gpu-speed.json") ;;
         # -v: each test's verdict as it ends, so a stage cut short still names the tests that never finished;
         # with pytest-timeout a test stuck for TEST_SECONDS fails with its stack instead of taking the stage
         tests) (cd "$here/.." && "$py" -m pytest -m cuda -v -p no:cacheprovider --rootdir=tests --durations=20 \
@@ -76,7 +78,7 @@ run_stage() {
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
 summary=()
 for stage in "${stages[@]}"; do
-    case $stage in compile) limit=300 ;; step) limit=180 ;; tests) limit=420 ;; train) limit=1000 ;; *) limit=300 ;; esac
+    case $stage in compile) limit=300 ;; step) limit=240 ;; tests) limit=420 ;; train) limit=1000 ;; *) limit=300 ;; esac
     limit=${STAGE_SECONDS:-$limit}
     start=$(date +%s)
     echo "=== $stage (limit ${limit} s) ==="
