@@ -187,6 +187,40 @@ def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backwa
     assert len({ptr for ptr, _ in point_sized}) == 3, point_sized
 
 
+def test_compiled_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward():
+    # under torch.compile the fused Function gives way to plain autograd (dynamo cannot trace its backward);
+    # a checkpoint keeps what the Function keeps.  Partitioned as inductor partitions (min-cut), the
+    # forward graph's point-sized outputs besides the layer's output are what backward keeps
+    import torch._dynamo
+    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    layer = _layer("layer", 1, 1, d_model=8, head_dim=8).float().train()
+    b, n = 2, 64
+    x = torch.randn(b, n, 8, requires_grad=True)
+    pos = torch.rand(b, n, 1)
+    kept = set()
+
+    def forward_compiler(gm, example_inputs):
+        def run(*args):
+            outputs = gm(*args)
+            for t in outputs[1:]:
+                if isinstance(t, torch.Tensor) and t.numel() >= b * n * 8:
+                    kept.add(t.untyped_storage().data_ptr())
+            return outputs
+        return make_boxed_func(run)
+
+    backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda gm, _: make_boxed_func(gm.forward),
+                           partition_fn=min_cut_rematerialization_partition)
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(layer, backend=backend, fullgraph=True)(x, pos)
+        out.sum().backward()
+    finally:
+        torch._dynamo.reset()
+    assert x.grad is not None and len(kept) == 3, kept  # x, raw K, raw V: K̃, Ṽ are recomputed in backward
+
+
 def test_unfused_paths_still_used_for_dropout_and_16_bit_inputs_without_autocast():
     layer = Attention(4, n_heads=1, mixer="galerkin", norm="layer", pos_dim=1, dropout=0.5).train()
     x, pos = torch.randn(1, 6, 4), torch.rand(1, 6, 1)
