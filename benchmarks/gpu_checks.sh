@@ -17,15 +17,19 @@
 #            of its data (LEARN_MODES, LEARN_EPOCHS to change): a compiled run must learn what the eager one
 #            learns (the H200 of 2026-11-27 compiled a model that did not; estimated 3 minutes)
 #   train    petrov train darcy-gpu (10 minutes of training, ~13 with its data) and its evaluation
+#   presets  darcy-gpu, burgers-gpu and darcy-inverse-gpu trained at once on the one GPU, each to its own time
+#            budget, then evaluated (~15 minutes with their data; logs presets-PRESET.log): sharing the GPU,
+#            each trains fewer epochs in its budget than it would alone, so what each reaches is a
+#            conservative figure for a GPU of its own
 #
 # petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
-# Each stage is capped (seconds: compile 300, step 240, speed 300, tests 420, learn 300, train 1000;
+# Each stage is capped (seconds: compile 300, step 240, speed 300, tests 420, learn 300, train and presets 1000;
 # STAGE_SECONDS sets one cap for all), and stopped whole at its cap (its process group: no worker of it
 # runs on into the next stage's timings); PYTHON (default python) runs them.  Taken on one H200
 # (2026-11-28): compile 230 s (with pytest beside it), step 149 s, tests over 200 s (one test did not finish).
 set -u
-out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|learn|train ...]}
+out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|learn|train|presets ...]}
 shift
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(compile step speed tests learn)
@@ -70,7 +74,25 @@ run_stage() {
                done
                "$py" -c "$learn_table" "$out" ${LEARN_MODES:-off cuda-graphs} ;;
         train) "$py" -m petrov train darcy-gpu --out "$out/darcy-gpu" && "$py" -m petrov evaluate "$out/darcy-gpu" --device cuda ;;
-        *) echo "unknown stage '$1': use compile, step, speed, tests, learn or train"; return 2 ;;
+        # run from OUT_DIR: the presets' data paths (data/...) are relative to the working directory;
+        # darcy-inverse-gpu trains on darcy-gpu's file, so it starts once darcy-gpu has solved it
+        presets) cd "$out" || return 1
+                 pids=()
+                 for preset in darcy-gpu burgers-gpu darcy-inverse-gpu; do
+                     (if [ "$preset" = darcy-inverse-gpu ]; then
+                          while [ ! -e data/darcy-421-1224.h5 ] && kill -0 "${pids[0]}" 2>/dev/null; do sleep 5; done
+                      fi
+                      "$py" -m petrov train "$preset" --out "$out/$preset" \
+                          && "$py" -m petrov evaluate "$out/$preset" --device cuda) > "$out/presets-$preset.log" 2>&1 &
+                     pids+=($!)
+                 done
+                 failed=0
+                 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+                 for preset in darcy-gpu burgers-gpu darcy-inverse-gpu; do
+                     echo "--- $preset"; tail -n 12 "$out/presets-$preset.log"
+                 done
+                 return $failed ;;
+        *) echo "unknown stage '$1': use compile, step, speed, tests, learn, train or presets"; return 2 ;;
     esac
 }
 
@@ -78,7 +100,8 @@ run_stage() {
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
 summary=()
 for stage in "${stages[@]}"; do
-    case $stage in compile) limit=300 ;; step) limit=240 ;; tests) limit=420 ;; train) limit=1000 ;; *) limit=300 ;; esac
+    case $stage in compile) limit=300 ;; step) limit=240 ;; tests) limit=420 ;; train|presets) limit=1000 ;;
+                   *) limit=300 ;; esac
     limit=${STAGE_SECONDS:-$limit}
     start=$(date +%s)
     echo "=== $stage (limit ${limit} s) ==="
