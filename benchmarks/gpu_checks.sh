@@ -68,7 +68,8 @@ run_stage() {
                 $(test_options) tests) ;;
         learn) for mode in ${LEARN_MODES:-off cuda-graphs}; do
                    "$py" -m petrov train darcy-gpu --out "$out/learn-$mode" --set run.compile="$mode" \
-                       --set run.fill_budget=false --set optim.epochs="${LEARN_EPOCHS:-10}" \
+                       --set '~run.time_budget_minutes' --set run.fill_budget=false \
+                       --set optim.epochs="${LEARN_EPOCHS:-10}" \
                        --set "data.path='$out/darcy-learn.h5'" --set data.generate.n_samples=240 \
                        --set data.n_train=200 --set data.n_val=20 --set data.n_test=20 || return 1
                done

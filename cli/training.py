@@ -81,7 +81,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help=f"a TOML file or a shipped preset ({', '.join(preset_names())})")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory")
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
-                   help="override a config value (TOML syntax, e.g. optim.lr=5e-4); repeatable")
+                   help="override a config value (TOML syntax, e.g. optim.lr=5e-4), or remove one so that its "
+                   "default applies (~run.time_budget_minutes); repeatable")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last.pt (written after every epoch, and where Ctrl-C "
                    "or SIGTERM stopped it); with nothing to resume the run starts, so a job script can always pass it")

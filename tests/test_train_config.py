@@ -113,6 +113,21 @@ def test_parse_override():
     assert parse_override('a.b="x y"') == (["a", "b"], "x y")
 
 
+def test_a_removed_key_takes_its_default_and_removing_what_is_not_set_is_an_error():
+    # a budget preset trained for a fixed number of epochs: its time budget removed, not only left unplanned
+    cfg = load_config("burgers-gpu", ["~run.time_budget_minutes", "run.fill_budget=false", "optim.epochs=300"])
+    assert cfg.run.time_budget_minutes is None and cfg.optim.epochs == 300
+    assert load_config("burgers-gpu").run.time_budget_minutes == 5
+    with pytest.raises(ValueError, match="fill_budget plans the epochs"):  # the preset still plans
+        load_config("burgers-gpu", ["~run.time_budget_minutes"])
+    with pytest.raises(ValueError, match="does not set 'run.time_budget_minute'; nothing to remove"):
+        load_config("burgers-gpu", ["~run.time_budget_minute"])
+    with pytest.raises(ValueError, match="no 'trainer' table; nothing to remove"):
+        load_config("burgers-gpu", ["~trainer.epochs"])
+    with pytest.raises(ValueError, match=r"or ~section.key"):
+        load_config("burgers-gpu", ["~epochs"])
+
+
 def test_resolved_config_round_trips_through_json(toml_file, tmp_path):
     cfg = load_config(toml_file(MINIMAL), ["optim.lr=2e-4"])
     save_config_json(cfg, tmp_path / "config.json")

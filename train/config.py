@@ -90,12 +90,21 @@ def read_toml(source: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"config {str(source)!r} is not valid TOML: {err}") from None
 
 
+REMOVE = object()  # the value of ``--set ~section.key``: the key is removed and its default applies
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
-    """``"optim.lr=5e-4"`` -> ``(["optim", "lr"], 0.0005)``; the value is parsed as TOML."""
-    key, sep, raw = item.partition("=")
+    """``"optim.lr=5e-4"`` -> ``(["optim", "lr"], 0.0005)``; the value is parsed as TOML.
+    ``"~run.time_budget_minutes"`` -> ``(["run", "time_budget_minutes"], REMOVE)`` (Hydra's syntax): the
+    key is removed from the config, so its default applies (a preset's time budget, for one)."""
+    remove = item.startswith("~") and "=" not in item
+    key, sep, raw = (item[1:], "", "") if remove else item.partition("=")
     keys = [k.strip() for k in key.split(".")]
-    if not sep or len(keys) < 2 or not all(keys):
-        raise ValueError(f"--set {item!r}: expected section.key=value (e.g. optim.lr=5e-4)")
+    if not (sep or remove) or len(keys) < 2 or not all(keys):
+        raise ValueError(f"--set {item!r}: expected section.key=value (e.g. optim.lr=5e-4), or ~section.key "
+                         f"to remove a key")
+    if remove:
+        return keys, REMOVE
     try:
         value = tomllib.loads(f"value = {raw.strip()}")["value"]
     except tomllib.TOMLDecodeError:
@@ -110,11 +119,16 @@ def apply_overrides(raw: Mapping[str, Any], overrides: list[str]) -> dict[str, A
         keys, value = parse_override(item)
         table = result
         for depth, key in enumerate(keys[:-1]):
-            table = table.setdefault(key, {})
+            table = table.get(key) if value is REMOVE else table.setdefault(key, {})
             if not isinstance(table, dict):
                 where = ".".join(keys[: depth + 1])
+                if table is None:
+                    raise ValueError(f"--set {item!r}: the config has no {where!r} table; nothing to remove")
                 raise ValueError(f"--set {item!r}: {where!r} is a value, not a table")
-        table[keys[-1]] = value
+        if value is not REMOVE:
+            table[keys[-1]] = value
+        elif table.pop(keys[-1], REMOVE) is REMOVE:
+            raise ValueError(f"--set {item!r}: the config does not set {'.'.join(keys)!r}; nothing to remove")
     return result
 
 
