@@ -26,6 +26,23 @@ def dft_matrices(n: int, freqs: torch.Tensor, dtype: torch.dtype) -> tuple[torch
     return torch.cos(theta).to(dtype), torch.sin(theta).to(dtype)
 
 
+def rdft_matrix(n: int, keep: int, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """``(n, 2 keep)``: columns ``cos θ_jk, -sin θ_jk`` interleaved, ``k = 0..keep-1``, so that ``u @ M``
+    gives ``Σ_j u_j e^{-iθ_jk}`` as (real, imaginary) pairs in one product (one kernel, not two)."""
+    c, s = dft_matrices(n, torch.arange(keep, device=device), dtype)
+    return torch.stack([c, -s], dim=-1).flatten(-2)
+
+
+def irdft_matrix(n: int, keep: int, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """``(2 keep, n)``: rows ``a_k cos θ_jk, -a_k sin θ_jk`` interleaved (``a_k``: [`irfft_weights`][]),
+    so that (real, imaginary) pairs ``Y (..., keep, 2)`` flattened give ``irfft``'s
+    ``Σ_k a_k (Y_re cos θ - Y_im sin θ)`` in one product."""
+    k = torch.arange(keep, device=device)
+    c, s = dft_matrices(n, k, dtype)
+    a = irfft_weights(n, k, dtype)
+    return torch.stack([(c * a).T, -(s * a).T], dim=1).flatten(0, 1)
+
+
 def irfft_weights(n: int, k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``irfft``'s weight of frequency ``k`` on ``n`` points: 1 for ``k = 0`` and ``k = n/2``, else 2
     (the conjugate half of the spectrum)."""
@@ -41,8 +58,7 @@ def rfft_modes(u: torch.Tensor, keep: int) -> torch.Tensor:
     arbitrary sizes)."""
     n = u.shape[-1]
     if torch.compiler.is_compiling():
-        c, s = dft_matrices(n, torch.arange(keep, device=u.device), u.dtype)
-        return torch.stack([u @ c, -(u @ s)], dim=-1) / n
+        return (u @ rdft_matrix(n, keep, u.dtype, u.device)).unflatten(-1, (keep, 2)) / n
     return torch.view_as_real(torch.fft.rfft(u, norm="forward")[..., :keep])
 
 
@@ -53,11 +69,8 @@ def irfft_modes(spec: torch.Tensor, n: int) -> torch.Tensor:
     ``k = 0, n/2``, else 2 (needs ``keep <= n // 2 + 1``). Real arithmetic under ``torch.compile``."""
     keep = spec.shape[-2]
     if torch.compiler.is_compiling():
-        k = torch.arange(keep, device=spec.device)
-        c, s = dft_matrices(n, k, spec.dtype)
-        a = irfft_weights(n, k, spec.dtype)
-        return spec[..., 0] @ (c * a).T - spec[..., 1] @ (s * a).T
+        return spec.flatten(-2) @ irdft_matrix(n, keep, spec.dtype, spec.device)
     return torch.fft.irfft(torch.view_as_complex(spec), n=n, norm="forward")
 
 
-__all__ = ["dft_matrices", "irfft_modes", "irfft_weights", "rfft_modes"]
+__all__ = ["dft_matrices", "irdft_matrix", "irfft_modes", "irfft_weights", "rdft_matrix", "rfft_modes"]

@@ -25,9 +25,10 @@ are handled like even ones.  The pointwise linear skip of an FNO layer lives in
 [`petrov.operators.blocks.SpectralBlock`][], not here.
 
 Under ``torch.compile`` the same map runs in real arithmetic ([`spectral_real`][]): the kept
-frequencies' cosines and sines as ``(n, m)`` matrices (a truncated DFT), the complex products spelled
-out in real and imaginary parts (built from [`petrov.operators.fourier_modes`][], which says why: on
-one NVIDIA H200, torch 2.11, the compiled ``latent2d`` with the FFT path was not the eager one).
+frequencies' cosines and sines as ``(n, m)`` matrices (a truncated DFT), complex values as (real,
+imaginary) pairs and each complex product as one real product with 2 x 2 blocks (built from
+[`petrov.operators.fourier_modes`][], which says why: on one NVIDIA H200, torch 2.11, the compiled
+``latent2d`` with the FFT path was not the eager one).
 
 The transforms and the mode product run in float32 at least (torch's CPU FFT takes no bfloat16,
 and a 16-bit FFT of an arbitrary size keeps few digits): a 16-bit input is upcast, also under
@@ -40,7 +41,7 @@ import torch
 from torch import nn
 
 from ..common.dtypes import to_caller_dtype, upcast
-from .fourier_modes import dft_matrices, irfft_weights
+from .fourier_modes import dft_matrices, irdft_matrix, rdft_matrix
 from .shape_cache import shape_cached
 
 
@@ -66,9 +67,24 @@ def kept_indices(n: int, m: int, device: torch.device | None = None) -> torch.Te
 _cached_kept_indices = shape_cached(kept_indices)  # built once per (n, m, device), shared
 
 
-def _along(t: torch.Tensor, axis: int, mat: torch.Tensor) -> torch.Tensor:
-    """``t`` with its axis ``axis`` (size ``p``) mapped by ``mat (p, q)``: ``Σ_j t[.., j, ..] mat[j, k]``."""
-    return (t.movedim(axis, -1) @ mat).movedim(-1, axis)
+def _rotations(cos: torch.Tensor, sin: torch.Tensor, sign: float) -> torch.Tensor:
+    """``(p, q)`` cosines and sines -> ``(p, 2, q, 2)``: multiplying complex numbers, stored as (real,
+    imaginary) pairs, by ``e^{-i sign θ}`` as one real product: ``(a + ib) e^{-i sign θ} = (a cos θ + sign
+    b sin θ) + i (b cos θ - sign a sin θ)``, so block ``[j, r, k, s]`` maps part ``r`` in to part ``s`` out."""
+    return torch.stack([torch.stack([cos, -sign * sin], -1), torch.stack([sign * sin, cos], -1)], dim=1)
+
+
+def _along(t: torch.Tensor, axis: int, blocks: torch.Tensor) -> torch.Tensor:
+    """``t (..., p at axis, ..., 2)`` (complex numbers as pairs) with axis ``axis`` mapped by ``blocks (p, 2,
+    q, 2)`` (see ``_rotations``): one product over the axis and the pair -> ``(..., q at axis, ..., 2)``."""
+    return torch.tensordot(t, blocks, dims=([axis, -1], [0, 1])).movedim(-2, axis)
+
+
+def _complex_weight(weight: torch.Tensor) -> torch.Tensor:
+    """The stored weight ``(c_in, c_out, *modes, 2)`` -> ``(c_in, c_out, *modes, 2, 2)``: the real 2 x 2
+    block of multiplying by ``w_re + i w_im`` for each mode (part in, part out)."""
+    re, im = weight[..., 0], weight[..., 1]
+    return torch.stack([torch.stack([re, im], -1), torch.stack([-im, re], -1)], dim=-2)
 
 
 def spectral_real(x: torch.Tensor, weight: torch.Tensor, modes: tuple[int, ...]) -> torch.Tensor:
@@ -80,23 +96,20 @@ def spectral_real(x: torch.Tensor, weight: torch.Tensor, modes: tuple[int, ...])
     frequencies only), the product ``(X_re + i X_im)(W_re + i W_im)``, the inverse
     ``z_j = (1/n) Σ_k Y_k e^{+iθ_jk}`` on the other axes, and on the last one ``irfft``'s
     ``y_j = (1/n) Σ_k a_k (Y_re cos θ - Y_im sin θ)`` with ``a_0 = 1``, ``a_{n/2} = 1`` (even ``n``), else 2."""
-    grid, dtype = tuple(x.shape[2:]), x.dtype
+    grid, dtype, device = tuple(x.shape[2:]), x.dtype, x.device
     n = grid[-1]
-    c, s = dft_matrices(n, torch.arange(modes[-1], device=x.device), dtype)
-    re, im = x @ c, -(x @ s)
+    # complex values as (real, imaginary) pairs in a last axis; one product per transform and for the modes
+    # (spelled out in real and imaginary parts they took four products each: more, smaller GPU kernels)
+    z = (x @ rdft_matrix(n, modes[-1], dtype, device)).unflatten(-1, (modes[-1], 2))
     others = [(2 + a, grid[a], modes[a]) for a in range(len(grid) - 1)]
-    kept = {axis: dft_matrices(size, kept_indices(size, m, x.device), dtype) for axis, size, m in others}
+    kept = {axis: dft_matrices(size, kept_indices(size, m, device), dtype) for axis, size, m in others}
     for axis, _, _ in others:
-        ca, sa = kept[axis]
-        re, im = _along(re, axis, ca) + _along(im, axis, sa), _along(im, axis, ca) - _along(re, axis, sa)
-    w_re, w_im = weight[..., 0], weight[..., 1]
-    product = lambda a, w: torch.einsum("bi...,io...->bo...", a, w)  # noqa: E731
-    re, im = product(re, w_re) - product(im, w_im), product(re, w_im) + product(im, w_re)
+        z = _along(z, axis, _rotations(*kept[axis], 1.0))
+    letters = "defghjklmn"[:len(modes)]
+    z = torch.einsum(f"bi{letters}r,io{letters}rs->bo{letters}s", z, _complex_weight(weight))
     for axis, size, _ in reversed(others):
-        ca, sa = (m.T / size for m in kept[axis])
-        re, im = _along(re, axis, ca) - _along(im, axis, sa), _along(im, axis, ca) + _along(re, axis, sa)
-    a = irfft_weights(n, torch.arange(modes[-1], device=x.device), dtype) / n
-    return re @ (c * a).T - im @ (s * a).T
+        z = _along(z, axis, _rotations(*(m.T / size for m in kept[axis]), -1.0))
+    return z.flatten(-2) @ (irdft_matrix(n, modes[-1], dtype, device) / n)
 
 
 class SpectralConv(nn.Module):

@@ -110,6 +110,23 @@ def test_a_compiled_spectral_conv_holds_no_complex_tensor():
     assert values and not any(v.is_complex() for v in values)
 
 
+@pytest.mark.parametrize("grid, modes", [((16,), (5,)), ((9, 10), (3, 4)), ((7, 6, 5), (2, 3, 3))])
+def test_a_compiled_spectral_conv_takes_one_product_per_transform_and_one_for_the_modes(grid, modes):
+    # each complex product one real product (2 x 2 blocks), not four of its real and imaginary parts: on a
+    # GPU every product is a kernel of its own, and these are small.  d axes: 1 forward transform of the
+    # last axis, d - 1 of the others, the modes, d - 1 and 1 inverse transforms
+    import operator
+
+    products = {torch.matmul, operator.matmul, torch.tensordot, torch.einsum, torch.bmm, torch.mm}
+    layer = SpectralConv(2, 3, modes)
+    backend = record_graphs()
+    x = torch.randn(2, 2, *grid)
+    torch.testing.assert_close(torch.compile(layer, backend=backend, fullgraph=True)(x), layer(x),
+                               rtol=1e-5, atol=1e-6)
+    (graph,) = backend.graphs
+    assert sum(node.target in products for node in graph.graph.nodes) == 2 * len(grid) + 1
+
+
 def record_graphs():
     from torch._dynamo.testing import EagerAndRecordGraphs
 
