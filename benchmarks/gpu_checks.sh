@@ -84,7 +84,7 @@ run_stage() {
                           while [ ! -e data/darcy-421-1224.h5 ] && kill -0 "${pids[0]}" 2>/dev/null; do sleep 5; done
                       fi
                       "$py" -m petrov train "$preset" --out "$out/$preset" \
-                          && "$py" -m petrov evaluate "$out/$preset" --device cuda) > "$out/presets-$preset.log" 2>&1 &
+                          && "$py" -m petrov evaluate "$out/$preset") > "$out/presets-$preset.log" 2>&1 &
                      pids+=($!)
                  done
                  failed=0
