@@ -127,6 +127,30 @@ def test_a_compiled_spectral_conv_takes_one_product_per_transform_and_one_for_th
     assert sum(node.target in products for node in graph.graph.nodes) == 2 * len(grid) + 1
 
 
+def test_the_cpu_takes_the_truncated_dft_where_it_pays_with_the_fft_numbers(monkeypatch):
+    # the cheaper path on the CPU (every axis keeping at most a quarter of its frequencies): the same map
+    import petrov.operators.spectral as spectral
+    from petrov.operators.spectral import spectral_fft, spectral_real, truncated_dft_pays
+
+    cpu = torch.device("cpu")
+    assert truncated_dft_pays(cpu, (85, 85), (12, 12)) and truncated_dft_pays(cpu, (8192,), (16,))
+    assert not truncated_dft_pays(cpu, (2048,), (1024,)) and not truncated_dft_pays(cpu, (40, 40), (8, 11))
+    assert not truncated_dft_pays(torch.device("meta"), (85, 85), (12, 12))  # other devices: the FFT
+    torch.manual_seed(3)
+    layer = SpectralConv(2, 3, (4, 5)).double()
+    x = torch.randn(2, 2, 20, 21, dtype=torch.float64, requires_grad=True)
+    assert truncated_dft_pays(cpu, (20, 21), layer.modes)
+    calls = []
+    monkeypatch.setattr(spectral, "spectral_real", lambda *args: calls.append(1) or spectral_real(*args))
+    out = layer(x)
+    assert calls == [1]
+    fft = spectral_fft(x, layer.weight, layer.modes)
+    torch.testing.assert_close(out, fft, rtol=1e-10, atol=1e-12)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (x, layer.weight), g), torch.autograd.grad(fft, (x, layer.weight), g)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
 def record_graphs():
     from torch._dynamo.testing import EagerAndRecordGraphs
 
