@@ -82,6 +82,25 @@ def _along(t: torch.Tensor, axis: int, blocks: torch.Tensor) -> torch.Tensor:
     return torch.tensordot(t, blocks, dims=([axis, -1], [0, 1])).movedim(-2, axis)
 
 
+def axis_rotations(size: int, m: int, inverse: bool, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """The truncated transform along an axis other than the last, as ``_rotations`` blocks: forward
+    ``(size, 2, 2m, 2)`` (``e^{-iθ}`` onto frequencies ``0..m-1, -m..-1``), or ``inverse`` ``(2m, 2, size,
+    2)`` (``e^{+iθ} / size`` back)."""
+    cos, sin = dft_matrices(size, kept_indices(size, m, device), dtype)
+    return _rotations(cos.T / size, sin.T / size, -1.0) if inverse else _rotations(cos, sin, 1.0)
+
+
+def last_axis_inverse(n: int, m: int, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """``irfft``'s map from ``m`` kept frequencies (as pairs) to ``n`` points, with its ``1/n``:
+    ``(2m, n)``."""
+    return irdft_matrix(n, m, dtype, device) / n
+
+
+_cached_rdft_matrix = shape_cached(rdft_matrix)
+_cached_axis_rotations = shape_cached(axis_rotations)
+_cached_last_axis_inverse = shape_cached(last_axis_inverse)
+
+
 def _complex_weight(weight: torch.Tensor) -> torch.Tensor:
     """The stored weight ``(c_in, c_out, *modes, 2)`` -> ``(c_in, c_out, *modes, 2, 2)``: the real 2 x 2
     block of multiplying by ``w_re + i w_im`` for each mode (part in, part out)."""
@@ -102,16 +121,16 @@ def spectral_real(x: torch.Tensor, weight: torch.Tensor, modes: tuple[int, ...])
     n = grid[-1]
     # complex values as (real, imaginary) pairs in a last axis; one product per transform and for the modes
     # (spelled out in real and imaginary parts they took four products each: more, smaller GPU kernels)
-    z = (x @ rdft_matrix(n, modes[-1], dtype, device)).unflatten(-1, (modes[-1], 2))
+    # (the matrices depend on sizes only: built once per size, dtype and device in eager runs)
+    z = (x @ _cached_rdft_matrix(n, modes[-1], dtype, device)).unflatten(-1, (modes[-1], 2))
     others = [(2 + a, grid[a], modes[a]) for a in range(len(grid) - 1)]
-    kept = {axis: dft_matrices(size, kept_indices(size, m, device), dtype) for axis, size, m in others}
-    for axis, _, _ in others:
-        z = _along(z, axis, _rotations(*kept[axis], 1.0))
+    for axis, size, m in others:
+        z = _along(z, axis, _cached_axis_rotations(size, m, False, dtype, device))
     letters = "defghjklmn"[:len(modes)]
     z = torch.einsum(f"bi{letters}r,io{letters}rs->bo{letters}s", z, _complex_weight(weight))
-    for axis, size, _ in reversed(others):
-        z = _along(z, axis, _rotations(*(m.T / size for m in kept[axis]), -1.0))
-    return z.flatten(-2) @ (irdft_matrix(n, modes[-1], dtype, device) / n)
+    for axis, size, m in reversed(others):
+        z = _along(z, axis, _cached_axis_rotations(size, m, True, dtype, device))
+    return z.flatten(-2) @ _cached_last_axis_inverse(n, modes[-1], dtype, device)
 
 
 def spectral_fft(x: torch.Tensor, weight: torch.Tensor, modes: tuple[int, ...]) -> torch.Tensor:
