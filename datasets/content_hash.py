@@ -3,7 +3,8 @@
 ``h_0 = sha256("petrov-dataset")``, ``x_i``, ``y_i`` the stored float32 bytes of sample i, in index order
 (a mesh file: every stored array of sample i, as ``petrov.datasets.mesh.storage`` lists them).
 A chain (not one hash over everything) because a generation is written chunk by chunk and resumed: the
-partial file keeps ``h`` after its ``n_complete`` samples in ``hash_chain``, so the hash does not depend
+partial file keeps ``h`` after its ``n_complete`` samples in ``hash_chain`` (and that count in
+``hash_chain_samples``), so the hash does not depend
 on how the work was split (chunks, resumed runs, shards merged), and two files generated with the same
 kind, parameters, seed and size have the same hash. [`attrs_hash`][] hashes the attributes that
 describe the data. What a run records of a file ([`petrov.datasets.identity.data_identity`][]) is
@@ -19,7 +20,8 @@ import numpy as np
 
 SEED = b"petrov-dataset"
 # attributes that change whenever a file is written, not when its data change
-VOLATILE = {"created", "petrov_version", "chunk_size", "hash_chain", "content_hash", "n_complete"}
+VOLATILE = {"created", "petrov_version", "chunk_size", "hash_chain", "hash_chain_samples", "content_hash",
+            "n_complete"}
 
 
 class ContentHash:

@@ -235,7 +235,8 @@ def merge_shards(
         if output.exists() and os.path.samefile(shard.path, output):
             raise ValueError(f"the output {output} is one of the shards; choose another -o")
     first = checked[0]
-    attrs = {k: v for k, v in whole_attrs(first.attrs).items() if k not in ("content_hash", "hash_chain")}
+    chain = ("content_hash", "hash_chain", "hash_chain_samples")  # the whole file's are made as it is written
+    attrs = {k: v for k, v in whole_attrs(first.attrs).items() if k not in chain}
     attrs.update(n_complete=0, created=utc_now())
     layout = _layout(first)
     if not overwrite and already_generated(output, attrs, layout.identity):

@@ -8,9 +8,11 @@
 4. ``FILE.partial`` in the same folder: one holding the same data is resumed (with its chunk size), one
    of other data is refused (discarded with ``overwrite``), else the layout makes an empty one.
 5. Filled chunk by chunk in index order: the chunk's data, a flush, then the content hash's chain state
-   (``hash_chain``, see ``content_hash``) and ``n_complete`` that claim them, a flush. An interrupted
-   write is continued from ``n_complete`` by the same command; a full disk stops it with the partial
-   file kept.
+   (``hash_chain_samples``, how many samples it covers, then ``hash_chain``, see ``content_hash``) and
+   ``n_complete`` that claim them, a flush; a Ctrl-C or SIGTERM waits until the chunk is claimed. An
+   interrupted write is continued from ``n_complete`` by the same command (a chain that covers other
+   samples than those, as one cut off between the two attributes, is rebuilt from the stored samples);
+   a full disk stops it with the partial file kept.
 6. ``content_hash`` written, ``hash_chain`` removed, the file renamed to ``FILE`` (``os.replace``, synced).
 
 A file format is a [`Layout`][] (grid: ``grid_files``, mesh: ``mesh.storage``); what is written comes
@@ -33,7 +35,7 @@ import numpy as np
 
 from ..common.config import asdict
 from ..common.files import NoSpace, exclusive_lock, replace_synced, reporting_no_space
-from ..common.interrupts import raise_if_interrupted
+from ..common.interrupts import deferred_interrupts, raise_if_interrupted
 from ..common.outputs import check_outputs, output_file, require_writable
 from ..common.progress import progress_bar
 from ..common.version import petrov_version
@@ -126,6 +128,7 @@ def start_hash(h5: h5py.File) -> None:
     never needing new space)."""
     h5.attrs["n_complete"] = np.int64(0)
     h5.attrs["hash_chain"] = np.bytes_(ContentHash().state)
+    h5.attrs["hash_chain_samples"] = np.int64(0)
     h5.attrs["content_hash"] = np.bytes_(ContentHash.BLANK)
 
 
@@ -228,6 +231,23 @@ def write_dataset(path: str | os.PathLike, attrs: dict, layout: Layout, blocks: 
     return path
 
 
+def resumed_chain(h5: h5py.File, layout: Layout, n_complete: int, chunk: int) -> ContentHash:
+    """The content hash's chain after the first ``n_complete`` samples of the partial file ``h5``: its
+    ``hash_chain`` when ``hash_chain_samples`` (written before it) says it covers exactly those, else (a
+    claim cut off before ``n_complete``, or a partial file of a petrov that kept no count) read back from
+    the stored samples, ``chunk`` at a time."""
+    chain, covered = h5.attrs.get("hash_chain"), h5.attrs.get("hash_chain_samples")
+    if chain is not None and covered is not None and int(covered) == n_complete:
+        return ContentHash(plain(chain))
+    if n_complete:
+        log.info("%s: the content hash of its %d samples is read back from them", h5.filename, n_complete)
+    digest, read = ContentHash(), layout.reader(h5)
+    for lo in range(0, n_complete, chunk):
+        for arrays in layout.samples(read(lo, min(lo + chunk, n_complete))):
+            digest.add(*arrays)
+    return digest
+
+
 def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, *, progress: bool = True,
          callback: Callable[[int, int], None] | None = None, desc: str = "", **options: Any) -> None:
     """Write the blocks into the file ``tmp`` made by ``layout.create`` from its ``n_complete`` on, then its
@@ -241,8 +261,7 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
         held: dict = {}  # the writer's datasets: their write errors surface at flush(), not when freed
         stack.callback(held.clear)  # freed before the file closes, even when an error keeps this frame
         write = layout.writer(h5, start, held)
-        chain = h5.attrs.get("hash_chain")
-        digest = ContentHash(plain(chain)) if chain is not None or start == 0 else None  # None: a 0.1 partial
+        digest = resumed_chain(h5, layout, start, chunk)
         log.debug("%s: samples %d..%d of %d in chunks of %d%s", tmp, start, n_samples - 1, n_samples, chunk,
                   f" (resumed, {start} already written)" if start else "")
         source = blocks(start, chunk, stack)
@@ -255,13 +274,15 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
             lo, hi, data = next(source)
             if lo != done or not lo < hi <= n_samples:
                 raise RuntimeError(f"{tmp}: a block of samples {lo}..{hi - 1} where sample {done} was due")
-            with reporting_no_space(named):
+            # an interrupt arriving here is raised once the chunk is claimed, not between its attributes
+            with deferred_interrupts(), reporting_no_space(named):
                 write(lo, data)
                 h5.flush()  # the data reach the file before the counter that claims them
-                if digest is not None:
-                    for arrays in layout.samples(data):
-                        digest.add(*arrays)
-                    h5.attrs.modify("hash_chain", np.bytes_(digest.state))
+                for arrays in layout.samples(data):
+                    digest.add(*arrays)
+                # the count before the chain: a claim cut off anywhere leaves the count unequal to n_complete
+                h5.attrs.modify("hash_chain_samples", np.int64(hi))
+                h5.attrs.modify("hash_chain", np.bytes_(digest.state))
                 h5.attrs.modify("n_complete", np.int64(hi))
                 h5.flush()
             done = hi
@@ -269,11 +290,11 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
             if callback is not None:
                 callback(hi, n_samples)
         with reporting_no_space(named):
-            if digest is not None:
-                h5.attrs.modify("content_hash", np.bytes_(digest.value))
-            if "hash_chain" in h5.attrs:
-                del h5.attrs["hash_chain"]  # the chain's state; the file is complete
+            h5.attrs.modify("content_hash", np.bytes_(digest.value))
+            for name in ("hash_chain", "hash_chain_samples"):  # the chain's state; the file is complete
+                if name in h5.attrs:
+                    del h5.attrs[name]
 
 
 __all__ = ["Blocks", "Layout", "SHARD_KEYS", "WriteOptions", "already_generated", "check_generation_args",
-           "claim_partial", "dataset_attrs", "fill", "start_hash", "utc_now", "write_dataset"]
+           "claim_partial", "dataset_attrs", "fill", "resumed_chain", "start_hash", "utc_now", "write_dataset"]

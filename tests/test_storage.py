@@ -1,11 +1,15 @@
 """HDF5 storage: attributes round-trip, atomic write, interrupted generation resumes to identical data."""
 import json
+import os
+import signal
 
 import h5py
 import numpy as np
 import pytest
 
 from petrov.datasets import generate_dataset, periodic_grf_1d, solve_burgers
+from petrov.common.interrupts import Terminated, stop_on_signals
+from petrov.datasets.content_hash import ContentHash
 from petrov.datasets.storage import partial_path
 
 N_BURGERS = 64  # tiny native grid
@@ -74,6 +78,59 @@ def test_interrupted_generation_resumes_to_identical_file(tmp_path):
     np.testing.assert_array_equal(y, y_ref)
     assert a.keys() == a_ref.keys()
     assert all(a[k] == a_ref[k] for k in a_ref if k != "created")
+
+
+def chain_of(x: np.ndarray, y: np.ndarray) -> str:
+    digest = ContentHash()
+    digest.update(x, y)
+    return digest.state
+
+
+@pytest.mark.parametrize("cut", ["between the chain and n_complete", "before the count was kept", "no chain"])
+def test_a_resumed_chain_that_does_not_cover_the_stored_samples_is_read_back_from_them(tmp_path, cut):
+    ref = generate_dataset("burgers", tmp_path / "ref.h5", 7, N_BURGERS, seed=3, chunk_size=2, progress=False)
+    x_ref, y_ref, a_ref = read_all(ref)
+    out = tmp_path / "run.h5"
+    with pytest.raises(Interrupt):
+        generate_dataset("burgers", out, 7, N_BURGERS, seed=3, chunk_size=2, progress=False,
+                         callback=interrupt_after(2))
+    with h5py.File(partial_path(out), "r+") as h5:
+        assert h5.attrs["n_complete"] == h5.attrs["hash_chain_samples"] == 4
+        assert h5.attrs["hash_chain"].decode() == chain_of(x_ref[:4], y_ref[:4])
+        if cut == "between the chain and n_complete":  # chunk 3's data, count and chain, not n_complete
+            h5["x"][4:6], h5["y"][4:6] = x_ref[4:6], y_ref[4:6]
+            h5.attrs.modify("hash_chain_samples", np.int64(6))
+            h5.attrs.modify("hash_chain", np.bytes_(chain_of(x_ref[:6], y_ref[:6])))
+        elif cut == "before the count was kept":  # a partial file of an earlier petrov: chain, no count
+            del h5.attrs["hash_chain_samples"]
+        else:  # petrov 0.1 kept no chain
+            del h5.attrs["hash_chain_samples"], h5.attrs["hash_chain"]
+    generate_dataset("burgers", out, 7, N_BURGERS, seed=3, progress=False)
+    x, y, a = read_all(out)
+    np.testing.assert_array_equal(x, x_ref)
+    assert a["content_hash"] == a_ref["content_hash"]
+    assert "hash_chain" not in a and "hash_chain_samples" not in a
+
+
+def test_a_sigterm_during_a_chunks_claim_stops_once_the_chunk_is_claimed(tmp_path, monkeypatch):
+    ref = generate_dataset("burgers", tmp_path / "ref.h5", 7, N_BURGERS, seed=3, chunk_size=2, progress=False)
+    modify = h5py.AttributeManager.modify
+
+    def terminated_after_the_chain(self, name, value):  # the signal lands between the claim's attributes
+        modify(self, name, value)
+        if name == "hash_chain" and value != np.bytes_(ContentHash().state) and not sent:
+            sent.append(os.kill(os.getpid(), signal.SIGTERM))
+
+    sent: list = []
+    monkeypatch.setattr(h5py.AttributeManager, "modify", terminated_after_the_chain)
+    out = tmp_path / "run.h5"
+    with pytest.raises(Terminated), stop_on_signals():
+        generate_dataset("burgers", out, 7, N_BURGERS, seed=3, chunk_size=2, progress=False)
+    with h5py.File(partial_path(out), "r") as h5:
+        assert h5.attrs["n_complete"] == h5.attrs["hash_chain_samples"] == 2  # the first chunk, whole
+    monkeypatch.undo()
+    generate_dataset("burgers", out, 7, N_BURGERS, seed=3, progress=False)
+    assert read_all(out)[2]["content_hash"] == read_all(ref)[2]["content_hash"]
 
 
 def test_sample_does_not_depend_on_chunking(tmp_path):
