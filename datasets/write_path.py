@@ -13,7 +13,7 @@
    interrupted write is continued from ``n_complete`` by the same command (a chain that covers other
    samples than those, as one cut off between the two attributes, is rebuilt from the stored samples);
    a full disk stops it with the partial file kept.
-6. ``content_hash`` written, ``hash_chain`` removed, the file renamed to ``FILE`` (``os.replace``, synced).
+6. ``content_hash`` written, the chain's two attributes removed, the file renamed to ``FILE`` (``os.replace``, synced).
 
 A file format is a [`Layout`][] (grid: ``grid_files``, mesh: ``mesh.storage``); what is written comes
 from a block source: a generation's samples (``grid_generation``, ``mesh.generation``) or the shards
