@@ -57,7 +57,12 @@ class FullPrecisionLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         with torch.autocast(device_type=x.device.type, enabled=False):
-            return F.linear(x.to(self.weight.dtype), self.weight, self.bias)
+            x = x.to(self.weight.dtype)
+            if self.out_features == 1:  # the usual last layer: as a matrix-vector product, because F.linear's
+                # backward is then an (n, 1) x (1, c) matrix product, which torch's CPU takes 2-4x longer over
+                out = (x @ self.weight[0]).unsqueeze(-1)  # (darcy-budget-85's training step: 131 -> 123 ms)
+                return out if self.bias is None else out + self.bias
+            return F.linear(x, self.weight, self.bias)
 
 
 def mlp(in_features: int, hidden: int, out_features: int, act: str = "gelu") -> nn.Sequential:

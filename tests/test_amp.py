@@ -12,6 +12,7 @@ from petrov.operators import build_model, list_mixers
 from petrov.operators.attention import Attention
 from petrov.operators.attention.mixers import build_mixer
 from petrov.operators.attention.norms import build_norm
+from petrov.operators.blocks import FullPrecisionLinear
 from petrov.operators.spectral import SpectralConv
 from petrov.train.checkpoint import load_run_checkpoint
 from petrov.train.config import config_from_dict
@@ -37,6 +38,24 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 MODEL_CASES = [(name, {}) for name in sorted(cases.TINY)] + [("galerkin1d", {"mixer": m}) for m in list_mixers()]
+
+
+@pytest.mark.parametrize("out_features, bias", [(1, True), (1, False), (3, True)])
+def test_the_full_precision_head_is_nn_linear_in_values_and_gradients(out_features, bias):
+    torch.manual_seed(0)
+    head = FullPrecisionLinear(5, out_features, bias=bias).double()
+    plain = torch.nn.Linear(5, out_features, bias=bias).double()
+    plain.load_state_dict(head.state_dict())
+    x = torch.randn(2, 7, 3, 5, dtype=torch.float64, requires_grad=True)
+    outputs = [layer(x) for layer in (head, plain)]
+    assert outputs[0].shape == (2, 7, 3, out_features)
+    grads = [torch.autograd.grad(out.sin().sum(), [x, *layer.parameters()])
+             for out, layer in zip(outputs, (head, plain))]
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-13, atol=1e-13)
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+    with torch.autocast(**BF16):
+        assert head.float()(x.float()).dtype == torch.float32
 
 
 def _output_and_grads(model, x):
