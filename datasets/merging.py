@@ -27,13 +27,14 @@ import h5py
 
 from ..common.outputs import output_file
 from ..common.progress import progress_bar
-from .content_hash import VOLATILE, ContentHash
+from .content_hash import VOLATILE
 from .grid_files import FIELDS, default_chunk_size, grid_layout
 from .hdf5_files import FORMAT, MESH_FORMAT, file_attrs, file_format, open_h5
 from .mesh.storage import DEFAULT_CHUNK_SIZE, mesh_file_layout, mesh_groups
 from .resources import check_disk
 from .shards import shard_range, whole_attrs
-from .write_path import SHARD_KEYS, Layout, WriteOptions, already_generated, utc_now, write_dataset
+from .write_path import (SHARD_KEYS, Layout, WriteOptions, already_generated, stored_hash, utc_now,
+                         write_dataset)
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +183,8 @@ def verify_shards(shards: Sequence[Shard], chunk: int, progress: bool = True) ->
     total = sum(s.stop - s.start for s in shards)
     with progress_bar(total=total, unit="sample", enabled=progress, desc="check shards") as bar:
         for shard in shards:
-            digest = ContentHash()
             with open_h5(shard.path) as h5:
-                read = layout.reader(h5)
-                for lo in range(0, shard.stop - shard.start, chunk):
-                    hi = min(lo + chunk, shard.stop - shard.start)
-                    for arrays in layout.samples(read(lo, hi)):
-                        digest.add(*arrays)
-                    bar.update(hi - lo)
+                digest = stored_hash(h5, layout, shard.stop - shard.start, chunk, after_block=bar.update)
             if digest.value != shard.attrs["content_hash"]:
                 raise ValueError(f"{shard.path}: its samples do not match its content hash (damaged, or changed "
                                  f"after it was written); regenerate that shard (its petrov generate command with "

@@ -241,10 +241,20 @@ def resumed_chain(h5: h5py.File, layout: Layout, n_complete: int, chunk: int) ->
         return ContentHash(plain(chain))
     if n_complete:
         log.info("%s: the content hash of its %d samples is read back from them", h5.filename, n_complete)
+    return stored_hash(h5, layout, n_complete, chunk)
+
+
+def stored_hash(h5: h5py.File, layout: Layout, n: int, chunk: int,
+                after_block: Callable[[int], None] | None = None) -> ContentHash:
+    """The content hash of the first ``n`` samples stored in ``h5`` (``layout``'s file), read ``chunk`` at a
+    time; ``after_block(k)`` after each block of ``k`` samples (a progress bar)."""
     digest, read = ContentHash(), layout.reader(h5)
-    for lo in range(0, n_complete, chunk):
-        for arrays in layout.samples(read(lo, min(lo + chunk, n_complete))):
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        for arrays in layout.samples(read(lo, hi)):
             digest.add(*arrays)
+        if after_block is not None:
+            after_block(hi - lo)
     return digest
 
 
@@ -297,4 +307,5 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
 
 
 __all__ = ["Blocks", "Layout", "SHARD_KEYS", "WriteOptions", "already_generated", "check_generation_args",
-           "claim_partial", "dataset_attrs", "fill", "resumed_chain", "start_hash", "utc_now", "write_dataset"]
+           "claim_partial", "dataset_attrs", "fill", "resumed_chain", "start_hash", "stored_hash", "utc_now",
+           "write_dataset"]

@@ -22,10 +22,10 @@ the ``darcy-budget-85`` sizes, 85 × 85, batch 8):
   of ``darcy-gpu`` on one NVIDIA H200, 2026-11-28: 30.06 ms eager, 7.61 ms ``"cuda-graphs"``);
 - on the project's 2-core CPU (AMD EPYC): compiled and eager were within 4% of each other (0.327 and
   0.338 s per step); on 2026-11-28, with the spectral convolution in real arithmetic and the whole batch
-  loss compiled, the trainer's step of ``darcy-budget-85`` took 113 ms compiled and 137 ms eager (eager
-  with the CPU's truncated DFT; 182 ms with its FFTs).  ``"auto"`` stays ``"off"`` on the CPU: inductor
-  needs a C++ compiler there and tens of seconds to compile, and the 1.2x is one preset's; set
-  ``"default"`` to take it;
+  loss compiled, the trainer's step of ``darcy-budget-85`` took 116 ms compiled and 123 ms eager (eager
+  with the CPU's truncated DFT and the one-output head as a matrix-vector product; 182 ms with the
+  FFTs).  ``"auto"`` stays ``"off"`` on the CPU: inductor needs a C++ compiler there and tens of seconds
+  to compile, and the 1.06x is one preset's; set ``"default"`` to take it;
 - point sets (meshes) are padded per batch to its largest mesh, so their shapes change from batch to
   batch (a CUDA graph, or a recompilation, per shape): ``"auto"`` is ``"off"`` for them, and
   ``"cuda-graphs"`` is refused;
