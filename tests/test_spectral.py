@@ -127,7 +127,8 @@ def test_a_compiled_spectral_conv_takes_one_product_per_transform_and_one_for_th
     assert sum(node.target in products for node in graph.graph.nodes) == 2 * len(grid) + 1
 
 
-def test_the_cpu_takes_the_truncated_dft_where_it_pays_with_the_fft_numbers(monkeypatch):
+@pytest.mark.parametrize("grid, modes", [((20, 21), (4, 5)), ((33,), (6,))])
+def test_the_cpu_takes_the_truncated_dft_where_it_pays_with_the_fft_numbers(monkeypatch, grid, modes):
     # the cheaper path on the CPU (every axis keeping at most a quarter of its frequencies): the same map
     import petrov.operators.spectral as spectral
     from petrov.operators.spectral import spectral_fft, spectral_real, truncated_dft_pays
@@ -137,9 +138,9 @@ def test_the_cpu_takes_the_truncated_dft_where_it_pays_with_the_fft_numbers(monk
     assert not truncated_dft_pays(cpu, (2048,), (1024,)) and not truncated_dft_pays(cpu, (40, 40), (8, 11))
     assert not truncated_dft_pays(torch.device("meta"), (85, 85), (12, 12))  # other devices: the FFT
     torch.manual_seed(3)
-    layer = SpectralConv(2, 3, (4, 5)).double()
-    x = torch.randn(2, 2, 20, 21, dtype=torch.float64, requires_grad=True)
-    assert truncated_dft_pays(cpu, (20, 21), layer.modes)
+    layer = SpectralConv(2, 3, modes, ndim=len(grid)).double()
+    x = torch.randn(2, 2, *grid, dtype=torch.float64, requires_grad=True)
+    assert truncated_dft_pays(cpu, grid, layer.modes)
     calls = []
     monkeypatch.setattr(spectral, "spectral_real", lambda *args: calls.append(1) or spectral_real(*args))
     out = layer(x)
