@@ -4,6 +4,7 @@
 - [`config`][]: strict dataclass configs (``from_dict``/``asdict``: unknown keys are errors);
 - [`files`][]: atomic writes (temp file, fsync, rename) for every file petrov writes;
 - [`dtypes`][]: ``upcast``, the one rule for computing sums of 16-bit tensors in float32;
+- [`allocator`][]: ``retain_freed_memory``, glibc malloc set to reuse what training steps free;
 - [`host`][]: ``to_numpy``, the one way a tensor that may live on a device comes back to the host;
 - [`version`][]: the installed petrov version;
 - [`progress`][]: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook);

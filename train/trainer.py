@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from ..common.allocator import retain_freed_memory
 from ..common.files import ensure_dir, exclusive_lock
 from ..common.interrupts import deferred_interrupts, raise_interrupt
 from ..common.outputs import claim_outputs
@@ -116,6 +117,7 @@ class Trainer:
             self.check_data_unchanged("while it was being read")
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
+        retain_freed_memory()  # the steps reuse the host memory they free (no page faults per step)
         self.periodic = bool(getattr(data.train, "periodic", False))
         self.mode = training_mode(cfg.loss.mode)
         point_data = is_point_data(data.train)
@@ -510,6 +512,7 @@ def train(
     fill a time budget (``run.fill_budget`` does that with ``planning.epochs_for_budget``).  Launched by
     torchrun, every process calls this; rank 0 writes the run directory.
     Under ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``).
+    The process keeps the host memory its steps free for the next ones ([`retain_freed_memory`][]).
     """
     run_dir = Path(run_dir)
     owns_group = not torch.distributed.is_initialized()
