@@ -15,10 +15,10 @@ steps); ``burgers-latent``'s smaller step (2,500-4,800 faults) did not measurabl
 keeps its peak resident memory until it ends (as PyTorch's CUDA allocator does on a GPU); larger requests
 still go through ``mmap``.
 
-Only for glibc (Linux); elsewhere, and where the environment already sets glibc's malloc
-(``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``, ``MALLOC_MMAP_MAX_`` or
-``glibc.malloc`` tunables in ``GLIBC_TUNABLES``), nothing is changed: those settings win, e.g.
-``MALLOC_TRIM_THRESHOLD_=131072`` restores glibc's trimming.
+Only for glibc (Linux).  Where the environment sets glibc's mmap and trim settings itself
+(``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``, ``MALLOC_MMAP_MAX_``, or the
+same as ``glibc.malloc.*`` tunables in ``GLIBC_TUNABLES``), nothing is changed and those settings apply:
+``MALLOC_TRIM_THRESHOLD_=131072`` restores glibc's trimming, for instance.
 """
 from __future__ import annotations
 
@@ -31,12 +31,16 @@ M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # glibc's largest: HEAP_MAX_SIZE / 2 on 64-bit
 TRIM_THRESHOLD = 2**31 - 1  # mallopt takes an int: 2 GiB free at the heap's top before it is trimmed
-MALLOC_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
+SETTINGS = ("mmap_threshold", "trim_threshold", "top_pad", "mmap_max")  # glibc's names, lower case
+MALLOC_VARIABLES = tuple(f"MALLOC_{name.upper()}_" for name in SETTINGS)
 
 
 def user_sets_malloc(environ=os.environ) -> bool:
-    """Whether ``environ`` already tunes glibc's malloc (those settings are the user's to keep)."""
-    return any(name in environ for name in MALLOC_VARIABLES) or "glibc.malloc" in environ.get("GLIBC_TUNABLES", "")
+    """Whether ``environ`` sets glibc malloc's thresholds itself (those settings are the user's to keep):
+    a ``MALLOC_*_`` variable of ``SETTINGS`` or the same as a ``glibc.malloc.*`` tunable."""
+    tunables = environ.get("GLIBC_TUNABLES", "")
+    return any(name in environ for name in MALLOC_VARIABLES) or any(f"glibc.malloc.{name}" in tunables
+                                                                     for name in SETTINGS)
 
 
 @functools.cache
@@ -47,5 +51,5 @@ def retain_freed_memory() -> bool:
         return False
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    # the trim threshold first: setting either one turns off glibc's own adjustment of both
+    # both: setting either one turns off glibc's own adjustment of the other
     return bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)) and bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from petrov.common.allocator import user_sets_malloc
+from petrov.common.allocator import MALLOC_VARIABLES, user_sets_malloc
 from petrov.datasets import GridDataset, PointwiseGaussianNormalizer
 from petrov.train.config import config_from_dict
 from petrov.train.data import TrainingData
@@ -42,9 +42,15 @@ print(applied, statistics.median(faults[6:]))
 """
 
 
+def python_output(code: str, *args: str, **env: str) -> list[str]:
+    """What ``python -c code args`` prints (split), in this environment less its malloc settings plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if k not in MALLOC_VARIABLES and k != "GLIBC_TUNABLES"}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
+                          env=dict(base, **env)).stdout.split()
+
+
 def steady_faults(mode: str) -> tuple[bool, float]:
-    out = subprocess.run([sys.executable, "-c", STEPS, mode], capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = python_output(STEPS, mode)
     return out[0] == "True", float(out[1])
 
 
@@ -61,15 +67,14 @@ def test_retained_memory_takes_no_page_faults_once_warm():
 @GLIBC
 def test_malloc_settings_in_the_environment_are_left_alone():
     code = "from petrov.common.allocator import retain_freed_memory as r; print(r(), r())"
-    for env in ({}, {"MALLOC_TRIM_THRESHOLD_": "131072"}):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env=dict(os.environ, **env)).stdout
-        assert out.split() == (["False"] * 2 if env else ["True"] * 2)
+    assert python_output(code) == ["True", "True"]
+    assert python_output(code, MALLOC_TRIM_THRESHOLD_="131072") == ["False", "False"]
+    assert python_output(code, GLIBC_TUNABLES="glibc.malloc.mmap_threshold=65536") == ["False", "False"]
 
 
 def test_which_environments_tune_malloc():
     assert not user_sets_malloc({})
-    assert not user_sets_malloc({"GLIBC_TUNABLES": "glibc.rtld.nns=2", "MALLOC_ARENA": "1"})
+    assert not user_sets_malloc({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "MALLOC_ARENA_MAX": "2"})
     assert user_sets_malloc({"MALLOC_MMAP_THRESHOLD_": "65536"})
     assert user_sets_malloc({"MALLOC_TOP_PAD_": "0"})
     assert user_sets_malloc({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"})
