@@ -43,11 +43,16 @@ def user_sets_malloc(environ=os.environ) -> bool:
                                                                      for name in SETTINGS)
 
 
+def on_glibc() -> bool:
+    """Whether this process runs on Linux with glibc (whose malloc ``mallopt`` tunes)."""
+    return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+
 @functools.cache
 def retain_freed_memory() -> bool:
     """Set glibc malloc's mmap threshold to 32 MiB and its trim threshold to 2 GiB for this process (once);
     True where they were set, False where the C library is not glibc or the environment tunes malloc."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or user_sets_malloc():
+    if not on_glibc() or user_sets_malloc():
         return False
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int

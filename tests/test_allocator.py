@@ -1,7 +1,6 @@
 """The host allocator setting (``petrov.common.allocator``): warm training steps take no page faults, the
 environment's own malloc settings are left alone, and training applies it."""
 import os
-import platform
 import subprocess
 import sys
 
@@ -9,14 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from petrov.common.allocator import MALLOC_VARIABLES, user_sets_malloc
+from petrov.common.allocator import MALLOC_VARIABLES, on_glibc, user_sets_malloc
 from petrov.datasets import GridDataset, PointwiseGaussianNormalizer
 from petrov.train.config import config_from_dict
 from petrov.train.data import TrainingData
 from petrov.train import trainer as trainer_module
 
-GLIBC = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-                           reason="glibc's malloc")
+GLIBC = pytest.mark.skipif(not on_glibc(), reason="glibc's malloc")
 
 # training steps of a small latent2d at 85 x 85, batch 4: page faults per step in the steady state (the
 # median of the last 10 of 16 steps; torch's worker threads allocate too, as in training)
