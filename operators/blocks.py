@@ -1,8 +1,9 @@
 """Building blocks of the operator models.
 
-Layouts: spectral blocks take channels-first grids ``(b, c, *grid)``;
-the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last grids
-``(b, *grid, c)`` and return channels-last.  Conversions go through [`layout`][].
+Layouts: spectral blocks and the spectral decoder take channels-first grids ``(b, c, *grid)``, and
+the pointwise maps around them run there too ([`pointwise`][]); the encoder layer takes point clouds
+``(b, n, d)``; the pointwise decoder takes channels-last ``(…, c)``.  Conversions go through
+[`layout`][].
 
 - [`SpectralBlock`][]: one FNO layer ``y = σ(K x + W x + b)``, ``K`` a
   [`SpectralConv`][], ``W`` a pointwise (1x1) linear skip.
@@ -14,6 +15,7 @@ the encoder layer takes point clouds ``(b, n, d)``; decoders take channels-last 
   Galerkin; Q, K for Fourier).  A causal layer also runs as a recurrence, one point at a time
   (``init_state`` / ``step``, constant-size state; see ``Attention.step``).
 - [`SpectralDecoder`][]: [pointwise lift of ``(x, coordinates)``] -> spectral blocks -> MLP.
+- [`pointwise`][]: a Linear, an activation or an MLP at every point of a channels-first grid.
 - [`PointwiseDecoder`][]: lift of ``(x, coordinates)`` -> hidden layers -> output.
 """
 from __future__ import annotations
@@ -30,12 +32,13 @@ from torch.utils.checkpoint import checkpoint
 from ..common.config import check_positive
 from ..common.registry import Registry
 from .attention import Attention, AttentionConfig
-from .layout import channels_first, channels_last
 from .spectral import SpectralConv
 
 ACTIVATIONS: Registry = Registry("activation")
 for _name, _cls in {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}.items():
     ACTIVATIONS.register(_name)(_cls)
+# modules that act on every entry alone, so on any layout ([`pointwise`][])
+_ELEMENTWISE = (nn.GELU, nn.ReLU, nn.SiLU, nn.Tanh, nn.Identity, nn.Dropout)
 
 
 def activation(name: str | None) -> nn.Module:
@@ -64,6 +67,44 @@ class FullPrecisionLinear(nn.Linear):
                 return out if self.bias is None else out + self.bias
             return F.linear(x, self.weight, self.bias)
 
+    def on_channels_first(self, x: torch.Tensor) -> torch.Tensor:
+        """The same map on the channel axis of a channels-first grid ``(b, c_in, *grid) -> (b, c_out, *grid)``,
+        also in the weights' dtype under autocast."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return channel_product(self.weight, self.bias, x.to(self.weight.dtype))
+
+
+def channel_product(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    """``W x + b`` on the channel axis of a channels-first grid: ``weight (c_out, c_in)``, ``bias (c_out,)`` or
+    None, ``x (b, c_in, *grid)`` -> ``(b, c_out, *grid)``, one batched product that reads ``x`` in place (a
+    Linear on the channels-last view would copy the grid into a contiguous matrix first, and its gradient
+    back)."""
+    b = x.shape[0]
+    w, flat = weight.expand(b, -1, -1), x.flatten(2)
+    y = torch.bmm(w, flat) if bias is None else torch.baddbmm(bias.unsqueeze(-1), w, flat)
+    return y.view(b, -1, *x.shape[2:])
+
+
+def pointwise(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``layer`` at every point of a channels-first grid ``x (b, c_in, *grid) -> (b, c_out, *grid)``: the
+    numbers ``layer`` gives on the channels-last grid, without converting the layout there and back.
+
+    ``layer`` is a ``Linear`` ([`channel_product`][]; a [`FullPrecisionLinear`][] stays in its weights'
+    dtype), an element-wise module (an activation, ``Dropout``, ``Identity``), or an ``nn.Sequential`` of
+    them; anything else (a LayerNorm mixes the channels of a point) raises ``TypeError``."""
+    if isinstance(layer, nn.Sequential):
+        for part in layer:
+            x = pointwise(part, x)
+        return x
+    if isinstance(layer, FullPrecisionLinear):
+        return layer.on_channels_first(x)
+    if isinstance(layer, nn.Linear):
+        return channel_product(layer.weight, layer.bias, x)
+    if isinstance(layer, _ELEMENTWISE):
+        return layer(x)
+    raise TypeError(f"pointwise: {type(layer).__name__} is not a Linear, an element-wise module or a "
+                    "Sequential of them")
+
 
 def mlp(in_features: int, hidden: int, out_features: int, act: str = "gelu") -> nn.Sequential:
     """Pointwise two-layer perceptron ``Linear -> σ -> Linear`` on the last dim, in full precision
@@ -82,11 +123,7 @@ class SpectralBlock(nn.Module):
         self.act = activation(act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # W x + b straight on the channels-first grid (bmm reads any strides): a Linear on the
-        # channels-last view would copy x into a contiguous matrix and keep that copy for backward
-        b = x.shape[0]
-        skip = torch.baddbmm(self.skip.bias.unsqueeze(-1), self.skip.weight.expand(b, -1, -1), x.flatten(2))
-        return self.act(self.spectral(x) + skip.view(b, -1, *x.shape[2:]))
+        return self.act(self.spectral(x) + pointwise(self.skip, x))
 
 
 class _RecomputedHidden(torch.autograd.Function):
@@ -230,12 +267,12 @@ def encoder_stack(c: EncoderConfig, pos_dim: int) -> nn.ModuleList:
 
 
 class SpectralDecoder(nn.Module):
-    """``(b, *grid, c_in)`` [+ ``pos (b, *grid, p)``] ``-> (b, *grid, c_out)``.
+    """``(b, c_in, *grid)`` [+ ``pos (b, p, *grid)``] ``-> (b, c_out, *grid)``, channels-first throughout.
 
     With ``coord_dim > 0``: ``Linear(c_in + p, width)`` on ``[x, pos]``, then ``n_layers``
     spectral blocks ``width -> width``; otherwise the first block maps ``c_in -> width``.
     Every block has the activation (the reference keeps it on the last one too); then the MLP
-    ``width -> hidden -> c_out``.
+    ``width -> hidden -> c_out``.  The lift and the MLP act at every point ([`pointwise`][]).
     """
 
     def __init__(
@@ -263,11 +300,10 @@ class SpectralDecoder(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         if self.lift is not None:
-            x = self.lift(torch.cat([x, pos], dim=-1))
-        x = channels_first(x)
+            x = pointwise(self.lift, torch.cat([x, pos], dim=1))
         for block in self.blocks:
             x = block(x)
-        return self.head(channels_last(x))
+        return pointwise(self.head, x)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 physical space, reached from the input grid of any size by maps that converge under refinement.
 
     x (b, *n, c_in), pos (b, *n, d)
-      --lift--> f = MLP([x, pos])           (b, *n, c_f)   pointwise on the input grid
+      --lift--> f = MLP([x, pos])           (b, c_f, *n)   pointwise on the input grid (channels-first)
       --R-----> R f                         (b, *m, c_f)   restriction to the latent grid (m per axis)
       --Linear, n_layers x EncoderLayer(attention(pos_dim=d) + FFN) [+ latent block: SpectralBlock
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the latent points
@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp
+from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp, pointwise
 from .layout import cached_grid_coordinates, channels_first, channels_last, grid_to_points, points_to_grid
 from .transfer import fourier_resample, prolong, restrict
 
@@ -136,8 +136,9 @@ def latent_block(c: LatentGridConfig, ndim: int) -> nn.Sequential:
 
 
 class LatentEncoder(nn.Module):
-    """``x (b, *n, c_in)``, ``pos (b, *n, ndim)`` (raw coordinates) -> fine features ``f (b, *n, c_f)``,
-    latent features ``z (b, *m, c_f)`` (already mapped back to ``c_f`` channels); ``ndim`` is 1 or 2."""
+    """``x (b, *n, c_in)``, ``pos (b, *n, ndim)`` (raw coordinates) -> fine features ``f (b, c_f, *n)``
+    (channels-first, as the restriction and the spectral decoder take them), latent features ``z (b, *m,
+    c_f)`` (already mapped back to ``c_f`` channels); ``ndim`` is 1 or 2."""
 
     def __init__(self, c: LatentGridConfig, ndim: int):
         super().__init__()
@@ -181,9 +182,13 @@ class LatentEncoder(nn.Module):
             return grid.expand(pos.shape[0], *grid.shape)
         return channels_last(prolong(channels_first(pos), self.latent))
 
+    def lift_input(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """``[x, coordinate_features(pos)]``: ``(…, c_in)``, ``(…, ndim)`` -> ``(…, c_in + coord_dim)``."""
+        return torch.cat([x, self.coordinate_features(pos)], dim=-1)
+
     def lift_features(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """``f = MLP([x, coordinate_features(pos)])``, pointwise: ``(…, c_in)``, ``(…, ndim)`` -> ``(…, c_f)``."""
-        return self.lift(torch.cat([x, self.coordinate_features(pos)], dim=-1))
+        return self.lift(self.lift_input(x, pos))
 
     def latent_operator(self, z: torch.Tensor, pos_z: torch.Tensor, weights: torch.Tensor | None = None,
                         coverage: torch.Tensor | None = None) -> torch.Tensor:
@@ -205,6 +210,7 @@ class LatentEncoder(nn.Module):
         return self.from_latent(points_to_grid(h, self.latent))
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor):
-        f = self.lift_features(x, pos)
-        z = channels_last(self.restrict(channels_first(f)))
+        # the lift's input has few channels: converted to channels-first before the lift, not its output
+        f = pointwise(self.lift, channels_first(self.lift_input(x, pos)))
+        z = channels_last(self.restrict(f))
         return f, self.latent_operator(z, grid_to_points(self.latent_coordinates(pos)))

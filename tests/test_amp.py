@@ -12,7 +12,7 @@ from petrov.operators import build_model, list_mixers
 from petrov.operators.attention import Attention
 from petrov.operators.attention.mixers import build_mixer
 from petrov.operators.attention.norms import build_norm
-from petrov.operators.blocks import FullPrecisionLinear
+from petrov.operators.blocks import FullPrecisionLinear, pointwise
 from petrov.operators.spectral import SpectralConv
 from petrov.train.checkpoint import load_run_checkpoint
 from petrov.train.config import config_from_dict
@@ -56,6 +56,8 @@ def test_the_full_precision_head_is_nn_linear_in_values_and_gradients(out_featur
         torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
     with torch.autocast(**BF16):
         assert head.float()(x.float()).dtype == torch.float32
+        # on a channels-first grid too (the spectral models' heads)
+        assert pointwise(head, x.float().movedim(-1, 1)).dtype == torch.float32
 
 
 def _output_and_grads(model, x):

@@ -161,6 +161,27 @@ def test_the_latent_convolution_compiles_forward_and_backward_on_the_cpu():
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_pointwise_on_a_channels_first_grid_is_the_layer_on_channels_last(ndim):
+    # the spectral models' lifts and heads run on channels-first grids without converting the layout
+    from petrov.operators.blocks import mlp, pointwise
+
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(3, 4), torch.nn.Linear(3, 4, bias=False), mlp(3, 6, 1, "silu"), mlp(3, 6, 2, "gelu")]
+    x = torch.randn(2, *(5,) * ndim, 3, dtype=torch.float64, requires_grad=True)  # channels-last
+    for layer in layers:
+        layer.double()
+        want = layer(x)
+        got = pointwise(layer, x.movedim(-1, 1)).movedim(1, -1)
+        torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+        g = torch.randn_like(want)
+        inputs = [x, *layer.parameters()]
+        for a, b in zip(torch.autograd.grad(got, inputs, g), torch.autograd.grad(want, inputs, g)):
+            torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+    with pytest.raises(TypeError, match="LayerNorm"):  # mixes a point's channels: not a map of one channel axis
+        pointwise(torch.nn.LayerNorm(3), x.movedim(-1, 1))
+
+
 def test_coarse_coordinates_are_the_uniform_coarse_grid():
     model = build_model("galerkin2d", **TINY["galerkin2d"][0])
     x = torch.randn(1, 13, 13, 1)

@@ -97,6 +97,18 @@ def test_the_real_arithmetic_path_is_the_dense_dft_in_values_and_gradients(grid,
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("modes", [(5,), (4, 3), (2, 3, 2)])
+def test_the_mode_product_is_the_complex_product_summed_over_input_channels(modes):
+    from petrov.operators.spectral import mode_product
+
+    torch.manual_seed(3)
+    z = torch.randn(2, 3, *modes, 2, dtype=torch.float64)
+    w = torch.randn(3, 4, *modes, 2, dtype=torch.float64)
+    zc, wc = torch.view_as_complex(z), torch.view_as_complex(w)
+    want = torch.view_as_real((zc[:, :, None] * wc[None]).sum(1))  # Y_o(k) = sum_i Z_i(k) W_io(k)
+    torch.testing.assert_close(mode_product(z, w), want, rtol=1e-13, atol=1e-13)
+
+
 def test_a_compiled_spectral_conv_holds_no_complex_tensor():
     from torch._dynamo.testing import EagerAndRecordGraphs
 

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ...common.config import check_positive
-from ..blocks import SpectralBlock, mlp
+from ..blocks import SpectralBlock, mlp, pointwise
 from ..layout import channels_first, channels_last
 from . import register_model
 from .base import GridOperator
@@ -88,7 +88,8 @@ class _FNO(GridOperator):
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """``(b, *grid, c_in)`` -> ``(b, *grid, c_out)``; ``pos`` defaults to the uniform grid."""
         pos = self.grid_inputs(x, pos)
-        h = channels_first(self.lift(torch.cat([x, pos], dim=-1)))
+        # pointwise maps on the channels-first grid: only the few input channels change layout
+        h = pointwise(self.lift, channels_first(torch.cat([x, pos], dim=-1)))
         p = self.config.padding
         if p:
             h = F.pad(h, (0, p) * self.ndim)
@@ -96,7 +97,7 @@ class _FNO(GridOperator):
             h = block(h)
         if p:
             h = h[(..., *[slice(0, n) for n in x.shape[1:-1]])]
-        return self.project(channels_last(h))
+        return channels_last(pointwise(self.project, h))
 
 
 @register_model("fno1d", FNO1dConfig)

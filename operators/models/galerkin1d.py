@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from ..blocks import EncoderConfig, SpectralDecoderFields, encoder_stack, spectral_decoder
+from ..layout import channels_first, channels_last
 from . import register_model
 from .base import GridOperator
 
@@ -95,4 +96,4 @@ class Galerkin1d(GridOperator):
         h = self.lift(torch.cat([x, pos], dim=-1) if self.config.lift_coordinates else x)
         for layer in self.layers:  # a 1-D grid (b, n, d) is already a point cloud
             h = layer(h, pos, recompute=self.config.checkpoint_layers)
-        return self.decoder(h)
+        return channels_last(self.decoder(channels_first(h)))

@@ -221,8 +221,8 @@ class Galerkin2d(_CoarseHybrid):
         pos = self.grid_inputs(x, pos)
         h, _ = self.encoder(x, pos)
         fine = tuple(x.shape[1:3])
-        h = channels_last(self.up(channels_first(h), self.encoder.middle(fine), fine))
-        out = self.decoder(h, pos)
+        h = self.up(channels_first(h), self.encoder.middle(fine), fine)
+        out = channels_last(self.decoder(h, channels_first(pos)))
         return zero_boundary(out) if self.config.dirichlet else out
 
 

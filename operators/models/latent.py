@@ -57,7 +57,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..blocks import PointwiseDecoderFields, SpectralDecoderFields, pointwise_decoder, spectral_decoder
+from ..blocks import (PointwiseDecoderFields, SpectralDecoder, SpectralDecoderFields, pointwise_decoder,
+                      spectral_decoder)
 from ..latent_encoder import LatentEncoder, LatentGridConfig
 from ..layout import channels_first, channels_last
 from ..transfer import prolong, restrict
@@ -137,9 +138,13 @@ class _LatentForward(GridOperator):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)
-        f, z = self.encoder(x, pos)
-        h = f + channels_last(self.encoder.prolong(channels_first(z), tuple(x.shape[1:-1])))
-        out = self.decoder(h, self.encoder.coordinate_features(pos))
+        f, z = self.encoder(x, pos)  # f channels-first
+        h = f + self.encoder.prolong(channels_first(z), tuple(x.shape[1:-1]))
+        coords = self.encoder.coordinate_features(pos)
+        if isinstance(self.decoder, SpectralDecoder):
+            out = channels_last(self.decoder(h, channels_first(coords)))
+        else:
+            out = self.decoder(channels_last(h), coords)
         return zero_boundary(out) if getattr(self.config, "dirichlet", False) else out
 
 
@@ -175,6 +180,6 @@ class Latent2dInverse(GridOperator):
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.grid_inputs(x, pos)
         f, z = self.encoder(x, pos)
-        g = restrict(channels_first(f), self.coarse) + prolong(channels_first(z), self.coarse)
+        g = restrict(f, self.coarse) + prolong(channels_first(z), self.coarse)
         pos_c = channels_last(prolong(channels_first(pos), self.coarse))
         return self.decoder(channels_last(g), pos_c)

@@ -36,7 +36,7 @@ from torch import nn
 
 from ...common.config import check_positive
 from ...common.dtypes import upcast
-from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp
+from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp, pointwise
 from ..layout import channels_first, channels_last
 from ..fourier_modes import rfft_modes
 from ..trajectory import (
@@ -121,7 +121,7 @@ class Marching1d(GridOperator):
     # --- the spatial maps (any number of states as a batch) -------------------------------------
     def _encode(self, u: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """``E``: states ``(B, n, 1)`` -> features ``(B, w, n)``."""
-        h = channels_first(self.lift(torch.cat([u, pos], dim=-1)))
+        h = pointwise(self.lift, channels_first(torch.cat([u, pos], dim=-1)))
         for block in self.encoder:
             h = block(h)
         return h
@@ -140,7 +140,7 @@ class Marching1d(GridOperator):
         h = h + self.condition(z).unsqueeze(-1)
         for block in self.decoder:
             h = block(h)
-        return limit_state(u + self.project(channels_last(h)), self.config.state_modes)
+        return limit_state(u + channels_last(pointwise(self.project, h)), self.config.state_modes)
 
     # --- the two forms --------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
