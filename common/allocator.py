@@ -7,7 +7,8 @@ the top of its heap once more than twice that threshold lies free there, and giv
 likewise.  Each step then touches thousands of new pages again, each a page fault and a page the kernel
 zeroes first: 24,000-44,000 faults per ``darcy-budget-85`` step (85 x 85, batch 8) on a 2-core Intel Xeon.
 
-[`retain_freed_memory`][] sets both thresholds once, for the process: requests up to 32 MiB (the most glibc
+[`retain_freed_memory`][] (called by the trainer and by the surrogate inversion, whose Adam steps run through
+a trained operator) sets both thresholds once, for the process: requests up to 32 MiB (the most glibc
 takes) come from the heap, and the heap is not trimmed before 2 GiB lie free at its top, so freed blocks
 are reused and a warm step takes no faults.  There, with 2 threads, the trainer's ``darcy-budget-85`` step
 went from 161-220 ms to 145-191 ms (three alternated pairs; system time 2.5-3.0 s -> 0.6-0.8 s per 80

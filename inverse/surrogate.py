@@ -18,6 +18,7 @@ import time
 import numpy as np
 import torch
 
+from ..common.allocator import retain_freed_memory
 from ..common.host import to_numpy
 from ..common.progress import progress_bar
 from ..operators.layout import grid_coordinates
@@ -72,8 +73,11 @@ def invert_surrogate(operator, u_obs: np.ndarray, cfg: InversionConfig, start: n
     """Recover ``a_c (N, grid, grid)`` from ``u_obs (N, m, m)`` through ``operator`` (a -> u), batch by batch.
 
     ``start``: ``(N, grid, grid)`` starting coefficients (default the midpoint). Returns ``(a_c, info)``;
-    ``info[i]`` holds the objective before and after and the CPU seconds per sample of its batch.
+    ``info[i]`` holds the objective before and after and the CPU seconds per sample of its batch.  The
+    process keeps the host memory the steps free for the next ones, as training does
+    ([`retain_freed_memory`][petrov.common.allocator.retain_freed_memory]).
     """
+    retain_freed_memory()
     try:
         dtype = next(operator.parameters()).dtype
         device = next(operator.parameters()).device

@@ -93,3 +93,19 @@ def test_training_retains_freed_memory(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer_module, "retain_freed_memory", lambda: calls.append(1) or True)
     trainer_module.train(cfg, tmp_path / "run", data=data)
     assert calls
+
+
+def test_the_surrogate_inversion_keeps_freed_memory_too(monkeypatch):
+    # its Adam steps through a forward operator allocate and free like training steps
+    from petrov.inverse import surrogate
+    from petrov.inverse.config import inversion_config
+    from petrov.operators import build_model
+    from petrov.train import NormalizedOperator
+
+    calls = []
+    monkeypatch.setattr(surrogate, "retain_freed_memory", lambda: calls.append(1) or True)
+    torch.manual_seed(0)
+    op = NormalizedOperator(build_model("fno2d", width=4, modes=2, n_layers=1, proj_hidden=4))
+    u_obs = np.random.default_rng(0).uniform(0.0, 0.05, (1, 9, 9))
+    surrogate.invert_surrogate(op, u_obs, inversion_config(grid=5, steps=2, batch_size=1))
+    assert calls
