@@ -13,8 +13,8 @@ Targets (random inputs of the training shape; timings depend on shapes, not valu
 
 One step is what the trainer does per batch, with its host allocator setting (``petrov.common.allocator``):
 the forward (under ``torch.autocast(cpu, bfloat16)`` with ``--amp on``, as ``run.amp``; only the forward is
-autocast), the loss relL2 + γ relH1 (γ = 0.5 Darcy, 0.1 Burgers), backward, gradient clipping at 1, Adam.
-After ``--warmup`` untimed steps, ``--steps`` steps are timed (median wall-clock and median CPU time of this
+autocast), the loss relL2 + γ relH1 (γ = 0.5 Darcy, 0.1 Burgers), backward, gradient clipping at 1, Adam
+(fused, as the trainer's).  After ``--warmup`` untimed steps, ``--steps`` steps are timed (median wall-clock and median CPU time of this
 thread: on a machine shared with other jobs the CPU time is the steadier figure), then one step is profiled
 (``torch.profiler``): the self time of every op of the forward, loss and backward is summed by category
 (``CATEGORIES``; anything unlisted is "other": views, allocation, autograd bookkeeping), the ops of gradient
@@ -114,7 +114,8 @@ def make_step(setup: dict, amp: bool):
     model = build_model(setup["model"], **setup["options"]).train()
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(setup["shape"], generator=g), torch.randn(setup["shape"], generator=g)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
+    # fused, as the trainer's optimizer (petrov.train.optimization.make_optimizer) on the CPU
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6, fused=True)
     params = list(model.parameters())
     rf = torch.profiler.record_function
 

@@ -11,7 +11,7 @@ d_model, layers, heads, FFN, decoder width and modes; 2,220,000 parameters), opt
 
 Training step (what the trainer does per batch): forward on a batch of seeded random two-valued
 coefficients (3 / 12), relative L2 + 0.5 relative H1 loss (the Darcy recipe), backward, gradient
-clipping 1, Adam step.  Steps of the models alternate (A, B, A, B, ...) so a noisy neighbour slows
+clipping 1, Adam step (fused, as the trainer's).  Steps of the models alternate (A, B, A, B, ...) so a noisy neighbour slows
 both alike; the table gives the median step time and samples/s = batch / median step.
 """
 from __future__ import annotations
@@ -43,7 +43,8 @@ def contenders(overrides: dict) -> dict[str, tuple[str, dict]]:
 def make_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, pos: torch.Tensor):
     from petrov.train.losses import training_loss_per_sample
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
+    # fused, as the trainer's optimizer (petrov.train.optimization.make_optimizer) on the CPU
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6, fused=True)
     params = list(model.parameters())
 
     def step() -> None:
