@@ -164,10 +164,11 @@ def test_the_latent_convolution_compiles_forward_and_backward_on_the_cpu():
 @pytest.mark.parametrize("ndim", [1, 2])
 def test_pointwise_on_a_channels_first_grid_is_the_layer_on_channels_last(ndim):
     # the spectral models' lifts and heads run on channels-first grids without converting the layout
-    from petrov.operators.blocks import mlp, pointwise
+    from petrov.operators.blocks import FullPrecisionLinear, mlp, pointwise
 
     torch.manual_seed(0)
-    layers = [torch.nn.Linear(3, 4), torch.nn.Linear(3, 4, bias=False), mlp(3, 6, 1, "silu"), mlp(3, 6, 2, "gelu")]
+    layers = [torch.nn.Linear(3, 4), torch.nn.Linear(3, 4, bias=False), mlp(3, 6, 1, "silu"), mlp(3, 6, 2, "gelu"),
+              FullPrecisionLinear(3, 1, bias=False)]
     x = torch.randn(2, *(5,) * ndim, 3, dtype=torch.float64, requires_grad=True)  # channels-last
     for layer in layers:
         layer.double()
