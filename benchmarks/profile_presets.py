@@ -14,14 +14,14 @@ Targets (random inputs of the training shape; timings depend on shapes, not valu
 One step is what the trainer does per batch, with its host allocator setting (``petrov.common.allocator``):
 the forward (under ``torch.autocast(cpu, bfloat16)`` with ``--amp on``, as ``run.amp``; only the forward is
 autocast), the loss relL2 + γ relH1 (γ = 0.5 Darcy, 0.1 Burgers), backward, gradient clipping at 1, Adam
-(fused, as the trainer's).  After ``--warmup`` untimed steps, ``--steps`` steps are timed (median wall-clock and median CPU time of this
-thread: on a machine shared with other jobs the CPU time is the steadier figure), then one step is profiled
-(``torch.profiler``): the self time of every op of the forward, loss and backward is summed by category
-(``CATEGORIES``; anything unlisted is "other": views, allocation, autograd bookkeeping), the ops of gradient
-clipping and of the Adam step count as "clipping" and "optimizer" (the phase an op ran in is its enclosing
-``record_function`` range), and the phases are also listed whole.  The profiler's times are wall-clock
-intervals, so on a busy machine its totals exceed the CPU time, and the shares are shares of that.  Every
-figure is printed with the CPU model and its bf16-relevant flags (avx512_bf16, amx_bf16).
+(fused, as the trainer's). After ``--warmup`` untimed steps, ``--steps`` steps are timed (median wall-clock
+and median CPU time of this thread: on a machine shared with other jobs the CPU time is the steadier figure),
+then one step is profiled (``torch.profiler``): the self time of every op of the forward, loss and backward is
+summed by category (``CATEGORIES``; anything unlisted is "other": views, allocation, autograd bookkeeping),
+the ops of gradient clipping and of the Adam step count as "clipping" and "optimizer" (the phase an op ran in
+is its enclosing ``record_function`` range), and the phases are also listed whole. The profiler's times are
+wall-clock intervals, so on a busy machine its totals exceed the CPU time, and the shares are shares of that.
+Every figure is printed with the CPU model and its bf16-relevant flags (avx512_bf16, amx_bf16).
 """
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ trains at 85; 2,220,829 parameters) and ``latent2d`` at ``latent2d.REFERENCE_SIZ
 d_model, layers, heads, FFN, decoder width and modes; 2,220,000 parameters), optionally changed by
 ``--set KEY=VALUE`` (values parsed as Python literals).  Other contenders: ``--models``.
 
-Training step (what the trainer does per batch): forward on a batch of seeded random two-valued
-coefficients (3 / 12), relative L2 + 0.5 relative H1 loss (the Darcy recipe), backward, gradient
-clipping 1, Adam step (fused, as the trainer's).  Steps of the models alternate (A, B, A, B, ...) so a noisy neighbour slows
-both alike; the table gives the median step time and samples/s = batch / median step.
+Training step (what the trainer does per batch): forward on a batch of seeded random two-valued coefficients
+(3 / 12), relative L2 + 0.5 relative H1 loss (the Darcy recipe), backward, gradient clipping 1, Adam step
+(fused, as the trainer's). Steps of the models alternate (A, B, A, B, ...) so a noisy neighbour slows both
+alike; the table gives the median step time and samples/s = batch / median step.
 """
 from __future__ import annotations
 
