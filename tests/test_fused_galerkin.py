@@ -108,48 +108,87 @@ def test_normalized_outer_passes_gradcheck(norm, weighted, device):
 
 
 def _column_case(pos_dim, n_heads, weighted, seed, device="cpu"):
-    """Raw K, V ``(b, n, h d)``, two column norms with O(1) parameters, coordinates and weights."""
+    """An input ``x: (b, n, m)``, K and V projections and two column norms with O(1) parameters,
+    coordinates and weights."""
     norm_k, norm_v = (build_norm("column", n_heads, 3).to(device, DT) for _ in range(2))
+    k_proj, v_proj = (torch.nn.Linear(4, n_heads * 3).to(device, DT) for _ in range(2))
     torch.manual_seed(seed)
-    for p in [*norm_k.parameters(), *norm_v.parameters()]:
+    for p in [*norm_k.parameters(), *norm_v.parameters(), *k_proj.parameters(), *v_proj.parameters()]:
         p.data.normal_(1.0, 0.5)
     g = torch.Generator().manual_seed(seed)
-    k, v = (torch.randn(2, 6, n_heads * 3, generator=g, dtype=DT).to(device).requires_grad_() for _ in range(2))
+    x = (torch.randn(2, 6, 4, generator=g, dtype=DT) + 3.0).to(device).requires_grad_()  # off-centre on purpose
     pos = torch.rand(2, 6, pos_dim, generator=g, dtype=DT).to(device) if pos_dim else None
     weights = (torch.rand(2, 6, generator=g, dtype=DT) + 0.1).to(device) if weighted else None
-    return norm_k, norm_v, k, v, pos, None if weights is None else weights / weights.sum(-1, keepdim=True)
+    return norm_k, norm_v, k_proj, v_proj, x, pos, None if weights is None else weights / weights.sum(-1, keepdim=True)
 
 
 COLUMN_CASES = [(pos_dim, heads, weighted) for pos_dim in (0, 1, 2) for heads in (1, 2) for weighted in (False, True)]
 
 
+def _plain_column_outer(x, k_proj, v_proj, n_heads, norm_k, norm_v, pos, weights):
+    """K, V formed, split into heads, normalized column by column, then ``[K̃, pos]ᵀ W [Ṽ, pos]``."""
+    kt, vt = (norm(proj(x).view(*x.shape[:2], n_heads, -1).transpose(1, 2), weights)
+              for norm, proj in ((norm_k, k_proj), (norm_v, v_proj)))
+    return outer_blocks(kt, vt, pos, weights)
+
+
 @pytest.mark.parametrize("pos_dim, n_heads, weighted", COLUMN_CASES)
-def test_closed_form_column_outer_matches_autograd_of_the_plain_norms(pos_dim, n_heads, weighted, device):
-    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=10, device=device)
-    params = [k, v, *norm_k.parameters(), *norm_v.parameters()]
-
-    def plain():
-        kt, vt = (norm(t.view(2, 6, n_heads, 3).transpose(1, 2), weights) for norm, t in ((norm_k, k), (norm_v, v)))
-        return outer_blocks(kt, vt, pos, weights)
-
+def test_column_outer_from_the_input_moments_matches_autograd_of_the_plain_norms(pos_dim, n_heads, weighted,
+                                                                                  device):
+    norm_k, norm_v, k_proj, v_proj, x, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=10,
+                                                                   device=device)
+    args = (x, k_proj, v_proj, n_heads, norm_k, norm_v, pos, weights)
+    params = [x, *norm_k.parameters(), *norm_v.parameters(), *k_proj.parameters(), *v_proj.parameters()]
     results = []
-    for fn in (lambda: column_normalized_outer(k, v, n_heads, norm_k, norm_v, pos, weights), plain):
-        out = fn()
+    for fn in (column_normalized_outer, _plain_column_outer):
+        out = fn(*args)
         grads = torch.autograd.grad((out * _pattern(out)).sum(), params)
         results.append((out, grads))
     torch.testing.assert_close(results[0][0], results[1][0])
     for a, b in zip(results[0][1], results[1][1]):
         torch.testing.assert_close(a, b)
+    # the projections' biases cancel in the centring: their gradient is zero, but it is there (DDP)
+    for grad in results[0][1][-3::2]:
+        assert grad is not None and not grad.any()
 
 
 @pytest.mark.parametrize("pos_dim, n_heads, weighted", COLUMN_CASES)
-def test_closed_form_column_outer_passes_gradcheck(pos_dim, n_heads, weighted, device):
-    norm_k, norm_v, k, v, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=11, device=device)
+def test_column_outer_from_the_input_moments_passes_gradcheck(pos_dim, n_heads, weighted, device):
+    norm_k, norm_v, k_proj, v_proj, x, pos, weights = _column_case(pos_dim, n_heads, weighted, seed=11,
+                                                                   device=device)
 
-    def outer(k, v, *ps):
-        return column_normalized_outer(k, v, n_heads, norm_k, norm_v, pos, weights)
+    def outer(x, *ps):
+        return column_normalized_outer(x, k_proj, v_proj, n_heads, norm_k, norm_v, pos, weights)
 
-    assert torch.autograd.gradcheck(outer, (k, v, *norm_k.parameters(), *norm_v.parameters()))
+    assert torch.autograd.gradcheck(outer, (x, *norm_k.parameters(), *norm_v.parameters(), k_proj.weight,
+                                            v_proj.weight))
+
+
+def test_column_outer_from_the_input_moments_keeps_the_digits_of_a_column_that_cancels():
+    # channels 0 and 1 nearly equal (spread 10, difference 1e-2) around a mean of 100, and a K column
+    # that is their difference: in moment form that column's norm is a difference of G's entries, which
+    # float64 moments keep; float32 moments would lose ~(10 / 1e-2)² roundoffs, forming K in float32 one
+    norm_k, norm_v, k_proj, v_proj, _, _, _ = _column_case(1, 2, True, seed=12)
+    g = torch.Generator().manual_seed(12)
+    z = torch.randn(2, 500, 1, generator=g, dtype=DT) * 10.0
+    x = 100.0 + torch.cat([z + 1e-2 * torch.randn(2, 500, 1, generator=g, dtype=DT), z,
+                           torch.randn(2, 500, 2, generator=g, dtype=DT)], dim=-1)
+    pos = torch.rand(2, 500, 1, generator=g, dtype=DT)
+    weights = torch.rand(2, 500, generator=g, dtype=DT) + 0.1
+    weights = weights / weights.sum(-1, keepdim=True)
+    modules = (k_proj, v_proj, norm_k, norm_v)
+    with torch.no_grad():
+        k_proj.weight[0] = torch.tensor([1.0, -1.0, 0.0, 0.0], dtype=DT)
+        args = [t.float() for t in (x, pos, weights)]  # the float32 problem, solved exactly in float64 first
+        for m in modules:
+            m.float().double()
+        exact = _plain_column_outer(args[0].double(), k_proj, v_proj, 2, norm_k, norm_v, args[1].double(),
+                                    args[2].double())
+        for m in modules:
+            m.float()
+        errors = [((fn(args[0], k_proj, v_proj, 2, norm_k, norm_v, *args[1:]).double() - exact).norm()
+                   / exact.norm()).item() for fn in (column_normalized_outer, _plain_column_outer)]
+    assert errors[0] < 1e-6 and errors[0] < errors[1] / 10, errors
 
 
 @pytest.mark.parametrize("norm", ["layer", "column"])
@@ -182,9 +221,9 @@ def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backwa
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = layer(x, pos)
     out.sum().backward()
-    # x (shared by the K, V projections and the folded output), raw K and raw V (the column norm:
-    # centred K and V instead); no normalized or coordinate-concatenated copies
-    assert len({ptr for ptr, _ in point_sized}) == 3, point_sized
+    # x (shared by the K, V projections and the folded output), raw K and raw V; no normalized or
+    # coordinate-concatenated copies.  Two column norms: x alone (S comes from x's moments)
+    assert len({ptr for ptr, _ in point_sized}) == (3 if norm == "layer" else 1), point_sized
 
 
 def test_compiled_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward():

@@ -16,9 +16,11 @@ projection and the product with S cost one n-sized product ``x A`` instead of tw
 backward.  ``_NormalizedOuter`` computes S from the raw projections without concatenating the
 coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
 normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
-For two column norms (the default; not under autocast or ``recompute``) ``_ColumnOuter`` does
-better: S from the centred K, V and d x d products, K̃, Ṽ never formed, and a closed-form backward
-(a few point-sized passes instead of recomputing and differentiating the normalization).
+For two column norms (the default; not under autocast or ``recompute``) ``column_normalized_outer``
+does better: centring removes the projections' biases, so ``K̃ᵀ W Ṽ`` depends on x only through its
+centred second moments ``x_cᵀ W x_c`` (m x m) and ``x_cᵀ W pos`` (formed in float64); K, V, K̃, Ṽ
+are never formed, and the layer's n-sized work is two products forward (the moments, ``x A``) and
+three backward, against eight or more when K and V are formed.
 
 Under autocast S and the small products that make A, P, c are computed in float32 (S is a sum over
 the points), ``x A`` and the projections in autocast's dtype; the backward recomputes K̃, Ṽ under
@@ -34,7 +36,6 @@ from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 from ...common.dtypes import upcast
-from .kernels import weighted_mean
 from .norms import ColumnNorm, NoNorm
 
 _NO_NORM = NoNorm()
@@ -167,117 +168,104 @@ def add_thin_product_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> to
     return out
 
 
-def _head_cross(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """``a_hᵀ c_h`` per head, a sum over the points: ``(b, n, h, d), (b, n, h, e) -> (b, h, d, e)``.
+class _CentredMoments(torch.autograd.Function):
+    """The centred second moments of the layer input, in float64: ``x: (b, n, m)``, ``pos: (b, n, p)``,
+    ``weights: (b, n)`` or None (uniform ``1/n``) ->
 
-    One product per head on strided views (einsum would copy both operands head-major first)."""
-    return torch.stack([a[:, :, i].transpose(1, 2) @ c[:, :, i] for i in range(a.shape[2])], dim=1)
+        G = x_cᵀ W x_c  (b, m, m),   P = x_cᵀ W pos  (b, m, p),   x_c = x - 1 x̄ᵀ,  x̄ = xᵀ w,
 
+    with ``W = diag(w)``, Σ w = 1.  Backward, ``Σ = dL/dG + dL/dGᵀ``, ``μ = posᵀ w``, in x's dtype:
 
-def _centered(t: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """``t - Σ_j w_j t_j``, every channel centred over the points: ``(b, n, h, d) -> (b, n, h, d)``."""
-    b, n, h, d = t.shape
-    return t - weighted_mean(t.reshape(b, 1, n, h * d), weights).view(b, 1, h, d)
+        dL/dx = W (x_c Σ + (pos - 1 μᵀ) dL/dPᵀ)
 
+    (the centring's own term vanishes on ``x_c Σ``, as ``wᵀ x_c = 0``): one n-sized product, and only
+    ``x`` (which the layer's output product keeps anyway) and ``x̄`` are kept.
 
-def _rstd(c: torch.Tensor, weights: torch.Tensor | None, eps: float) -> torch.Tensor:
-    """``1 / sqrt(Σ_j w_j c_j² + eps)`` per channel of the centred ``c: (b, n, h, d) -> (b, h, d)``,
-    the diagonal of ``c_hᵀ W c_h`` (a product per head is faster than a square and a sum)."""
-    second = torch.diagonal(_head_cross(c, c if weights is None else c * weights[..., None, None]), dim1=-2, dim2=-1)
-    return torch.rsqrt((second / c.shape[1] if weights is None else second) + eps)
-
-
-def _head_apply(a: torch.Tensor, mat: torch.Tensor) -> torch.Tensor:
-    """``a_h mat_h`` per head: ``(b, n, h, d), (b, h, d, e) -> (b, n, h, e)`` (contiguous)."""
-    if torch.compiler.is_compiling():  # dynamo takes no strided out= (the compiler plans the copy itself)
-        return torch.stack([torch.bmm(a[:, :, i], mat[:, i]) for i in range(a.shape[2])], dim=2)
-    out = a.new_empty(*a.shape[:3], mat.shape[-1])
-    for i in range(a.shape[2]):
-        torch.bmm(a[:, :, i], mat[:, i], out=out[:, :, i])
-    return out
-
-
-class _ColumnOuter(torch.autograd.Function):
-    """``S = [K̃, pos]ᵀ diag(w) [Ṽ, pos]`` for column-normalized sides, from the raw projections
-    ``K, V: (b, n, h, d)``, with a closed-form backward; K̃, Ṽ are never formed.
-
-    ``K̃ = c_k diag(a_k) + 1 β_kᵀ`` per head with ``c_k = K - wᵀK`` (centred), ``a_k = γ_k / s_k``,
-    ``s_k = sqrt(diag(c_kᵀ W c_k) + eps)`` (W = diag(w), Σ w = 1); Ṽ alike.  As ``wᵀ c = 0``, with
-    ``C = c_kᵀ W c_v``, ``P_k = c_kᵀ W pos``, ``P_v = c_vᵀ W pos``, ``m = posᵀ w`` (products per head):
-
-        S_kk = diag(a_k) C diag(a_v) + β_k β_vᵀ,   S_kp = diag(a_k) P_k + β_k mᵀ,
-        S_pk = P_vᵀ diag(a_v) + m β_vᵀ,            S_pp = posᵀ W pos.
-
-    Backward, ``G = dL/dS`` in the same blocks, ``H = diag(a_k) G_kk diag(a_v)``:
-
-        dL/da_k = rowsum(G_kk ∘ C) ∘ a_v + rowsum(G_kp ∘ P_k),   r_k = -dL/da_k ∘ a_k / s_k²,
-        dL/dK = W (c_v Hᵀ + c_k diag(r_k) + (pos - 1 mᵀ) G_kpᵀ diag(a_k)),
-        dL/dγ_k = Σ_b dL/da_k / s_k,   dL/dβ_k = Σ_b (G_kk β_v + G_kp m),
-
-    and V the same with ``H, G_pk`` transposed (``r_k`` is the norm ``s_k``'s share, ``- m`` the
-    centring's: its other terms sum to zero).  Backward costs three point-sized operations per side
-    (a product per head, two in-place updates), instead of recomputing the normalization and
-    differentiating it element by element; only ``c_k, c_v`` are point-sized among the saved tensors.
+    Why float64: a column of ``K = x W_kᵀ`` whose spread is small next to the input's (rows of ``W_k``
+    that cancel on correlated channels) is, in moment form, ``w_kᵀ G w_k``, a difference of ``G``'s
+    entries: its relative error is the unit roundoff times the square of that ratio, where forming K
+    costs it once.  In float64 ``G`` costs one ``(m x n) (n x m)`` product, a few per cent of a step.
     """
 
     @staticmethod
-    def forward(ctx, k, v, pos, weights, gamma_k, beta_k, gamma_v, beta_v, eps_k, eps_v):
-        c_k, c_v = _centered(k, weights), _centered(v, weights)
-        rstd_k, rstd_v = _rstd(c_k, weights, eps_k), _rstd(c_v, weights, eps_v)  # (b, h, d)
-        a_k, a_v = gamma_k * rstd_k, gamma_v * rstd_v
-        b, n, h, d = k.shape
-        if pos is None:
-            pos = k.new_zeros(b, n, 0)
-        pos_w = pos / n if weights is None else pos * weights[..., None]  # (b, n, p): small
-        m = pos_w.sum(dim=1)  # (b, p)
-        cross = _head_cross(c_k, c_v if weights is None else c_v * weights[..., None, None])
-        if weights is None:
-            cross /= n
-        # (pos_wᵀ c)ᵀ, not cᵀ pos_w: a long thin product is much faster with the n x p operand first
-        p_k, p_v = ((pos_w.transpose(1, 2) @ c.view(b, n, h * d)).transpose(1, 2).view(b, h, d, -1) for c in (c_k, c_v))
-        ctx.save_for_backward(c_k, c_v, pos, weights, m, rstd_k, rstd_v, a_k, a_v, cross, p_k, p_v, beta_k, beta_v)
-        s_kk = a_k[..., :, None] * cross * a_v[..., None, :] + beta_k[:, :, None] * beta_v[:, None, :]
-        s_kp = a_k[..., None] * p_k + beta_k[..., None] * m[:, None, None, :]
-        s_pk = (p_v * a_v[..., None] + beta_v[..., None] * m[:, None, None, :]).transpose(-1, -2)
-        s_pp = (pos.transpose(1, 2) @ pos_w)[:, None].expand(b, h, pos.shape[-1], pos.shape[-1])
-        return torch.cat([torch.cat([s_kk, s_kp], dim=-1), torch.cat([s_pk, s_pp], dim=-1)], dim=-2)
+    def forward(ctx, x, pos, weights):
+        b, n, _ = x.shape
+        xc, pos64 = x.to(torch.float64, copy=True), pos.double()  # a copy even of a float64 x
+        w64 = None if weights is None else weights.double()
+        mean = xc.mean(dim=1) if w64 is None else (w64.expand(b, n)[:, None] @ xc).squeeze(1)
+        xc.sub_(mean[:, None])  # in place: the float64 copy of x is not needed again
+        pos_w = pos64 / n if w64 is None else pos64 * w64[..., None]  # (b, n, p): small
+        gram = (xc if w64 is None else xc * w64[..., None]).transpose(1, 2) @ xc
+        if w64 is None:
+            gram /= n
+        # (pos_wᵀ x_c)ᵀ, not x_cᵀ pos_w: a long thin product is much faster with the n x p operand first
+        cross = (pos_w.transpose(1, 2) @ xc).transpose(1, 2)
+        ctx.save_for_backward(x, mean.to(x.dtype), pos, weights, pos_w.sum(dim=1).to(x.dtype))
+        return gram, cross
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad):
-        c_k, c_v, pos, weights, m, rstd_k, rstd_v, a_k, a_v, cross, p_k, p_v, beta_k, beta_v = ctx.saved_tensors
-        b, n, h, d = c_k.shape
-        g_kk, g_kp, g_pk = grad[..., :d, :d], grad[..., :d, d:], grad[..., d:, :d].transpose(-1, -2)
-        g_cross = g_kk * cross
-        da_k = (g_cross * a_v[..., None, :]).sum(-1) + (g_kp * p_k).sum(-1)  # (b, h, d)
-        da_v = (g_cross * a_k[..., :, None]).sum(-2) + (g_pk * p_v).sum(-1)
-        db_k = (g_kk * beta_v[:, None, :]).sum(-1) + (g_kp * m[:, None, None, :]).sum(-1)
-        db_v = (g_kk * beta_k[:, :, None]).sum(-2) + (g_pk * m[:, None, None, :]).sum(-1)
-        scale = 1.0 / n if weights is None else 1.0  # W's uniform 1/n goes into the small factors
-        h_kv = (a_k[..., :, None] * g_kk * a_v[..., None, :]) * scale
-
-        def side(c_self, c_other, mat, da, a, rstd, g_pos):
-            """dL/dK (or dL/dV): ``(b, n, h, d)``."""
-            out = _head_apply(c_other, mat)
-            out.addcmul_(c_self, (-da * a * rstd.square() * scale)[:, None])
-            if pos.shape[-1]:
-                dp = (a[..., None] * g_pos * scale).permute(0, 3, 1, 2).reshape(b, -1, h * d)  # (b, p, h d)
-                add_thin_product_(out.view(b, n, h * d), pos - m[:, None], dp)
-            return out if weights is None else out.mul_(weights[..., None, None])
-
-        grad_k = side(c_k, c_v, h_kv.transpose(-1, -2), da_k, a_k, rstd_k, g_kp)
-        grad_v = side(c_v, c_k, h_kv, da_v, a_v, rstd_v, g_pk)
-        return (grad_k, grad_v, None, None, (da_k * rstd_k).sum(0), db_k.sum(0), (da_v * rstd_v).sum(0), db_v.sum(0),
-                None, None)
+    def backward(ctx, grad_gram, grad_cross):
+        x, mean, pos, weights, mu = ctx.saved_tensors
+        out = (x - mean[:, None]) @ (grad_gram + grad_gram.transpose(1, 2)).to(x.dtype)
+        if pos.shape[-1]:
+            add_thin_product_(out, pos - mu[:, None], grad_cross.transpose(1, 2).to(x.dtype))
+        return (out / x.shape[1] if weights is None else out.mul_(weights[..., None])), None, None
 
 
-def column_normalized_outer(k: torch.Tensor, v: torch.Tensor, n_heads: int, norm_k: ColumnNorm, norm_v: ColumnNorm,
-                            pos: torch.Tensor | None, weights: torch.Tensor | None) -> torch.Tensor:
-    """What [`normalized_outer`][] computes for two column norms, from the raw projections
-    ``k, v: (b, n, h d)`` in closed form (see ``_ColumnOuter``) -> ``(b, h, d + p, d + p)``."""
-    k, v = (t.view(*t.shape[:2], n_heads, -1) for t in (k, v))
-    return _ColumnOuter.apply(k, v, pos, weights, norm_k.weight, norm_k.bias, norm_v.weight, norm_v.bias,
-                              norm_k.eps, norm_v.eps)
+def centred_moments(x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor | None) -> tuple:
+    """``(x_cᵀ W x_c, x_cᵀ W pos)`` in float64 (see ``_CentredMoments``): ``(b, n, m), (b, n, p) ->
+    (b, m, m), (b, m, p)``; no gradient for ``pos`` and ``weights``."""
+    return _CentredMoments.apply(x, pos, weights)
+
+
+def column_normalized_outer(x: torch.Tensor, k_proj: nn.Linear, v_proj: nn.Linear, n_heads: int,
+                            norm_k: ColumnNorm, norm_v: ColumnNorm, pos: torch.Tensor | None,
+                            weights: torch.Tensor | None) -> torch.Tensor:
+    """``[K̃, pos]ᵀ W [Ṽ, pos]`` for two column norms of ``K = x W_kᵀ + b_k``, ``V = x W_vᵀ + b_v``,
+    from the centred moments of ``x: (b, n, m)`` alone -> ``(b, h, d + p, d + p)`` in x's dtype.
+
+    Centring removes the biases: ``c_k = K - 1 wᵀK = x_c W_kᵀ``, so per head (``W_{k,h}: (d, m)``)
+
+        C_h = c_kᵀ W c_v = W_{k,h} G W_{v,h}ᵀ,   s_k² = diag(W_k G W_kᵀ) + eps,   a_k = γ_k / s_k,
+        S_kk = diag(a_k) C diag(a_v) + β_k β_vᵀ,   S_kp = diag(a_k) W_k P + β_k μᵀ,
+        S_pk = (diag(a_v) W_v P + β_v μᵀ)ᵀ,       S_pp = posᵀ W pos,
+
+    with ``G, P`` from [`centred_moments`][] (float64) and ``μ = posᵀ w``.  The only n-sized work is
+    ``G`` and ``P`` (one product, and one in backward); K, V, K̃, Ṽ are never formed, and everything
+    after the moments is m x m algebra, in float64, that autograd differentiates.  The projections'
+    biases get their exact gradient, zero (they still take part, so that data-parallel training sees
+    every parameter used).
+    """
+    b, n, m = x.shape
+    p = 0 if pos is None else pos.shape[-1]
+    if pos is None:
+        pos = x.new_zeros(b, n, 0)
+    gram, cross = centred_moments(x, pos, weights)  # float64
+    with torch.no_grad():
+        pos_w = pos.double() / n if weights is None else pos.double() * weights.double()[..., None]
+        mu, s_pp = pos_w.sum(dim=1), pos.double().transpose(1, 2) @ pos_w  # (b, p), (b, p, p)
+
+    def side(proj: nn.Linear, norm: ColumnNorm):
+        w = proj.weight.double()  # (h d, m)
+        gw = gram @ w.t()  # (b, m, h d)
+        var = (gw * w.t()).sum(dim=1).clamp_min(0)  # diag(W G Wᵀ): >= 0, up to rounding
+        a = norm.weight.double() * torch.rsqrt(var.view(b, n_heads, -1) + norm.eps)  # (b, h, d)
+        return gw, a, (w @ cross).view(b, n_heads, w.shape[0] // n_heads, p)  # W P: (b, h, d, p)
+
+    gw_k, a_k, p_k = side(k_proj, norm_k)
+    gw_v, a_v, p_v = side(v_proj, norm_v)
+    d = a_k.shape[-1]
+    c = torch.einsum("hdm,bmhe->bhde", k_proj.weight.double().view(n_heads, d, m), gw_v.view(b, m, n_heads, d))
+    beta_k, beta_v = norm_k.bias.double(), norm_v.bias.double()
+    s_kk = a_k[..., :, None] * c * a_v[..., None, :] + beta_k[:, :, None] * beta_v[:, None, :]
+    biases = [t for t in (k_proj.bias, v_proj.bias) if t is not None]
+    if biases:
+        s_kk = s_kk + 0.0 * sum(t.sum() for t in biases)
+    s_kp = a_k[..., None] * p_k + beta_k[..., None] * mu[:, None, None, :]
+    s_pk = (p_v * a_v[..., None] + beta_v[..., None] * mu[:, None, None, :]).transpose(-1, -2)
+    s_pp = s_pp[:, None].expand(b, n_heads, p, p)
+    return torch.cat([torch.cat([s_kk, s_kp], dim=-1), torch.cat([s_pk, s_pp], dim=-1)], dim=-2).to(x.dtype)
 
 
 def _plain_outer(layer: nn.Module, norm_k: nn.Module, norm_v: nn.Module, k: torch.Tensor, v: torch.Tensor,
@@ -334,8 +322,8 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
     K, V normalized inside one autograd Function that keeps only the raw projections for backward
     (only ``x`` with ``recompute``: the projections are then recomputed too), the query projection
     folded into the output one.  Two column norms (norms declaring ``closed_form = True``) are not
-    formed at all and are differentiated in closed form (``_ColumnOuter``; autocast and
-    ``recompute`` take the generic path).  The same operator as the unfused layer.
+    formed at all: S comes from the centred moments of ``x`` (``column_normalized_outer``; autocast
+    and ``recompute`` take the generic path).  The same operator as the unfused layer.
 
     The fused path of [`GalerkinMixer`][petrov.operators.attention.mixers.galerkin.GalerkinMixer] (its
     ``fused_path``); ``x: (b, n, d_model)`` -> ``(b, n, d_model)``.
@@ -344,8 +332,8 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
     pos_or_none = pos if layer.pos_dim else None
     closed_form = getattr(norm_k, "closed_form", False) and getattr(norm_v, "closed_form", False)
     if closed_form and not recompute and not torch.is_autocast_enabled(x.device.type):
-        s = column_normalized_outer(layer.k_proj(x), layer.v_proj(x), layer.n_heads, norm_k, norm_v,
-                                    pos_or_none, weights)
+        s = column_normalized_outer(x, layer.k_proj, layer.v_proj, layer.n_heads, norm_k, norm_v, pos_or_none,
+                                    weights)
         return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
     if torch.compiler.is_compiling():
         # _NormalizedOuter differentiates its recomputed sides with autograd.grad inside its backward,

@@ -63,8 +63,8 @@ class ColumnNorm(_HeadAffine):
     """Normalize each channel over the points with quadrature weights; ``(b,h,n,d) -> (b,h,n,d)``."""
 
     pointwise = False
-    # the fused Galerkin path forms K̃ᵀ W Ṽ of two column norms from centred moments and
-    # differentiates it in closed form (petrov.operators.attention.fused)
+    # the fused Galerkin path forms K̃ᵀ W Ṽ of two column norms from the centred moments of the
+    # layer input, K and V never formed (petrov.operators.attention.fused)
     closed_form = True
 
     def __init__(self, n_heads: int, head_dim: int, eps: float = 1e-5):
