@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import typing
 
 from ..datasets.mesh.recipes import MESH_RECIPES
@@ -35,16 +36,32 @@ def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, ann
     )
 
 
+def _file_state(path) -> tuple | None:
+    """What changes when a file is written (by a rename: its inode; or in place: its time and size)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _report_written(path, before: tuple | None) -> None:
+    """``wrote PATH`` unless the file was kept as it was (``before``: its state then; "nothing to do")."""
+    if before is None or _file_state(path) != before:
+        print(f"wrote {path}")
+
+
 def _generate(args: argparse.Namespace) -> int:
     from ..datasets import generate_dataset
 
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
+    before = _file_state(args.output)
     path = generate_dataset(
         args.kind, args.output, args.n_samples, getattr(args, "resolution", None),  # mesh kinds have none
         args.seed, shard=args.shard, indices=args.indices, overwrite=args.overwrite, chunk_size=args.chunk_size,
         workers=args.workers, progress=not args.no_progress, **params,
     )
-    print(f"wrote {path}")
+    _report_written(path, before)
     return 0
 
 
@@ -59,9 +76,10 @@ def _resume_hint(args: argparse.Namespace) -> str:
 def _merge(args: argparse.Namespace) -> int:
     from ..datasets.merging import merge_shards
 
+    before = _file_state(args.output)
     path = merge_shards(args.shards, args.output, overwrite=args.overwrite, chunk_size=args.chunk_size,
                         progress=not args.no_progress)
-    print(f"wrote {path}")
+    _report_written(path, before)
     return 0
 
 

@@ -38,9 +38,9 @@ def parse_settings(items: list[str] | None) -> dict:
 
 
 def _run(args: argparse.Namespace) -> int:
-    indices = None if args.indices is None else parse_indices(args.indices)
-    if indices == "test":
-        raise ValueError("--indices must be 'all' or a slice A:B for petrov invert")
+    # petrov invert has no run whose test split 'test' could name: 'all' or a slice only
+    indices = None if args.indices is None else parse_indices(args.indices, test=False)
+    calibrate = None if args.calibrate is None else parse_indices(args.calibrate, test=False, flag="--calibrate")
     settings = parse_settings(args.set)
     if args.grid is not None:
         settings["grid"] = args.grid
@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
                     noise_seed=args.noise_seed, noise_stats=args.noise_stats, forward_run=args.forward_run,
                     inverse_run=args.inverse_run, start=args.start, settings=settings, out_dir=args.out,
                     plots=args.plots, overwrite=args.overwrite, uncertainty=args.uncertainty,
-                    workers=args.workers, calibrate=None if args.calibrate is None else parse_indices(args.calibrate),
+                    workers=args.workers, calibrate=calibrate,
                     chunk_size=args.chunk_size, progress=args.progress)
     summary = result.summary()
     print(f"{args.method}: {summary['n']} sample(s), grid {result.config.grid}, "

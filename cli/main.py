@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _message(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.errno and str(err).startswith("[Errno"):
+        # a bare operating-system error that no check put into words: say it plainly, without "[Errno N]"
+        words = (err.strerror or os.strerror(err.errno)).lower()
+        where = f" {err.filename!r}" if err.filename is not None else ""
+        return f"cannot use{where}: {words}; check the path and its permissions"
     text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
     return str(text).splitlines()[0] if str(text) else type(err).__name__
 

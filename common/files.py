@@ -117,9 +117,13 @@ def as_no_space(err: BaseException, path: str | os.PathLike, needed: int | None 
 
 def require_space(path: str | os.PathLike, needed: int) -> None:
     """[`NoSpace`][] now if the file system of ``path`` has less than ``needed`` bytes free: for
-    writers that must not meet a full disk half-way (HDF5 cannot be relied on to recover from one)."""
+    writers that must not meet a full disk half-way (HDF5 cannot be relied on to recover from one);
+    [`Unwritable`][] if nothing can be written there at all (a virtual or read-only file system)."""
     free = free_space(Path(path).parent)
     if free is not None and needed > free:
+        reason = probe_writable(existing_ancestor(Path(path).parent))
+        if reason is not None:
+            raise Unwritable(f"cannot write {path}: {reason}; choose a writable location")
         raise NoSpace(no_space_message(path, needed))
 
 
@@ -392,10 +396,73 @@ def existing_ancestor(path: Path) -> Path:
     return path
 
 
-def check_writable(path: str | os.PathLike, what: str = "directory") -> None:
+class Unwritable(PermissionError):
+    """A folder that cannot be created or written into (a read-only or virtual file system, no
+    permission); the message names it, says why in words and what to do."""
+
+
+def _file_system_type(path: Path) -> str | None:
+    """The type of the file system mounted at or above ``path`` (``"proc"``, ``"sysfs"``, ...), from
+    ``/proc/self/mounts``; None where unknown."""
+    try:
+        with open("/proc/self/mounts") as fh:
+            mounts = [line.split()[1:3] for line in fh if len(line.split()) >= 3]
+    except OSError:
+        return None
+    path = str(path.absolute())
+    best = ("", None)
+    for point, kind in mounts:
+        point = point.replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, kind)
+    return best[1]
+
+
+_VIRTUAL_FS = {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "securityfs", "configfs", "pstore", "bpf",
+               "tracefs", "efivarfs", "devpts", "mqueue", "hugetlbfs", "fusectl"}
+
+
+def unwritable_reason(err: OSError, base: str | os.PathLike) -> str:
+    """Why nothing can be created in the existing folder ``base``, in words (from the ``err`` that
+    creating something there raised), without the raw errno text."""
+    base = Path(base)
+    kind = _file_system_type(base)
+    if kind in _VIRTUAL_FS:
+        return f"{base} is on the system's virtual {kind} file system, where no files or folders can be made"
+    if err.errno == errno.EROFS:
+        return f"{base} is on a read-only file system"
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return f"you have no permission to create anything in {base}"
+    if err.errno == errno.ENOENT:
+        return f"{base} does not accept new files or folders"
+    if err.errno == errno.ENAMETOOLONG:
+        return "the name is longer than the file system allows"
+    words = os.strerror(err.errno).lower() if err.errno else (str(err) or type(err).__name__)
+    return f"{words} (in {base})"
+
+
+def probe_writable(base: str | os.PathLike) -> str | None:
+    """None if a folder can be created in the existing folder ``base`` (tried: an empty hidden folder
+    made and removed at once, since permissions alone do not tell, e.g. for root, on a read-only mount or
+    in /proc), else why not in words ([`unwritable_reason`][])."""
+    try:
+        probe = tempfile.mkdtemp(prefix=f"{TEMP_INFIX}probe-", dir=base)
+    except OSError as err:
+        if err.errno in SPACE_ERRNOS:  # writable but full: the writer reports that, with sizes
+            return None
+        return unwritable_reason(err, base)
+    with contextlib.suppress(OSError):
+        os.rmdir(probe)
+    return None
+
+
+def check_writable(path: str | os.PathLike, what: str = "directory", flag: str | None = None) -> None:
     """Raise now if the directory ``path`` (or, if it does not exist yet, the nearest existing parent,
     where it would be created) cannot be written: before the work, not after.  A file at ``path`` (or
-    at a parent) is a ``NotADirectoryError``, an unwritable directory a ``PermissionError``."""
+    at a parent) is a ``NotADirectoryError``, an unwritable directory (no permission, a read-only or
+    virtual file system such as /proc) an [`Unwritable`][] (a ``PermissionError``); ``flag``: the
+    option that chooses ``path`` (named in the advice)."""
     path = Path(path)
     base = existing_ancestor(path)
     if not base.is_dir():
@@ -403,17 +470,33 @@ def check_writable(path: str | os.PathLike, what: str = "directory") -> None:
             raise NotADirectoryError(f"{what} {str(path)!r} is a file, not a directory; choose a directory")
         raise NotADirectoryError(f"{what} {str(path)!r} cannot be created: {str(base)!r} is a file, not a "
                                  f"directory; choose a writable directory")
+    advice = f"choose a writable location with {flag}" if flag else "choose another location"
     if not os.access(base, os.W_OK | os.X_OK):
         where = "" if base == path.absolute() else f" (it would be created in {str(base)!r})"
-        raise PermissionError(f"{what} {str(path)!r} is not writable{where}; choose another location")
+        raise Unwritable(f"{what} {str(path)!r} is not writable{where}; {advice}")
+    reason = probe_writable(base)
+    if reason is not None:
+        verb = "write into" if base == path.absolute() else "create"
+        raise Unwritable(f"cannot {verb} the {what} {path}: {reason}; {advice}")
 
 
-def ensure_dir(path: str | os.PathLike, what: str = "directory") -> Path:
-    """Create the directory ``path`` (and parents) after [`check_writable`][]; returns it."""
-    check_writable(path, what)
+def ensure_dir(path: str | os.PathLike, what: str = "directory", flag: str | None = None) -> Path:
+    """Create the directory ``path`` (and parents) after [`check_writable`][]; returns it.  The one
+    way an output folder is made: a failure is an [`Unwritable`][] (or [`NoSpace`][]) naming ``path``,
+    why in words and ``flag``, never the bare errno text."""
+    check_writable(path, what, flag)
     path = Path(path)
-    with reporting_no_space(path):
-        path.mkdir(parents=True, exist_ok=True)
+    try:
+        with reporting_no_space(path):
+            path.mkdir(parents=True, exist_ok=True)
+    except NoSpace:
+        raise
+    except FileExistsError:
+        raise NotADirectoryError(f"{what} {str(path)!r} is a file, not a directory; choose a directory") from None
+    except OSError as err:  # e.g. a mount that changed since the check
+        advice = f"choose a writable location with {flag}" if flag else "choose another location"
+        raise Unwritable(f"cannot create the {what} {path}: "
+                         f"{unwritable_reason(err, existing_ancestor(path))}; {advice}") from None
     return path
 
 

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .files import TEMP_INFIX, check_writable, existing_ancestor, reporting_no_space, write_json
+from .files import (TEMP_INFIX, check_writable, ensure_dir, existing_ancestor, probe_writable, reporting_no_space,
+                    write_json)
 
 try:
     import fcntl
@@ -133,11 +134,11 @@ def _check_file(target: Path, command: str, overwrite: bool, flag: str) -> None:
                                 f"(e.g. {target / 'data.h5'})")
     _refuse_theirs(target.parent, read_manifest(target.parent), command, [target.name], flag)
     if target.exists() and not overwrite:
-        raise OutputConflict(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
+        raise OutputConflict(f"{target} already exists; pass --overwrite (overwrite=True in Python) to replace it")
 
 
 def _check_folder(directory: Path, command: str, names: list[str], overwrite: bool, flag: str, what: str) -> None:
-    check_writable(directory, what)
+    check_writable(directory, what, flag)
     owners = read_manifest(directory)
     _refuse_theirs(directory, owners, command, names, flag)
     present = [n for n in _listing(directory) if not _is_output_folder(directory / n)]
@@ -149,8 +150,8 @@ def _check_folder(directory: Path, command: str, names: list[str], overwrite: bo
     if foreign and not overwrite:
         raise OutputConflict(
             f"{what} {str(directory)!r} holds files petrov did not write for `petrov {command}` "
-            f"({_shown(foreign)}); choose a new or empty {flag}, or pass --overwrite (overwrite=True) to write "
-            f"there anyway (files named like its outputs are replaced, the others kept)")
+            f"({_shown(foreign)}); choose a new or empty {flag}, or pass --overwrite (overwrite=True in Python) "
+            f"to write there anyway (files named like its outputs are replaced, the others kept)")
 
 
 def check_outputs(directory: str | os.PathLike, command: str, names: Iterable[str], *, overwrite: bool = False,
@@ -203,6 +204,9 @@ def output_file(path: str | os.PathLike, flag: str = "-o", create: bool = True) 
     if not os.access(base, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {path}: the folder {str(shown)!r} is not writable; choose another "
                               f"{flag}")
+    reason = probe_writable(base)
+    if reason is not None:
+        raise PermissionError(f"cannot write {path}: {reason}; choose a writable location with {flag}")
     if create:
         with reporting_no_space(path):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -225,8 +229,7 @@ def claim_outputs(directory: str | os.PathLike, command: str, names: Iterable[st
     directory = Path(directory)
     names = tuple(names)
     check_outputs(directory, command, names, overwrite=overwrite, flag=flag, what=what)
-    with reporting_no_space(directory / MANIFEST):
-        directory.mkdir(parents=True, exist_ok=True)
+    ensure_dir(directory, what, flag)
     with _manifest_lock(directory):
         owners = read_manifest(directory)
         removed = []

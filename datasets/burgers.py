@@ -47,6 +47,14 @@ START_LEVELS = 5  # graded start: START_STEPS steps at each of dt/2^5, ..., dt/2
 START_STEPS = 4
 CONTOUR_POINTS = 32
 _FLUSH = 1e-200
+# memory of a solve per internal grid point (measured: the contour means of the coefficients ~1.2 kB,
+# the stepping ~25 B per batched sample); a lower bound, so that no solve that fits is refused
+BYTES_PER_POINT = 1200
+BYTES_PER_POINT_SAMPLE = 24
+FINITE_CHECK_STEPS = 64  # a blown-up time stepping is stopped within this many steps
+UNSTABLE_HINT = ("the solver's time step, chosen for nu 0.01..0.1, is unstable at this small nu and amplitude; use "
+                 "a larger --nu (1e-3 was stable with the default initial condition) or a smaller --sigma "
+                 "(--resolution does not change the solver's grid or step)")
 
 
 def _dealiased_band(m: int) -> int:
@@ -63,6 +71,54 @@ def choose_internal_grid(n: int, nu: float, umax: float) -> int:
     while m % 2 == 0 and _dealiased_band(m // 2) - 1 >= need:
         m //= 2
     return m
+
+
+def solve_bytes(m: int, batch: int = 1) -> int:
+    """Memory (a lower bound) of a solve of ``batch`` samples on the internal grid ``m``."""
+    return m * (BYTES_PER_POINT + BYTES_PER_POINT_SAMPLE * batch)
+
+
+def largest_fitting_grid(n: int, memory: int, batch: int = 1) -> int:
+    """The largest internal grid n 2^p or n / 2^p (>= 4) whose solve fits in ``memory`` bytes (0: none)."""
+    m = n
+    while m % 2 == 0 and m > 4 and solve_bytes(m, batch) > memory:
+        m //= 2
+    if solve_bytes(m, batch) > memory:
+        return 0
+    while solve_bytes(2 * m, batch) <= memory:
+        m *= 2
+    return m
+
+
+def _round_up(x: float) -> float:
+    """``x`` rounded up to two significant digits (a bound that still holds once printed)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / unit * (1 - 1e-12)) * unit
+
+
+def _size(n_bytes: int) -> str:
+    from ..common.files import format_size
+
+    return format_size(n_bytes) if n_bytes < 1e15 else f"{n_bytes:.2g} bytes"
+
+
+def check_solver_memory(n: int, nu: float, umax: float, memory: int | None, batch: int = 1,
+                        amplitude_from: str = "") -> None:
+    """ValueError unless the solve of ``batch`` samples of amplitude ``umax`` (max|u0|) on an n-point grid
+    at viscosity ``nu`` fits in ``memory`` bytes (None: unknown, no check); says the smallest nu that fits.
+    ``amplitude_from``: what set the amplitude (the GRF's parameters), for the message."""
+    m = choose_internal_grid(n, nu, umax)
+    need = solve_bytes(m, batch)
+    if memory is None or need <= memory:
+        return
+    fit = largest_fitting_grid(n, memory, batch)
+    usable = fit and _dealiased_band(fit) - 1 >= MIN_BAND
+    smallest = (f"--nu >= {_round_up(BAND_CONSTANT * umax / (_dealiased_band(fit) - 1)):.2g}" if usable
+                else "a larger --nu")
+    points = f"{m:,}" if m < 1e12 else f"{m:.2g}"
+    raise ValueError(f"burgers: nu={nu:g} with initial amplitude max|u0|={umax:.3g} ({amplitude_from}resolution {n}) "
+                     f"needs a solver grid of {points} points, about {_size(need)} of memory, {_size(memory)} "
+                     f"available; use {smallest} for this amplitude, or a smaller --sigma")
 
 
 def choose_time_step(nu: float, umax: float) -> float:
@@ -149,7 +205,9 @@ def _step_all(v: torch.Tensor, steps: int, m: int, coeffs, g: torch.Tensor) -> t
         u = torch.fft.irfft(w, n=m, dim=-1)
         return g * torch.fft.rfft(u * u, dim=-1)[:, :band]
 
-    for _ in range(steps):
+    for i in range(steps):
+        if i % FINITE_CHECK_STEPS == 0 and not torch.isfinite(v).all():
+            return torch.full_like(v, math.nan)  # blown up: the result is non-finite anyway
         nv = nonlinear(v)
         a = e2 * v + q * nv
         na = nonlinear(a)
@@ -306,14 +364,26 @@ def solve_burgers_trajectory(
             )
             for um in umax
         ]
+        memory = _free_memory(x64.device)
         for m, step in sorted(set(settings)):
             rows = torch.tensor([i for i, s in enumerate(settings) if s == (m, step)], device=x64.device)
+            if n_internal is None:
+                check_solver_memory(n, nu, max(umax[i] for i in rows.tolist()), memory, min(len(rows), batch_size))
             out[rows] = _solve_group(x64[rows], nu, times.tolist(), m, step, start_levels, batch_size)
         out[:, torch.from_numpy(times == 0).to(out.device)] = x64[:, None, :]
     if isinstance(u0, torch.Tensor):
         return out.to(dtype=u0.dtype if u0.is_floating_point() else torch.float64)
     dtype = np.asarray(u0).dtype
     return to_numpy(out, dtype if dtype.kind == "f" else np.float64)
+
+
+def _free_memory(device: torch.device) -> int | None:
+    """Bytes free for a solve on ``device`` (None where unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    from .resources import available_memory
+
+    return available_memory()
 
 
 def _is_power_of_two_multiple(m: int, n: int) -> bool:

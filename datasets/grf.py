@@ -64,6 +64,50 @@ def periodic_grf_std(n: int, *, alpha: float = 2.0, tau: float = 5.0, sigma: flo
     return math.sqrt(2.0) * sigma * ((2.0 * np.pi * k) ** 2 + tau**2) ** (-alpha / 2.0)
 
 
+# the pointwise std of a stored field must keep its samples (up to ~10 std) normal float32 numbers
+FIELD_STD_RANGE = (1e-30, 1e30)
+
+
+def _field_std(std_of, **params: float) -> np.ndarray | None:
+    """``std_of(**params)``, or None where it overflows (Python floats raise OverflowError, not inf)."""
+    try:
+        with np.errstate(all="ignore"):
+            return std_of(**params)
+    except OverflowError:
+        return None
+
+
+def _named(**params: float) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in params.items())
+
+
+def check_periodic_grf(n: int, *, alpha: float = 2.0, tau: float = 5.0, sigma: float = 25.0) -> None:
+    """ValueError naming the parameters unless the 1-D field's pointwise std is finite and within
+    ``FIELD_STD_RANGE`` (a field that overflows, underflows to zero or is lost in float32 storage)."""
+    std = _field_std(lambda **p: periodic_grf_std(n, **p), alpha=alpha, tau=tau, sigma=sigma)
+    with np.errstate(all="ignore"):
+        total = math.sqrt(float(np.sum(std**2))) if std is not None and np.isfinite(std).all() else math.inf
+    lo, hi = FIELD_STD_RANGE
+    if lo <= total <= hi:
+        return
+    what = ("overflows" if total > hi else "is zero or too small to store") + f" (pointwise std {total:.3g})"
+    fix = "a smaller --sigma or --tau" if total > hi else "a smaller --alpha or --tau, or a larger --sigma"
+    raise ValueError(f"the initial condition's random field with {_named(alpha=alpha, tau=tau, sigma=sigma)} "
+                     f"{what}; use {fix} (defaults alpha=2, tau=5, sigma=25)")
+
+
+def check_neumann_grf(n: int, *, alpha: float = 2.0, tau: float = 3.0) -> None:
+    """ValueError naming the parameters unless the 2-D field's coefficients are finite and not all zero
+    (only the field's sign is used, so its scale is free).  The std falls with the wavenumber (alpha > 1),
+    so the lowest 64 x 64 modes decide: the check costs the same on any grid."""
+    std = _field_std(lambda **p: neumann_grf_std(min(n, 64), **p), alpha=alpha, tau=tau)
+    if std is not None and np.isfinite(std).all() and std.max() > 0:
+        return
+    what = "overflow" if std is None or not np.isfinite(std).all() else "are all zero (they underflow)"
+    raise ValueError(f"the random field's coefficients with {_named(alpha=alpha, tau=tau)} {what}; use a "
+                     f"smaller --alpha or a --tau nearer 1 (defaults alpha=2, tau=3)")
+
+
 def periodic_grf_1d(
     n: int, seed: int, indices, *, alpha: float = 2.0, tau: float = 5.0, sigma: float = 25.0
 ) -> np.ndarray:
@@ -73,6 +117,7 @@ def periodic_grf_1d(
     """
     n = _check_n(n, 2)
     idx = _check_indices(seed, indices)
+    check_periodic_grf(n, alpha=alpha, tau=tau, sigma=sigma)
     m = n // 2
     std = periodic_grf_std(n, alpha=alpha, tau=tau, sigma=sigma)
     xi = np.stack([_normals(seed, _STREAM_1D, i, (2, m)) for i in idx]) if idx.size else np.zeros((0, 2, m))
@@ -106,6 +151,7 @@ def neumann_grf_coefficients(n: int, seed: int, indices, *, alpha: float = 2.0, 
     [`neumann_grf_2d`][] (on its grid) and of the mesh data (``petrov.datasets.mesh.coefficient``)."""
     n = _check_n(n, 2)
     idx = _check_indices(seed, indices)
+    check_neumann_grf(n, alpha=alpha, tau=tau)
     std = neumann_grf_std(n, alpha=alpha, tau=tau)
     out = np.empty((idx.size, n, n))
     for j, i in enumerate(idx):

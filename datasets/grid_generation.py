@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from . import burgers, grf
 from .darcy import darcy_worker_pool
 from .grid_files import default_chunk_size, file_bytes, grid_attrs, grid_layout, sample_shapes
 from .recipes import Recipe, get_recipe
-from .resources import check_disk, check_memory
+from .resources import available_memory, check_disk, check_memory
 from .shards import first_index, shard_attrs
 from .write_path import WriteOptions, check_generation_args, write_dataset
 
@@ -40,6 +41,43 @@ def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size:
                "free some space, or generate fewer samples or a lower resolution")
 
 
+AMPLITUDE_BATCH = 256  # initial conditions drawn at a time to find their largest amplitude
+
+
+def largest_amplitude(p, resolution: int, seed: int, first: int, count: int) -> float:
+    """max|u0| over the Burgers initial conditions ``first .. first + count - 1`` (what sizes the solver)."""
+    top = 0.0
+    for lo in range(first, first + count, AMPLITUDE_BATCH):
+        u0 = grf.periodic_grf_1d(resolution, seed, range(lo, min(lo + AMPLITUDE_BATCH, first + count)),
+                                 alpha=p.alpha, tau=p.tau, sigma=p.sigma)
+        top = max(top, float(np.abs(u0).max()))
+    return top
+
+
+def _check_burgers(p, resolution: int, seed: int, first: int, count: int) -> None:
+    grf.check_periodic_grf(resolution, alpha=p.alpha, tau=p.tau, sigma=p.sigma)
+    umax = largest_amplitude(p, resolution, seed, first, count)
+    burgers.check_solver_memory(resolution, p.nu, umax, available_memory(),
+                                amplitude_from=f"sigma={p.sigma:g}, tau={p.tau:g}, alpha={p.alpha:g}, ")
+
+
+def _check_darcy(p, resolution: int, seed: int, first: int, count: int) -> None:
+    grf.check_neumann_grf(resolution, alpha=p.alpha, tau=p.tau)
+
+
+# by recipe family: the checks of a generation's random field and solver before any work (ValueError),
+# and what a non-finite target most likely means
+_FAMILY_CHECKS = {"burgers": _check_burgers, "burgers-trajectory": _check_burgers, "darcy": _check_darcy}
+_NON_FINITE_HINT = {"burgers": burgers.UNSTABLE_HINT, "burgers-trajectory": burgers.UNSTABLE_HINT}
+
+
+def non_finite_message(recipe: Recipe, name: str, first: int, last: int) -> str:
+    """The error for non-finite values in field ``name`` of samples ``first..last``, with the likely cause."""
+    hint = _NON_FINITE_HINT.get(recipe.family) if name == "y" else None
+    return (f"{recipe.name}: non-finite values in {name} for samples {first}..{last}"
+            + (f": {hint}" if hint else "; check the equation parameters"))
+
+
 def _produced(recipe: Recipe, p, resolution: int, seed: int, offset: int, n_samples: int, workers: int):
     """The block source of the write path: the recipe's samples ``offset + lo ..`` as float32, checked."""
     shapes = sample_shapes(recipe, p, resolution)
@@ -57,7 +95,7 @@ def _produced(recipe: Recipe, p, resolution: int, seed: int, offset: int, n_samp
                     raise RuntimeError(f"{recipe.name} recipe returned {name} of shape {arr.shape}, expected "
                                        f"{(hi - lo, *shapes[name])}")
                 if not np.isfinite(arr).all():
-                    raise RuntimeError(f"{recipe.name}: non-finite values in {name} for samples {first}..{last}")
+                    raise RuntimeError(non_finite_message(recipe, name, first, last))
                 data[name] = arr.astype(np.float32)
             yield lo, hi, data
 
@@ -76,6 +114,9 @@ def generate_grid(kind: str, path: str | os.PathLike, n_samples: int, resolution
     check_generation_args(n_samples, seed, workers)
     attrs = shard_attrs(grid_attrs(recipe, p, resolution, seed, n_samples, options.chunk_size or 0), part)
     count = int(attrs["n_samples"])
+    check = _FAMILY_CHECKS.get(recipe.family)
+    if check is not None:
+        check(p, resolution, seed, first_index(attrs), count)
     directory = Path(path).parent
 
     def admit(already_written: int) -> None:
@@ -88,4 +129,4 @@ def generate_grid(kind: str, path: str | os.PathLike, n_samples: int, resolution
                          desc=desc)
 
 
-__all__ = ["check_resources", "generate_grid"]
+__all__ = ["check_resources", "generate_grid", "largest_amplitude", "non_finite_message"]

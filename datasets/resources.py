@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..common.files import NoSpace, format_size, free_space
+from ..common.files import NoSpace, Unwritable, existing_ancestor, format_size, free_space, probe_writable
 
 
 def available_memory() -> int | None:
@@ -32,9 +32,15 @@ def check_memory(need: int, what: str, advice: str) -> None:
 
 
 def check_disk(need: int, directory: Path, advice: str) -> None:
-    """``NoSpace`` if ``directory`` has fewer than ``need`` bytes free (``advice``: what to do then)."""
+    """``NoSpace`` if ``directory`` has fewer than ``need`` bytes free (``advice``: what to do then);
+    ``Unwritable`` instead if nothing can be written there at all (``/proc`` has 0 bytes free too)."""
     free = free_space(directory)
     if free is not None and need > free:
+        # no free bytes is what an unwritable place (/proc, a read-only mount) reports too: not a full disk
+        reason = probe_writable(existing_ancestor(Path(directory)))
+        if reason is not None:
+            raise Unwritable(f"cannot write the dataset in {directory}: {reason}; choose a writable location "
+                             f"(-o)")
         raise NoSpace(f"disk full: the dataset needs about {format_size(need)} more on disk, {directory} has "
                       f"{format_size(free)} free; {advice}")
 

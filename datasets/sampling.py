@@ -39,9 +39,10 @@ def stride_for(native: int, resolution: int, periodic: bool, cells: bool = False
         return native // resolution
     if not periodic and resolution >= 2 and (native - 1) % (resolution - 1) == 0:
         return (native - 1) // (resolution - 1)
-    rule = (f"cell-centred grid (the resolution must divide {native}: blocks of cells are averaged)" if cells
-            else f"periodic grid (the resolution must divide {native})" if periodic
-            else f"node grid (resolution - 1 must divide {native - 1})")
+    rule = (f"cell-centred grid (the resolution must be at least 2 and divide {native}: blocks of cells are "
+            f"averaged)" if cells
+            else f"periodic grid (the resolution must be at least 2 and divide {native})" if periodic
+            else f"node grid (the resolution must be at least 2 and resolution - 1 must divide {native - 1})")
     raise ValueError(
         f"resolution {resolution} is not a strided sub-grid of the native {native}-point {rule}; "
         f"allowed resolutions: {', '.join(map(str, allowed_resolutions(native, periodic, cells)))}"

@@ -12,7 +12,8 @@
    ``n_complete`` that claim them, a flush; a Ctrl-C or SIGTERM waits until the chunk is claimed. An
    interrupted write is continued from ``n_complete`` by the same command (a chain that covers other
    samples than those, as one cut off between the two attributes, is rebuilt from the stored samples);
-   a full disk stops it with the partial file kept.
+   a full disk stops it with the partial file kept, as does any other error once a sample is stored (one
+   before that removes the partial file: a rerun with corrected settings starts afresh).
 6. ``content_hash`` written, the chain's two attributes removed, the file renamed to ``FILE`` (``os.replace``, synced).
 
 A file format is a [`Layout`][] (grid: ``grid_files``, mesh: ``mesh.storage``); what is written comes
@@ -174,15 +175,15 @@ def claim_partial(path: Path, attrs: dict, overwrite: bool, identity: Sequence[s
     """
     tmp = partial_path(path)
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+        raise FileExistsError(f"{path} already exists; pass --overwrite (overwrite=True in Python) to replace it")
     if not tmp.exists():
         return None
     ok, why, old_chunk = _resumable(tmp, attrs, identity)
     if not ok and not overwrite:
         unreadable = why.startswith("it cannot be read")
         what = "cannot be resumed" if unreadable else "holds an interrupted generation with different settings"
-        raise ValueError(f"{tmp} {what} ({why}); delete it, or pass overwrite=True (--overwrite) to discard it"
-                         + ("" if unreadable else ", or rerun with the same settings to resume"))
+        raise ValueError(f"{tmp} {what} ({why}); delete it, or pass --overwrite (overwrite=True in Python) to "
+                         f"discard it" + ("" if unreadable else ", or rerun with the same settings to resume"))
     if not ok:
         tmp.unlink()
         return None
@@ -226,9 +227,29 @@ def write_dataset(path: str | os.PathLike, attrs: dict, layout: Layout, blocks: 
         except NoSpace as err:
             raise NoSpace(f"{err}; the samples written so far are kept in {tmp}: the same command resumes "
                           f"from there") from None
+        except Exception:
+            discard_if_empty(tmp)  # a failure (not an interruption) before any sample: nothing to resume
+            raise
         with reporting_no_space(path):
             replace_synced(tmp, path)
     return path
+
+
+def stored_samples(tmp: Path) -> int | None:
+    """How many samples the partial file ``tmp`` holds (its ``n_complete``), None where it cannot be read."""
+    try:
+        with open_h5(tmp) as h5:
+            return int(file_attrs(h5).get("n_complete", -1))
+    except (OSError, ValueError):
+        return None
+
+
+def discard_if_empty(tmp: Path) -> None:
+    """Delete the partial file ``tmp`` if it holds no sample (a failed write leaves nothing to resume)."""
+    if stored_samples(tmp) == 0:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        log.debug("%s: removed, it held no samples", tmp)
 
 
 def resumed_chain(h5: h5py.File, layout: Layout, n_complete: int, chunk: int) -> ContentHash:
@@ -307,5 +328,5 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
 
 
 __all__ = ["Blocks", "Layout", "SHARD_KEYS", "WriteOptions", "already_generated", "check_generation_args",
-           "claim_partial", "dataset_attrs", "fill", "resumed_chain", "start_hash", "stored_hash", "utc_now",
-           "write_dataset"]
+           "claim_partial", "dataset_attrs", "discard_if_empty", "fill", "resumed_chain", "start_hash",
+           "stored_hash", "stored_samples", "utc_now", "write_dataset"]

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..common.files import ensure_dir
 from ..common.host import to_numpy
 from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import dataset_info, open_dataset, open_mesh_dataset
@@ -31,7 +32,6 @@ from ..train.memory import evaluation_advice, out_of_memory_advice
 from ..train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
 from .reports import format_table
 from .resolutions import (
-    allowed_resolutions,
     check_kind,
     check_resolutions,
     coarse_resolution,
@@ -115,7 +115,7 @@ def evaluate_resolutions(
     check_kind(setup, info, data_path)
     warn_if_other_data(setup, data_path)
     resolutions = default_resolutions(setup, info) if resolutions is None else parse_resolutions(resolutions)
-    check_resolutions(resolutions, allowed_resolutions(setup, info), data_path)
+    check_resolutions(resolutions, setup, info, data_path)
     idx = select_indices(setup, data_path, indices, int(info["n_complete"]))
     warn_if_seen(setup, data_path, idx, int(info["n_complete"]))
 
@@ -198,8 +198,7 @@ def make_plots(
     dev = _device(device)
     setup = as_setup(source, None, dev)
     data_path = data_file(setup, data_path)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_dir(out_dir, "output directory", "--out")
     if is_mesh_file(data_path):
         return _mesh_plots(setup, rows, out, data_path, indices, resolution, dev)
     d = setup.data_config

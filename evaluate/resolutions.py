@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..datasets import get_recipe
+from ..datasets import get_recipe, open_dataset
 from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from ..datasets.sampling import poolable
+from ..operators.checks import first_weight
+from ..train.data import forward_error, without_advice
 from .runs import EvalSetup
 
 
@@ -52,6 +54,22 @@ def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
     return sorted(allowed)
 
 
+def model_refusals(setup: EvalSetup, info: dict[str, Any], resolutions: Sequence[int]) -> dict[int, str]:
+    """Resolution -> the trained model's own reason for refusing it (e.g. too few points for its spectral
+    modes, without its advice on building a model), from one sample of the file read at each."""
+    model = setup.operator.model
+    weight = first_weight(model)
+    device = weight.device if weight is not None else "cpu"
+    refused = {}
+    for r in resolutions:
+        sample = open_dataset(info["path"], resolution=r, indices=[0], kind=setup.kind,
+                              coarse_resolution=coarse_resolution(setup), lazy=True)
+        why = forward_error(model, sample, device)
+        if why:
+            refused[r] = without_advice(why)
+    return refused
+
+
 def is_mesh_info(info: dict[str, Any]) -> bool:
     """Whether ``dataset_info`` describes a mesh (point-set) file."""
     return info.get("layout") == "mesh"
@@ -81,12 +99,29 @@ def coarse_resolution(setup: EvalSetup) -> int | None:
     return None
 
 
-def check_resolutions(resolutions: list[int], allowed: list[int], data_path: Path) -> None:
+def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
+    """ValueError naming the ``resolutions`` the data file cannot be read at for this operator
+    (``allowed_resolutions``) or the trained model cannot take (``model_refusals``, one sample each; its
+    reason), and the resolutions of the file it takes (each tried only then).  A model that refuses every
+    resolution of the file does not fit the data at all (channels, kind): left to the evaluation, which
+    says so (``check_model_fits_data``)."""
+    allowed = allowed_resolutions(setup, info)
     bad = [r for r in resolutions if r not in allowed]
+    if is_mesh_info(info):
+        refused, everywhere = {}, {}
+    else:
+        refused = model_refusals(setup, info, [r for r in resolutions if r in allowed])
+        everywhere = model_refusals(setup, info, allowed) if bad or refused else {}
+        if len(everywhere) == len(allowed):  # not a matter of resolution
+            refused, everywhere = {}, {}
+    bad += list(refused)
     if bad:
+        why = next((f" ({refused[r]})" for r in bad if r in refused), "")
         raise ValueError(
             f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} not available for this "
-            f"model from {data_path}; allowed resolutions: {', '.join(map(str, allowed))}"
+            f"trained model from {data_path}{why}; allowed resolutions: "
+            f"{', '.join(str(r) for r in allowed if r not in everywhere)}"
+            f"{' (those of the file the trained model takes)' if everywhere else ''}"
         )
 
 
@@ -114,4 +149,4 @@ def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
 
 
 __all__ = ["allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution", "default_resolutions",
-           "family", "is_inverse", "is_mesh_info", "parse_resolutions"]
+           "family", "is_inverse", "is_mesh_info", "model_refusals", "parse_resolutions"]

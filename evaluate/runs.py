@@ -8,6 +8,7 @@ or validation split is evaluated with a warning.
 """
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from ..datasets import dataset_info
 from ..datasets.identity import data_identity, identity_change
 from ..datasets.loading import as_indices
 from ..train.checkpoint import load_run_checkpoint, operator_from_state
-from ..train.config import load_config_json
+from ..operators.io import DamagedCheckpoint
+from ..train.config import config_to_dict, load_config_json
 from ..train.data import input_noise, split_indices
 from ..train.operator import NormalizedOperator
 
@@ -49,9 +51,38 @@ def load_run(run_dir: str | os.PathLike, map_location: Any = "cpu") -> EvalSetup
     """The best model and config of a run directory (clear errors if either is missing)."""
     run_dir = require_dir(run_dir, "run directory")
     config = load_config_json(run_dir / "config.json", check_model=False)
-    state = load_run_checkpoint(run_dir / "best.pt", map_location=map_location)
+    try:
+        state = load_run_checkpoint(run_dir / "best.pt", map_location=map_location)
+    except DamagedCheckpoint as err:
+        raise DamagedCheckpoint(
+            f"the run's checkpoint {err.path} is damaged (corrupt or truncated?: {err.detail}); restore it from a "
+            f"copy, or train the run again: petrov train CONFIG --out {run_dir} --overwrite", err.path,
+            err.detail) from None
+    warn_if_model_edited(config, state, run_dir)
     operator = operator_from_state(state, run_dir / "best.pt", map_location)
     return EvalSetup(operator, config, run_dir, _trained_kind(config), state.get("data_identity"))
+
+
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, x in value.items() for k, v in _flat(x, f"{prefix}.{key}").items()}
+    return {prefix: value}
+
+
+def warn_if_model_edited(config: Any, state: dict, run_dir: Path) -> None:
+    """Warn when the model section of the run's ``config.json`` differs from the one saved in its
+    checkpoint: the model is rebuilt from the checkpoint alone, so an edit of config.json does nothing."""
+    saved = (state.get("train_config") or {}).get("model")
+    if not isinstance(saved, dict):
+        return  # an older checkpoint without its training config: nothing to compare with
+    ours = _flat(json.loads(json.dumps(config_to_dict(config)["model"])), "model")
+    theirs = _flat(json.loads(json.dumps(saved)), "model")
+    changed = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    if changed:
+        shown = "; ".join(f"{k} is {ours.get(k)!r} there, {theirs.get(k)!r} in the checkpoint" for k in changed[:2])
+        more = f" and {len(changed) - 2} more" if len(changed) > 2 else ""
+        warnings.warn(f"the model section of {run_dir / 'config.json'} differs from the checkpoint's ({shown}{more}); "
+                      f"the checkpoint's model config is used", stacklevel=3)
 
 
 def warn_if_other_data(setup: EvalSetup, data_path: Path) -> None:
@@ -91,17 +122,21 @@ def as_setup(source: Any, config: Any, map_location: Any) -> EvalSetup:
     return EvalSetup(op, config, None, None if config is None else _trained_kind(config))
 
 
-def parse_indices(text: str | None) -> Any:
-    """``"test"`` (default), ``"all"``, or ``"a:b"`` (a Python slice of the file's samples)."""
-    if text is None or text in ("test", "all"):
-        return text or "test"
+def parse_indices(text: str | None, *, test: bool = True, flag: str = "--indices") -> Any:
+    """``"test"`` (default), ``"all"``, or ``"a:b"`` (a Python slice of the file's samples).  ``test``:
+    whether the command accepts ``"test"`` (the run's test split; without it the default is ``"all"``);
+    ``flag``: the option named in the error, which lists only what is accepted."""
+    words = ("test", "all") if test else ("all",)
+    if text is None or text in words:
+        return text or words[0]
     a, sep, b = text.partition(":")
     try:
         if not sep:
             raise ValueError
         return slice(int(a) if a.strip() else None, int(b) if b.strip() else None)
     except ValueError:
-        raise ValueError(f"--indices must be 'test', 'all' or 'a:b' (e.g. 1000:1100), got {text!r}") from None
+        accepted = "'test', 'all' or 'a:b'" if test else "'all' or 'a:b'"
+        raise ValueError(f"{flag} must be {accepted} (e.g. 1000:1100), got {text!r}") from None
 
 
 def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: int) -> np.ndarray:

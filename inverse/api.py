@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..common.config import asdict
-from ..common.files import atomic_write, write_csv, write_json
+from ..common.files import atomic_write, ensure_dir, write_csv, write_json
 from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import average_pool, fit_normalizer
 from ..datasets.sampling import pool_kernel
@@ -101,17 +101,30 @@ class InversionResult:
 
 # --- validation of the inputs ---------------------------------------------------------------------
 
+# The noise level is relative: the standard deviation of the added noise in units of u's point-wise
+# standard deviation over the training solutions (``decode(encode(u) + level * xi)``,
+# petrov.inverse.observations).  At 1 the noise is as large as the whole variation of u between samples,
+# so nothing of the coefficient is left to recover; above it only noise is inverted (and huge levels
+# overflow the operators' float32 arithmetic).  The reference protocol uses levels up to a few percent.
+MAX_NOISE = 1.0
+
+
 def parse_noise(noise: Any) -> float | None:
-    """A level ``>= 0`` (added per the reference protocol) or ``"observed"`` (None: already noisy)."""
+    """A level in ``[0, MAX_NOISE]`` (added per the reference protocol) or ``"observed"`` (None: already
+    noisy)."""
     if isinstance(noise, str):
         if noise.strip().lower() == "observed":
             return None
         try:
             noise = float(noise)
         except ValueError:
-            raise ValueError(f"noise must be a number >= 0 or 'observed', got {noise!r}") from None
+            raise ValueError(f"noise must be a number in [0, {MAX_NOISE:g}] or 'observed', got {noise!r}") from None
     if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"noise must be a finite number >= 0 or 'observed', got {noise!r}")
+        raise ValueError(f"noise must be a finite number in [0, {MAX_NOISE:g}] or 'observed', got {noise!r}")
+    if noise > MAX_NOISE:
+        raise ValueError(f"noise {noise:g} is too large: the level is relative to the point-wise spread of u "
+                         f"(1 = noise as large as u's variation between samples, which leaves nothing to recover); "
+                         f"give a level in [0, {MAX_NOISE:g}], e.g. 0.01")
     return float(noise)
 
 
@@ -314,7 +327,7 @@ def metric_rows(result: InversionResult) -> list[dict[str, Any]]:
 
 def write_result(result: InversionResult, out_dir: Path, *, plots: bool = True, n_plots: int = 4) -> list[Path]:
     """``coefficients.h5``, ``metrics.json``, ``metrics.csv`` and (``plots``) ``inversion.png`` in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = ensure_dir(out_dir, "output directory", "--out")
     obs = result.observations
     meta = {"method": result.method, "source": obs.source,
             "noise": "observed" if obs.noise is None else obs.noise, "grid": result.config.grid,

@@ -122,6 +122,10 @@ def from_arrays(path: str | os.PathLike) -> Observations:
             except Exception as err:  # zipfile, zlib and numpy each raise their own type for damage
                 raise ValueError(f"cannot read {path}: a member is damaged (corrupt or truncated?): "
                                  f"{type(err).__name__}: {err}") from None
+    shape = tuple(np.shape(fields["u"]))  # as the file holds it: a 2-D array is read as one sample below
+    if len(shape) not in (2, 3) or shape[-1] != shape[-2] or shape[-1] < 3 or 0 in shape:
+        raise ValueError(f"'u' in {path} has shape {shape}; it must be one field (m, m) or samples (N, m, m) on a "
+                         f"square grid of m >= 3 nodes per side")
     u = _float_array(fields["u"], f"'u' in {path}")
     get = lambda key: _float_array(fields[key], f"{key!r} in {path}") if key in fields else None  # noqa: E731
     sigma = None if "noise_std" not in fields else _float_array(fields["noise_std"], f"'noise_std' in {path}")

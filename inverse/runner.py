@@ -15,6 +15,7 @@ loads the trained operators once from their run directories. A progress bar coun
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..common.config import asdict
-from ..common.files import atomic_path, exclusive_lock, write_json
+from ..common.files import Locked, atomic_path, ensure_dir, exclusive_lock, write_json
 from ..common.progress import progress_bar
 from ..datasets.darcy import darcy_worker_pool
 from .config import InversionConfig
@@ -126,11 +127,31 @@ def run_chunks(method: str, u: np.ndarray, sample_ids: np.ndarray, cfg: Inversio
     partial = Path(out_dir) / PARTIAL
     request = request_id(method, cfg, start, uncertainty, trace, {k: v or "" for k, v in sources.items()}, u,
                          sample_ids, chunk_size)
-    partial.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(partial / "request.json", what="inverted"):
-        done = _resume(partial, request, len(bounds))
-        return _compute(bounds, method, u, sample_ids, cfg, forward, inverse, start, noise_std, uncertainty,
-                        trace, workers, partial, progress, done)
+    made = [p for p in (Path(out_dir), partial) if not p.exists()]  # what this call creates
+    ensure_dir(out_dir, "output directory", "--out")
+    partial.mkdir(exist_ok=True)
+    try:
+        with exclusive_lock(partial / "request.json", what="inverted"):
+            done = _resume(partial, request, len(bounds))
+            return _compute(bounds, method, u, sample_ids, cfg, forward, inverse, start, noise_std, uncertainty,
+                            trace, workers, partial, progress, done)
+    except Locked:
+        raise  # another process is running this inversion: its folder is not ours to tidy
+    except BaseException:
+        if partial in made:  # a folder of an earlier run is left as it was
+            _discard_if_empty(partial, made)
+        raise
+
+
+def _discard_if_empty(partial: Path, made: list[Path]) -> None:
+    """After a failure: remove ``partial`` if it holds no finished chunk (nothing to resume from), and
+    the folders in ``made`` (created by this run) if that leaves them empty."""
+    if any(partial.glob("chunk-*.npz")):
+        return  # finished work: kept for the rerun
+    shutil.rmtree(partial, ignore_errors=True)
+    for folder in reversed(made):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty
 
 
 def _resume(partial: Path, request: dict[str, Any], n_chunks: int) -> dict[int, tuple[np.ndarray, list]]:

@@ -100,6 +100,22 @@ def _check_device(map_location: Any) -> None:
                          f"load with map_location='cpu'")
 
 
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file that cannot be read (truncated, corrupt): ``path`` and ``detail``, the first
+    sentence of the reader's own error, for callers that know a better remedy (a run directory)."""
+
+    def __init__(self, message: str, path: str | os.PathLike = "", detail: str = ""):
+        super().__init__(message)
+        self.path, self.detail = Path(path), detail
+
+
+def _first_sentence(err: BaseException, limit: int = 120) -> str:
+    """The first sentence of ``err``'s message, at most ``limit`` characters (torch's run on for lines)."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    text = text.split(". ")[0].rstrip(".")
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Read and validate a checkpoint written by [`save_model`][] (plain data only)."""
     path = Path(path)
@@ -128,10 +144,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
         raise ValueError(f"{str(path)!r} is not a readable checkpoint (corrupt, or not a petrov "
                          "model file)") from None
     except Exception as err:  # torch raises RuntimeError/EOFError/KeyError/... on damaged files
-        raise ValueError(
-            f"{str(path)!r} is not a readable checkpoint (corrupt or truncated?): "
-            f"{type(err).__name__}: {str(err)[:200]}"
-        ) from None
+        detail = _first_sentence(err)
+        raise DamagedCheckpoint(
+            f"{str(path)!r} is not a readable checkpoint (corrupt or truncated?: {detail}); restore it from a "
+            f"copy, or save or train the model again", path=path, detail=detail) from None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not a petrov model checkpoint")
     missing = [k for k in _REQUIRED if k not in checkpoint]

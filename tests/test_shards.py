@@ -298,6 +298,6 @@ def test_a_merge_streams_a_chunk_at_a_time_resumes_and_has_one_writer(made, tmp_
     assert_same_file(out, whole)
     mine = tmp_path / "mine.h5"
     mine.write_text("a user's file")
-    with pytest.raises(FileExistsError, match="mine.h5 already exists; pass overwrite=True"):
+    with pytest.raises(FileExistsError, match="mine.h5 already exists; pass --overwrite"):
         merge_shards(shards, mine, progress=False)
     assert mine.read_text() == "a user's file"

@@ -223,7 +223,7 @@ def test_an_output_file_that_is_a_directory_or_exists(tmp_path):
     with pytest.raises(IsADirectoryError, match=r"-o .* is a directory; give the output file's name"):
         check_outputs(tmp_path.parent, "generate", [tmp_path.name], scope="file", flag="-o")
     (tmp_path / "d.h5").write_text("")
-    with pytest.raises(OutputConflict, match=r"d.h5 already exists; pass overwrite=True \(--overwrite\)"):
+    with pytest.raises(OutputConflict, match=r"d.h5 already exists; pass --overwrite \(overwrite=True in Python\)"):
         import_arrays(tmp_path / "d.h5", np.ones((2, 8)), np.ones((2, 8)), grid="periodic")
 
 

@@ -102,7 +102,21 @@ def load_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str 
         raise ValueError(f"run.init_from: {path} holds a {state['model_name']} with other options than this "
                          f"config's {model_cfg.name}; continue a run with its own model.options")
     model.load_state_dict(state["state_dict"])
+    note = unfinished_note(Path(init_from), state)
+    if note:
+        log.warning("%s", note)
     log.info("starting from the weights of %s (a new schedule)", path)
+
+
+def unfinished_note(run_dir: Path, best: dict[str, Any]) -> str | None:
+    """One line if the run ``run_dir`` (``best``: its loaded ``best.pt``) did not finish -- no
+    ``metrics.json`` though it has a test split: stopped (Ctrl-C, SIGTERM) or failed before its test --
+    saying which weights are taken and how to finish it instead; None for a finished run."""
+    if (run_dir / "metrics.json").is_file() or not best.get("train_config", {}).get("data", {}).get("n_test", 1):
+        return None
+    return (f"{run_dir} did not finish (no metrics.json); taking the weights of its best.pt (epoch "
+            f"{best.get('epoch', '?')}, val relL2 {best.get('best_metric', float('nan')):.4e}); to finish that run "
+            f"instead: petrov train --out {run_dir} --resume")
 
 
 def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> NormalizedOperator:

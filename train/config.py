@@ -59,6 +59,9 @@ RUNTIME_KEYS = {
     "run.tensorboard", "run.eval_batch_size", "run.compile", "run.collective_timeout_minutes",
 }
 
+# Keys that may also differ on resuming: they choose what the test after training scores, not the training
+EVALUATION_KEYS = {"data.eval_resolutions", "data.eval_levels"}
+
 
 def preset_names() -> list[str]:
     """Names of the shipped presets (``petrov train NAME`` accepts them)."""
@@ -276,12 +279,23 @@ def config_differences(a: TrainConfig, b: TrainConfig, ignore=RUNTIME_KEYS) -> l
 
 def check_resumable(saved: TrainConfig, config: TrainConfig, run_dir: str | os.PathLike) -> None:
     """The one rule for resuming: only runtime keys may differ from the run's saved config."""
-    changed = config_differences(saved, config)
+    changed = config_differences(saved, config, RUNTIME_KEYS | EVALUATION_KEYS)
     if changed:
         raise ValueError(
             f"cannot resume {str(run_dir)!r}: the config differs in {', '.join(changed)}; only the "
-            f"runtime keys ({', '.join(sorted(RUNTIME_KEYS))}) may change when resuming"
+            f"runtime keys ({', '.join(sorted(RUNTIME_KEYS))}) and the test's "
+            f"({', '.join(sorted(EVALUATION_KEYS))}) may change when resuming"
         )
+
+
+def with_evaluation_keys(saved: TrainConfig, config: TrainConfig) -> TrainConfig | None:
+    """``saved`` with ``config``'s ``EVALUATION_KEYS`` (a resumed run tested at other resolutions), None if
+    they are the same."""
+    old, new = saved.data, config.data
+    if (old.eval_resolutions, old.eval_levels) == (new.eval_resolutions, new.eval_levels):
+        return None
+    return dataclasses.replace(saved, data=dataclasses.replace(
+        saved.data, eval_resolutions=config.data.eval_resolutions, eval_levels=config.data.eval_levels))
 
 
 def save_config_json(cfg: TrainConfig, path: str | os.PathLike) -> None:
@@ -320,7 +334,7 @@ def replace(cfg: TrainConfig, **sections: Any) -> TrainConfig:
 
 __all__ = [
     "DataConfig", "GenerateConfig", "LossConfig", "ModelConfig", "OptimConfig", "RunConfig",
-    "TrainConfig", "apply_overrides", "config_differences", "config_from_dict", "config_to_dict",
+    "EVALUATION_KEYS", "TrainConfig", "apply_overrides", "config_differences", "config_from_dict", "config_to_dict",
     "load_config", "load_config_json", "parse_override", "preset_names", "read_toml",
-    "replace", "save_config_json",
+    "replace", "save_config_json", "with_evaluation_keys",
 ]

@@ -310,20 +310,42 @@ def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.devic
             f"{'mesh model (e.g. mesh_latent)' if point_data else 'grid model'}")
     batch = to_batch(next(iter(data_loader(data, 1))), data, device)
     x, y = batch.x, batch.y
-    was_training = model.training
     name = type(model).__name__
     try:
-        with torch.no_grad():
-            out = model.eval()(x, **batch.inputs)
+        out = _forward_one(model, batch)
     except (RuntimeError, ValueError) as err:
         raise ValueError(
             f"model {name} cannot take inputs of shape {tuple(x.shape)} from {source} "
             f"(check model.options, e.g. channels or grid sizes): {err}"
         ) from None
-    finally:
-        model.train(was_training)
     if tuple(out.shape) != tuple(y.shape):
         raise ValueError(
             f"model {name} outputs shape {tuple(out.shape)} but the targets in {source} have shape "
             f"{tuple(y.shape)}; check model.options"
         )
+
+
+def _forward_one(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """``model``'s output on ``batch`` in eval mode, without gradients (its mode is restored)."""
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            return model.eval()(batch.x, **batch.inputs)
+    finally:
+        model.train(was_training)
+
+
+def forward_error(model: torch.nn.Module, data: Any, device: torch.device) -> str | None:
+    """The model's own error (ValueError or RuntimeError) on the first sample of ``data``, None if it takes it."""
+    try:
+        _forward_one(model, to_batch(next(iter(data_loader(data, 1))), data, device))
+    except (RuntimeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def without_advice(message: str, marker: str = "; use ") -> str:
+    """``message`` up to its closing advice (``"...; use modes <= 2 or a finer grid"`` -> ``"..."``): advice
+    for building a model, which a caller that has another remedy (another resolution) leaves out."""
+    head, found, _ = message.rpartition(marker)
+    return head if found else message

@@ -31,6 +31,30 @@ from . import distributed as dist_
 from .config import DataConfig
 
 CHECK_BYTES = 2**23  # a check reads this many bytes of samples at a time (a few copies of it are held)
+# values beyond this magnitude are refused: sums of their squares (the losses' norms) overflow float32
+MAGNITUDE_LIMIT = 1e18
+
+
+def first_huge(values: Any, limit: float = MAGNITUDE_LIMIT) -> tuple[int, float] | None:
+    """``(sample, value)`` of the first sample of ``values`` (samples along the first axis, array or
+    tensor) holding a value beyond ``limit`` in magnitude, None if there is none."""
+    a = np.abs(values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values))
+    big = (a.reshape(len(a), -1) > limit).any(axis=1) if len(a) else np.zeros(0, bool)
+    if not big.any():
+        return None
+    k = int(np.flatnonzero(big)[0])
+    return k, float(np.asarray(values[k]).reshape(-1)[int(np.argmax(a[k].reshape(-1)))])
+
+
+def check_magnitudes(values: Any, indices: Any, field: str, path: Any) -> None:
+    """ValueError naming the file, the field, the sample (its number in the file, ``indices``) and the
+    value if a value of ``values`` is beyond ``MAGNITUDE_LIMIT``."""
+    found = first_huge(values)
+    if found is not None:
+        k, value = found
+        raise ValueError(f"{path}: field {field!r} holds {value:.3g} in sample {int(np.asarray(indices)[k])}, beyond "
+                         f"{MAGNITUDE_LIMIT:g} in magnitude (sums of its square overflow float32); fix or drop "
+                         f"such samples first")
 
 
 def _merged(parts: list[tuple[int, Any]]) -> PointwiseGaussianNormalizer:
@@ -85,14 +109,18 @@ def _check_grid(path: str, indices: np.ndarray) -> None:
             size = 4 * src.native_resolution ** src.dim * math.prod(src.channel_shape(name))
             block = max(1, CHECK_BYTES // size)
             for lo in range(0, len(indices), block):
-                src.read(name, indices[lo:lo + block], 1)  # a ValueError naming the sample
+                rows = indices[lo:lo + block]
+                check_magnitudes(src.read(name, rows, 1), rows, name, path)  # NaN/inf: src.read's ValueError
 
 
 def _check_mesh(cfg: DataConfig, indices: np.ndarray, levels: list) -> None:
     for level in levels:
         dataset = open_mesh_dataset(cfg.path, level, indices)
         for k in range(len(dataset)):
-            dataset[k]  # a ValueError naming the sample
+            item = dataset[k]  # NaN/inf: a ValueError naming the sample
+            for field in ("x", "y"):
+                if isinstance(item, dict) and isinstance(item.get(field), torch.Tensor):
+                    check_magnitudes(item[field][None], indices[k:k + 1], field, cfg.path)
 
 
 def check_splits(cfg: DataConfig, splits: dict[str, np.ndarray], ctx: dist_.Context | None = None,
@@ -117,12 +145,41 @@ def check_splits(cfg: DataConfig, splits: dict[str, np.ndarray], ctx: dist_.Cont
     dist_.on_every_rank(check, ctx)
 
 
-def splits_to_check(cfg: DataConfig, splits: Any, train: Any, val: Any) -> dict[str, np.ndarray]:
+def check_loaded(cfg: DataConfig, datasets: dict[str, Any]) -> None:
+    """The splits held in memory (name -> dataset with ``x``, ``y`` tensors and ``indices``): a value beyond
+    ``MAGNITUDE_LIMIT`` is a ValueError naming the split (their NaN/inf were refused when they were read)."""
+    for name, dataset in datasets.items():
+        if not (isinstance(getattr(dataset, "x", None), torch.Tensor) and hasattr(dataset, "indices")):
+            continue  # read per batch, or point sets: check_splits reads them
+        try:
+            for field in ("x", "y"):
+                check_magnitudes(getattr(dataset, field), dataset.indices, field, cfg.path)
+        except ValueError as err:
+            raise ValueError(f"{name} split (checked before training): {err}") from None
+
+
+def huge_statistics(normalizers: Any, n: int) -> bool:
+    """Whether fitted normalisers (``mean``/``std`` tensors, None: none) over ``n`` samples may hide a value
+    beyond ``MAGNITUDE_LIMIT``: one such value moves the mean by at least ``MAGNITUDE_LIMIT / n`` or the
+    std by more (or makes them non-finite)."""
+    for norm in normalizers:
+        for stat in (getattr(norm, "mean", None), getattr(norm, "std", None)):
+            if isinstance(stat, torch.Tensor) and stat.numel():
+                s = stat.detach().abs()
+                if not bool(torch.isfinite(s).all()) or float(s.max()) > MAGNITUDE_LIMIT / max(n, 1):
+                    return True
+    return False
+
+
+def splits_to_check(cfg: DataConfig, splits: Any, train: Any, val: Any,
+                    normalizers: Any = ()) -> dict[str, np.ndarray]:
     """The splits ``check_splits`` must read (see the module docstring): the test split, and the
-    training and validation splits where they were not read already."""
+    training and validation splits where they were not read already (a training split the normalisers
+    read: again if their statistics may hide a huge value, ``huge_statistics``)."""
     out = {}
     lazy = lambda d: not hasattr(d, "x")  # noqa: E731 - read per batch (lazy grid files, meshes)
-    if lazy(train) and not (cfg.normalize_x and cfg.normalize_y):
+    if lazy(train) and (not (cfg.normalize_x and cfg.normalize_y)
+                        or huge_statistics(normalizers, len(splits.train))):
         out["training"] = splits.train
     if lazy(val):
         out["validation"] = splits.val
@@ -131,4 +188,5 @@ def splits_to_check(cfg: DataConfig, splits: Any, train: Any, val: Any) -> dict[
     return out
 
 
-__all__ = ["CHECK_BYTES", "check_splits", "fit_normalizers", "splits_to_check"]
+__all__ = ["CHECK_BYTES", "MAGNITUDE_LIMIT", "check_loaded", "check_magnitudes", "check_splits", "first_huge",
+           "huge_statistics", "fit_normalizers", "splits_to_check"]

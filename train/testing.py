@@ -10,9 +10,10 @@ from typing import Any
 
 from ..datasets.mesh.loading import mesh_levels
 from ..datasets.recipes import is_trajectory
+from ..datasets.sampling import allowed_resolutions
 from . import checkpoint as ckpt
 from . import distributed as dist_
-from .data import is_point_data, open_split
+from .data import forward_error, is_point_data, open_split, without_advice
 from .losses import per_time_relative_l2
 from .memory import evaluation_advice
 from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
@@ -24,6 +25,36 @@ def test_discretizations(cfg: Any, train: Any) -> list:
     if is_point_data(train):
         return list(cfg.eval_levels) or mesh_levels(train.attrs)
     return list(cfg.eval_resolutions) or [train.resolution]
+
+
+def resolution_refusal(cfg: Any, model: Any, index: int, resolution: int, transform: Any, device: Any) -> str | None:
+    """Why the test cannot be scored at grid ``resolution`` (``cfg``: the ``DataConfig``; ``index``: a test
+    sample, read at that resolution and passed through ``model``): the data file's rule (a strided
+    sub-grid of its grid, for the inverse problem one the target can be pooled from) or the model's own
+    (e.g. a spectral layer's minimum grid), without their advice; None if it can."""
+    try:
+        sample = open_split(cfg, [index], resolution, transform, lazy=True)
+    except ValueError as err:
+        return without_advice(str(err), "; allowed")
+    return without_advice(forward_error(model, sample, device) or "") or None
+
+
+def check_test_resolutions(cfg: Any, model: Any, train: Any, test_indices: Any, transform: Any, device: Any) -> None:
+    """Before training: every ``data.eval_resolutions`` of a grid file is one the test split can be read
+    at and the model can take (``resolution_refusal``); else a ValueError naming the resolution, why, and
+    the resolutions this model takes from the file (read and run on one test sample each)."""
+    if is_point_data(train) or not len(test_indices) or not cfg.eval_resolutions:
+        return
+    index = int(test_indices[0])
+    for res in cfg.eval_resolutions:
+        why = resolution_refusal(cfg, model, index, res, transform, device)
+        if why is None:
+            continue
+        reachable = allowed_resolutions(train.native_resolution, train.periodic, getattr(train, "cells", False))
+        takes = [r for r in reachable if resolution_refusal(cfg, model, index, r, transform, device) is None]
+        raise ValueError(f"data.eval_resolutions: resolution {res} cannot be tested ({why}); from {cfg.path} this "
+                         f"model takes {', '.join(map(str, takes)) or 'no resolution'}: choose among them "
+                         f"(checked before training)")
 
 
 def is_trajectory_data(train: Any) -> bool:
@@ -68,4 +99,5 @@ def write_test_metrics(trainer: Any, rows: list[dict[str, Any]]) -> None:
                                                "best_val_rel_l2": trainer.best_metric, "metric": metric})
 
 
-__all__ = ["is_trajectory_data", "run_test", "test_discretizations", "write_test_metrics"]
+__all__ = ["check_test_resolutions", "is_trajectory_data", "resolution_refusal", "run_test", "test_discretizations",
+           "write_test_metrics"]

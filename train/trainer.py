@@ -62,7 +62,10 @@ from .batches import Batches, resident
 from .compilation import (
     AGREEMENT_TOLERANCE, compile_module, compiled_agreement, evaluation_compile, resolve_compile, static_shapes,
 )
-from .config import TrainConfig, check_resumable, config_from_dict, config_to_dict, save_config_json
+from .config import (
+    TrainConfig, check_resumable, config_from_dict, config_to_dict, load_config_json, save_config_json,
+    with_evaluation_keys,
+)
 from .data import (
     TrainingData,
     build_training_data,
@@ -71,7 +74,7 @@ from .data import (
     is_point_data,
     sample_ids,
 )
-from .datapass import check_splits, splits_to_check
+from .datapass import check_loaded, check_splits, splits_to_check
 from .losses import check_targets
 from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, training_advice
 from .metrics import evaluate_relative_l2
@@ -83,12 +86,14 @@ from .preemption import Position, StopPoll, Stopped
 from .rollout import check_mode_fits_model, training_mode
 from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start
 from .step import PROGRESS_EVERY, BatchLoss, Diverged, EpochTotals, Stepper, batch_loss_of, summarize
-from .testing import run_test, test_discretizations, write_test_metrics
+from .testing import check_test_resolutions, run_test, test_discretizations, write_test_metrics
 
 log = logging.getLogger(__name__)
 # a run planned to a time has its schedule refitted to that time when the steps that fit at the measured pace
 # differ from those left by more than this share of its steps (less: timing noise, left alone)
 REFIT_TOLERANCE = 0.03
+# parameters beyond this magnitude are a divergence (their products overflow float32)
+PARAMETER_LIMIT = 1e18
 __all__ = ["DataChanged", "DeviceOutOfMemory", "EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "Trainer",
            "TrainingDiverged", "amp_dtype", "train"]  # some defined in the modules above, importable here
 
@@ -130,10 +135,14 @@ class Trainer:
         self.data = data = data.with_transform(self.transform)
         check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
         check_mode_fits_model(cfg.loss.mode, model)
+        if data.splits is not None:  # the test's resolutions: an error now, not after the training
+            check_test_resolutions(cfg.data, model, data.train, data.splits.test, self.transform, ctx.device)
         for split, dataset in (("training", data.train), ("validation", data.val)):
             self.check_targets(dataset, split, cfg.loss.h1_weight if split == "training" else 0.0)
-        if from_file:  # NaN/inf in any split: an error now, not after the training
-            check_splits(cfg.data, splits_to_check(cfg.data, data.splits, data.train, data.val), ctx,
+        if from_file:  # NaN/inf or huge values in any split: an error now, not after the training
+            check_loaded(cfg.data, {"training": data.train, "validation": data.val})
+            norms = (data.x_normalizer, data.y_normalizer)
+            check_splits(cfg.data, splits_to_check(cfg.data, data.splits, data.train, data.val, norms), ctx,
                          test_discretizations(cfg.data, data.train) if point_data else None)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
@@ -345,13 +354,30 @@ class Trainer:
         return training_advice(self.cfg, self.model, self.batch)
 
     def _stop(self, bad: Diverged) -> TrainingDiverged:
+        """The divergence an epoch's totals recorded: the first non-finite loss or gradient norm."""
         where = f"epoch {self.epoch + 1}, batch {bad.batch} of {len(self.train_batches)}"
-        last = (f"{self.run_dir / 'last.pt'} (epoch {self.epoch})" if self.epoch
-                else "none (no epoch completed)")
-        return TrainingDiverged(
-            f"non-finite {bad.what} ({bad.value}) at {where}; training stopped. Last good checkpoint: {last}. "
-            f"Try a lower optim.lr, a longer warm-up (optim.min_warmup_steps) or optim.grad_clip."
-        )
+        return TrainingDiverged(divergence_message(f"non-finite {bad.what} ({bad.value}) at {where}",
+                                                   self.last_good()))
+
+    def last_good(self) -> str:
+        """The checkpoint a diverged run keeps (``last.pt`` of the last completed epoch)."""
+        return f"{self.run_dir / 'last.pt'} (epoch {self.epoch})" if self.epoch else "none (no epoch completed)"
+
+    def divergence_of(self, err: ValueError, batch: int | None, totals: EpochTotals | None) -> TrainingDiverged | None:
+        """A model's value check that failed (NaN or inf inside it, ``err``) in training (``batch``, with the
+        epoch's ``totals``) or validation (None): the training's divergence when the epoch recorded a
+        non-finite loss or gradient norm before it, or the parameters became non-finite or huge; None
+        otherwise (then ``err`` stands).  An exception path: this process's values, read once."""
+        bad = summarize([totals.row().tolist()])[1] if totals is not None else None
+        if bad is not None:
+            return self._stop(bad)
+        state = parameters_state(self.model)
+        if not state:
+            return None
+        where = (f"epoch {self.epoch + 1}, batch {batch} of {len(self.train_batches)}" if batch is not None
+                 else f"the validation after epoch {self.epoch + 1}")
+        return TrainingDiverged(divergence_message(f"training diverged at {where}: the parameters became {state}",
+                                                   self.last_good()))
 
     def train_epoch(self) -> float:
         """One epoch of steps (a resumed run: from its position on); its mean loss, read once at its end (a
@@ -371,7 +397,10 @@ class Trainer:
         with self.out_of_memory("training", self.batch, self._training_advice()):
             for number, b in enumerate(bar, start=done + 1):
                 with self.warmup.step():
-                    self.stepper.step(b, number, totals)
+                    try:
+                        self.stepper.step(b, number, totals)
+                    except ValueError as err:  # a model's value check: data are checked, so a divergence?
+                        raise self.divergence_of(err, number, totals) or err
                 if not bar.disable and number % PROGRESS_EVERY == 0:  # a host read: only for a drawn bar
                     bar.set_postfix(loss=f"{totals.running_mean():.3e}")
                 if self.stop(number):
@@ -389,10 +418,13 @@ class Trainer:
                 raise Stopped(self.epoch_steps())
 
         with self.out_of_memory("validation", self.eval_batch, evaluation_advice(key, self.eval_batch)):
-            per_sample = evaluate_relative_l2(
-                self.operator, self.val_split, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
-                metric=self.mode.metric, net=self.eval_net, compile_mode=self.eval_compile_mode, after_batch=poll,
-            )
+            try:
+                per_sample = evaluate_relative_l2(
+                    self.operator, self.val_split, batch_size=self.eval_batch, device=self.ctx.device, ctx=self.ctx,
+                    metric=self.mode.metric, net=self.eval_net, compile_mode=self.eval_compile_mode, after_batch=poll,
+                )
+            except ValueError as err:
+                raise self.divergence_of(err, None, None) or err
         return per_sample.mean().item()
 
     def fit(self, run_log: RunLog | None) -> str:
@@ -488,6 +520,33 @@ class Trainer:
                           periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory)
 
 
+def divergence_message(what: str, last_good: str) -> str:
+    """What a diverged run says: ``what`` happened, the checkpoint kept, what to try."""
+    return (f"{what}; training stopped. Last good checkpoint: {last_good}. "
+            f"Try a lower optim.lr, a longer warm-up (optim.min_warmup_steps) or optim.grad_clip.")
+
+
+def parameters_state(model: torch.nn.Module, limit: float = PARAMETER_LIMIT) -> str:
+    """``"non-finite"`` if a parameter of ``model`` holds NaN or inf, ``"huge (largest |w| = ...)"`` if one is
+    beyond ``limit``, else ``""`` (one host read: for exception paths)."""
+    params = [p.detach() for p in model.parameters() if p.is_floating_point() or p.is_complex()]
+    if not params:
+        return ""
+    finite, largest = torch.stack([torch.stack([torch.isfinite(p).all().float(), p.abs().max().float()])
+                                   for p in params]).T.tolist()
+    if not all(finite):
+        return "non-finite"
+    return f"huge (largest |w| = {max(largest):.3g})" if max(largest) > limit else ""
+
+
+def record_evaluation_keys(config: TrainConfig, path: Path) -> None:
+    """A resumed run tested at other resolutions (``EVALUATION_KEYS``): its ``config.json`` says so."""
+    if path.is_file():
+        updated = with_evaluation_keys(load_config_json(path, check_model=False), config)
+        if updated is not None:
+            save_config_json(updated, path)
+
+
 def train(
     config: TrainConfig,
     run_dir: str | os.PathLike,
@@ -550,6 +609,8 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
         dist_.run_on_main(claim, ctx)
         if resume:
             trainer.restore()
+            if ctx.is_main:
+                record_evaluation_keys(trainer.cfg, run_dir / "config.json")
         else:
             if plan_epochs is None and config.run.fill_budget:
                 minutes, cap = config.run.time_budget_minutes, config.optim.epochs

@@ -146,7 +146,7 @@ def import_meshes(
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
     output = Path(output)
     if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
+        raise FileExistsError(f"{output} already exists; pass --overwrite (overwrite=True in Python) to replace it")
     for src in sources:
         if not src.is_file():
             raise FileNotFoundError(f"no such mesh file: {src}")
