@@ -149,3 +149,57 @@ def write_pdebench_darcy(path, n_samples: int, n: int = 128, seed: int = 0) -> t
 def pdebench_darcy():
     """``write(path, n_samples, n=128)``: a small file with the layout of PDEBench's 2-D Darcy files."""
     return write_pdebench_darcy
+
+
+TINY_FNO1D = """
+[data]
+path = "b.h5"
+train_resolution = 32
+eval_resolutions = [32, 64]
+n_train = 8
+n_val = 4
+n_test = 4
+[model]
+name = "fno1d"
+[model.options]
+width = 8
+modes = 4
+n_layers = 1
+[optim]
+epochs = {epochs}
+batch_size = 4
+[run]
+progress = false
+device = "cpu"
+"""
+
+
+@pytest.fixture(scope="session")
+def tiny_fno1d_toml():
+    """``(epochs) -> TOML`` of a tiny ``fno1d`` run on ``b.h5`` (Burgers at 64 points): trained at 32 on 8
+    samples, validated on 4, tested on 4 at 32 and 64, on the CPU."""
+    return lambda epochs: TINY_FNO1D.format(epochs=epochs)
+
+
+@pytest.fixture
+def here(world, tmp_path, monkeypatch):
+    """A copy of the test module's ``world`` (a folder of files) as the working directory."""
+    import shutil
+
+    for item in world.iterdir():
+        (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp_path / item.name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def cli(capsys):
+    """``cli(*args) -> (exit code, stdout, stderr)`` of ``petrov ARGS``, in this process."""
+    from petrov.cli.main import main
+
+    def run(*args):
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -20,41 +20,17 @@ import numpy as np
 import pytest
 import torch
 
-from petrov.cli import main
 from petrov.datasets import generate_dataset, import_arrays
 from petrov.train.config import load_config
 from petrov.train.trainer import DataChanged, train
 
-TINY = """
-[data]
-path = "b.h5"
-train_resolution = 32
-eval_resolutions = [32, 64]
-n_train = 8
-n_val = 4
-n_test = 4
-[model]
-name = "fno1d"
-[model.options]
-width = 8
-modes = 4
-n_layers = 1
-[optim]
-epochs = 2
-batch_size = 4
-[run]
-progress = false
-device = "cpu"
-"""
-
-
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, tiny_fno1d_toml):
     """b.h5 (Burgers, 16 samples at 64), d.h5 (Darcy, 16 at 29), tiny.toml and run1 (trained on b.h5)."""
     root = tmp_path_factory.mktemp("world")
     generate_dataset("burgers", root / "b.h5", 16, resolution=64, progress=False)
     generate_dataset("darcy", root / "d.h5", 16, resolution=29, progress=False)
-    (root / "tiny.toml").write_text(TINY)
+    (root / "tiny.toml").write_text(tiny_fno1d_toml(2))
     cwd = os.getcwd()
     os.chdir(root)  # the run records the relative data path "b.h5"
     try:
@@ -62,27 +38,6 @@ def world(tmp_path_factory):
     finally:
         os.chdir(cwd)
     return root
-
-
-@pytest.fixture
-def here(world, tmp_path, monkeypatch):
-    """A copy of the world as the working directory."""
-    for item in world.iterdir():
-        (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp_path / item.name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-@pytest.fixture
-def cli(capsys):
-    """``cli(*args) -> (exit code, stdout, stderr)`` of ``petrov ARGS``."""
-
-    def run(*args):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def one_error(err: str, command: str) -> str:
@@ -177,7 +132,8 @@ def test_a_slice_past_the_end_is_refused_by_invert_as_by_evaluate(here, cli):
 def _targets(here: Path, y: np.ndarray) -> None:
     rng = np.random.default_rng(0)
     import_arrays(here / "z.h5", rng.standard_normal((16, 32)), y, grid="periodic")
-    (here / "z.toml").write_text(TINY.replace('"b.h5"', '"z.h5"').replace("[32, 64]", "[32]"))
+    tiny = (here / "tiny.toml").read_text()
+    (here / "z.toml").write_text(tiny.replace('"b.h5"', '"z.h5"').replace("[32, 64]", "[32]"))
 
 
 def test_zero_targets_are_an_error_not_a_relative_error_of_a_million(here, cli):
@@ -197,8 +153,8 @@ def test_constant_targets_with_an_h1_loss_name_the_cause(here, cli):
 
 
 def test_a_generate_table_that_does_not_match_the_existing_file_is_said_so(here, cli):
-    text = TINY.replace("[model]", '[data.generate]\nkind = "burgers"\nn_samples = 16\nresolution = 64\nseed = 5\n'
-                                   "\n[model]")
+    generate = '[data.generate]\nkind = "burgers"\nn_samples = 16\nresolution = 64\nseed = 5\n'
+    text = (here / "tiny.toml").read_text().replace("[model]", generate + "\n[model]")
     (here / "g.toml").write_text(text)
     code, _, err = cli("train", "g.toml", "--out", "r")
     assert code == 0 and err.strip() == (

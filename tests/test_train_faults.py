@@ -12,41 +12,17 @@ import numpy as np
 import pytest
 import torch
 
-from petrov.cli.main import main
 from petrov.datasets import generate_dataset
 from petrov.train.config import check_resumable, load_config, replace, with_evaluation_keys
 from petrov.train.datapass import first_huge
 from petrov.train.trainer import TrainingDiverged, parameters_state, train
 
-TINY = """
-[data]
-path = "b.h5"
-train_resolution = 32
-eval_resolutions = [32, 64]
-n_train = 8
-n_val = 4
-n_test = 4
-[model]
-name = "fno1d"
-[model.options]
-width = 8
-modes = 4
-n_layers = 1
-[optim]
-epochs = 1
-batch_size = 4
-[run]
-progress = false
-device = "cpu"
-"""
-
-
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, tiny_fno1d_toml):
     """b.h5 (Burgers, 16 samples at 64), tiny.toml and run1 (trained on b.h5, finished)."""
     root = tmp_path_factory.mktemp("world")
     generate_dataset("burgers", root / "b.h5", 16, resolution=64, progress=False)
-    (root / "tiny.toml").write_text(TINY)
+    (root / "tiny.toml").write_text(tiny_fno1d_toml(1))
     cwd = os.getcwd()
     os.chdir(root)
     try:
@@ -55,24 +31,6 @@ def world(tmp_path_factory):
     finally:
         os.chdir(cwd)
     return root
-
-
-@pytest.fixture
-def here(world, tmp_path, monkeypatch):
-    for item in world.iterdir():
-        (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp_path / item.name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-@pytest.fixture
-def cli(capsys):
-    def run(*args):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def error_line(err: str, command: str) -> str:
