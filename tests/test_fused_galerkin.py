@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from petrov.common import dtypes
 from petrov.operators import Attention
+from petrov.operators.attention import fused
 from petrov.operators.attention.fused import Normalized, column_normalized_outer, normalized_outer, outer_blocks
 from petrov.operators.attention.norms import build_norm
 
@@ -205,8 +207,11 @@ def test_fused_layer_passes_gradcheck_in_all_parameters(norm):
     assert torch.autograd.gradcheck(f, (x, *[p.detach().clone().requires_grad_() for p in params]))
 
 
-@pytest.mark.parametrize("norm", ["layer", "column"])
-def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward(norm):
+@pytest.mark.parametrize("norm, slow_float64", [("layer", False), ("column", False), ("column", True)])
+def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward(norm, slow_float64,
+                                                                                   monkeypatch):
+    if slow_float64:  # as on a consumer GPU: the moments would be float64, so K and V are formed instead
+        monkeypatch.setattr(fused, "fast_float64", lambda device: False)
     layer = _layer(norm, 1, 1, d_model=8, head_dim=8).float().train()
     b, n = 2, 64
     x = torch.randn(b, n, 8, requires_grad=True)
@@ -223,7 +228,33 @@ def test_fused_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backwa
     out.sum().backward()
     # x (shared by the K, V projections and the folded output), raw K and raw V; no normalized or
     # coordinate-concatenated copies.  Two column norms: x alone (S comes from x's moments)
-    assert len({ptr for ptr, _ in point_sized}) == (3 if norm == "layer" else 1), point_sized
+    assert len({ptr for ptr, _ in point_sized}) == (1 if norm == "column" and not slow_float64 else 3), point_sized
+
+
+def test_column_norms_take_the_generic_path_where_float64_is_slow_with_the_same_values(monkeypatch):
+    layer = _layer("column", 2, 2).train()
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(2, 9, 4, generator=g, dtype=DT, requires_grad=True)
+    pos = torch.rand(2, 9, 2, generator=g, dtype=DT)
+    results = []
+    for fast in (True, False):
+        monkeypatch.setattr(fused, "fast_float64", lambda device, fast=fast: fast)
+        out = layer(x, pos)
+        results.append((out, *torch.autograd.grad((out * _pattern(out)).sum(), [x, layer.k_proj.weight])))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("capability, hip, fast", [((9, 0), None, True), ((8, 0), None, True),
+                                                   ((10, 0), None, True), ((8, 9), None, False),
+                                                   ((8, 6), None, False), ((12, 0), None, False),
+                                                   ((7, 5), None, False), ((9, 0), "6.2", False)])
+def test_float64_counts_as_fast_on_the_cpu_and_on_datacenter_gpus_only(capability, hip, fast, monkeypatch):
+    monkeypatch.setattr(dtypes, "_fast_float64_gpus", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: capability)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    assert dtypes.fast_float64(torch.device("cuda", 0)) is fast
+    assert dtypes.fast_float64(torch.device("cpu")) and not dtypes.fast_float64(torch.device("mps"))
 
 
 def test_compiled_layer_keeps_only_its_input_and_the_raw_keys_and_values_for_backward():

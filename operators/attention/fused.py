@@ -16,8 +16,8 @@ projection and the product with S cost one n-sized product ``x A`` instead of tw
 backward.  ``_NormalizedOuter`` computes S from the raw projections without concatenating the
 coordinates (a block matrix of four products) and keeps only the raw K, V for backward: the
 normalized K̃, Ṽ (and their copies with coordinates) are recomputed there, an element-wise cost.
-For two column norms (the default; not under autocast or ``recompute``) ``column_normalized_outer``
-does better: centring removes the projections' biases, so ``K̃ᵀ W Ṽ`` depends on x only through its
+For two column norms (the default; not under autocast or ``recompute``, and only where float64 is
+fast: ``petrov.common.dtypes.fast_float64``) ``column_normalized_outer`` does better: centring removes the projections' biases, so ``K̃ᵀ W Ṽ`` depends on x only through its
 centred second moments ``x_cᵀ W x_c`` (m x m) and ``x_cᵀ W pos`` (formed in float64); K, V, K̃, Ṽ
 are never formed, and the layer's n-sized work is two products forward (the moments, ``x A``) and
 three backward, against eight or more when K and V are formed.
@@ -35,7 +35,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
-from ...common.dtypes import upcast
+from ...common.dtypes import fast_float64, upcast
 from .norms import ColumnNorm, NoNorm
 
 _NO_NORM = NoNorm()
@@ -184,7 +184,9 @@ class _CentredMoments(torch.autograd.Function):
     Why float64: a column of ``K = x W_kᵀ`` whose spread is small next to the input's (rows of ``W_k``
     that cancel on correlated channels) is, in moment form, ``w_kᵀ G w_k``, a difference of ``G``'s
     entries: its relative error is the unit roundoff times the square of that ratio, where forming K
-    costs it once.  In float64 ``G`` costs one ``(m x n) (n x m)`` product, a few per cent of a step.
+    costs it once.  In float64 ``G`` costs one ``(m x n) (n x m)`` product, a few per cent of a step
+    where float64 runs at half float32's rate (the CPU, datacenter GPUs); elsewhere the layer forms K
+    and V instead (``galerkin_layer``).
     """
 
     @staticmethod
@@ -322,8 +324,10 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
     K, V normalized inside one autograd Function that keeps only the raw projections for backward
     (only ``x`` with ``recompute``: the projections are then recomputed too), the query projection
     folded into the output one.  Two column norms (norms declaring ``closed_form = True``) are not
-    formed at all: S comes from the centred moments of ``x`` (``column_normalized_outer``; autocast
-    and ``recompute`` take the generic path).  The same operator as the unfused layer.
+    formed at all: S comes from the centred moments of ``x`` (``column_normalized_outer``; autocast,
+    ``recompute`` and devices whose float64 is slow -- consumer GPUs, see
+    [`fast_float64`][petrov.common.dtypes.fast_float64] -- take the generic path).  The same operator as
+    the unfused layer.
 
     The fused path of [`GalerkinMixer`][petrov.operators.attention.mixers.galerkin.GalerkinMixer] (its
     ``fused_path``); ``x: (b, n, d_model)`` -> ``(b, n, d_model)``.
@@ -331,7 +335,8 @@ def galerkin_layer(layer: nn.Module, x: torch.Tensor, pos: torch.Tensor | None, 
     norm_k, norm_v = (layer.norms[name] if name in layer.norms else _NO_NORM for name in "kv")
     pos_or_none = pos if layer.pos_dim else None
     closed_form = getattr(norm_k, "closed_form", False) and getattr(norm_v, "closed_form", False)
-    if closed_form and not recompute and not torch.is_autocast_enabled(x.device.type):
+    if (closed_form and not recompute and not torch.is_autocast_enabled(x.device.type)
+            and fast_float64(x.device)):  # the moments are float64: 32-64x float32's cost on a consumer GPU
         s = column_normalized_outer(x, layer.k_proj, layer.v_proj, layer.n_heads, norm_k, norm_v, pos_or_none,
                                     weights)
         return folded_output(x, pos_or_none, s, layer.q_proj, layer.out_proj)
