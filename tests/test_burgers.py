@@ -7,7 +7,9 @@ import torch
 from scipy.integrate import solve_ivp
 from scipy.special import ive
 
-from petrov.datasets.burgers import choose_internal_grid, etdrk4_coefficients, solve_burgers
+from petrov.datasets.burgers import (
+    CFL_CONSTANT, DT_CONSTANT, DT_MAX, choose_internal_grid, choose_time_step, etdrk4_coefficients, solve_burgers,
+)
 from petrov.datasets.grf import periodic_grf_1d
 
 
@@ -60,6 +62,28 @@ def test_small_viscosity_refines_and_converges():
     refined = solve_burgers(u0, nu, n_internal=2 * auto_grid, dt=1e-3)
     err = rel_l2(auto, refined).max()
     assert err < 1e-6, err
+
+
+def test_the_time_step_stays_stable_at_small_viscosity():
+    # nu = 3e-4: the accuracy rule alone gives dt = 0.0025 (dt max|u0|^2 / nu = 8.3), where the explicit
+    # nonlinear term blows up once the front has formed (t ~ 1/(2 pi)); the stability bound halves it
+    # down to 3.1e-4 (ratio 1.04)
+    n, nu, t = 64, 3e-4, 0.2
+    u0 = np.sin(2 * np.pi * np.arange(n) / n)[None, :]
+    assert choose_time_step(nu, 1.0) <= CFL_CONSTANT * nu
+    u = solve_burgers(u0, nu, t)
+    assert np.isfinite(u).all() and abs(u.mean()) < 1e-12  # the mean (0) is conserved
+    accuracy_only = DT_MAX / 2 ** math.ceil(math.log2(DT_MAX / (DT_CONSTANT * math.sqrt(nu))))
+    with pytest.raises(ValueError, match=r"blew up .* dt=0\.0025 .* at most ~2 nu / max\|u0\|\^2 = 0\.0006"):
+        solve_burgers(u0, nu, t, dt=accuracy_only)
+
+
+def test_the_stability_bound_leaves_the_recipes_step_alone():
+    # the FNO recipe (nu = 0.1) keeps the accuracy rule's step for every amplitude its GRF reaches
+    for umax in np.linspace(0.1, 3.5, 200):
+        accuracy_only = DT_MAX / 2 ** max(0, math.ceil(math.log2(DT_MAX / (DT_CONSTANT * math.sqrt(0.1 / umax**3)))
+                                                        - 1e-12))
+        assert choose_time_step(0.1, umax) == accuracy_only
 
 
 def cole_hopf_sine(x, nu, t, kmax=200):
