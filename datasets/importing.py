@@ -218,7 +218,11 @@ def parse_domain(domain: Any, dim: int) -> list[list[float]]:
     """``None`` (unit box), ``(lo, hi)`` for every axis, or one ``(lo, hi)`` per axis -> ``[[lo, hi], ...]``."""
     if domain is None:
         return [[0.0, 1.0] for _ in range(dim)]
-    values = np.asarray(domain, dtype=float)
+    try:
+        values = np.asarray(domain, dtype=float)
+    except (TypeError, ValueError):  # text, ragged pairs, other objects: numpy's message names no parameter
+        raise ValueError(f"domain must be numbers: (lo, hi) or one (lo, hi) per grid axis ({dim}), "
+                         f"got {domain!r}") from None
     if values.shape == (2,):
         values = np.tile(values, (dim, 1))
     if values.shape != (dim, 2):

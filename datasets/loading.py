@@ -33,15 +33,35 @@ from ..operators.layout import grid_coordinates
 from .fno_files import open_mat
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, average_pool, pool_kernel, stride_for
-from .storage import StoredData, open_stored
+from .storage import FORMAT_VERSION, StoredData, open_stored
 
 
 def open_source(path: str | os.PathLike) -> StoredData:
-    """Open a dataset file for reading: ``.mat`` -> FNO reader, anything else -> petrov HDF5."""
+    """Open a dataset file for reading: ``.mat`` -> FNO reader, anything else -> petrov HDF5 (refused
+    if written in a newer format than this petrov reads)."""
     path = Path(path)
     if path.suffix.lower() == ".mat":
         return open_mat(path)
-    return open_stored(path)
+    src = open_stored(path)
+    try:
+        _check_format_version(src)
+    except BaseException:
+        src.close()
+        raise
+    return src
+
+
+def _check_format_version(src: StoredData) -> None:
+    """ValueError for a file whose ``format_version`` this petrov cannot read: one from a newer petrov
+    (its layout may differ, so reading it could give wrong data without an error), or a damaged value.
+    Files without the attribute are older ones (version 1).  Only the attribute is read."""
+    version = src.attrs.get("format_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"{src.path}: attribute format_version = {version!r} is not a whole number >= 1; the "
+                         f"file's attributes were edited or the file is damaged: restore it or regenerate the file")
+    if version > FORMAT_VERSION:
+        raise ValueError(f"{src.path} has format_version {version}: it was written by a newer petrov, and this one "
+                         f"reads format version {FORMAT_VERSION} at most; upgrade petrov to read it")
 
 
 def as_indices(indices: Any, n: int) -> np.ndarray:
@@ -212,9 +232,15 @@ def open_dataset(
     grid); ValueError listing the allowed resolutions if it
     is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
-    (default: the file's attribute, else 36).  ``lazy=True``: nothing is read now; a
-    [`LazyGridDataset`][] reads each sample when asked for.
+    (default: the file's attribute, else 36).  ``dtype``: the floating dtype of ``x``, ``y`` and the
+    coordinates.  ``lazy=True``: nothing is read now; a [`LazyGridDataset`][] reads each sample when
+    asked for.  Selecting no samples is a ValueError.
     """
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a floating torch.dtype such as torch.float32, got {type(dtype).__name__} "
+                        f"{dtype!r}")
+    if not dtype.is_floating_point:  # an integer dtype would truncate the data without an error
+        raise ValueError(f"dtype must be a floating torch.dtype such as torch.float32, got {dtype}")
     with open_source(path) as src:
         kind = resolve_kind(src, kind)
         recipe = get_recipe(kind)
@@ -234,6 +260,10 @@ def open_dataset(
             idx = as_indices(indices, src.n_complete)
         except IndexError as err:
             raise IndexError(f"{src.path}: {err}") from None
+        if not len(idx):
+            shown = _slice_text(indices) if isinstance(indices, slice) else repr(indices)
+            raise ValueError(f"{src.path}: indices {shown} select no samples (the file has {src.n_complete} complete "
+                             f"ones); select at least one")
         attrs = dict(src.attrs)
         if recipe.inverse:
             coarse_resolution = target_grid(recipe, attrs, coarse_resolution)
@@ -246,8 +276,6 @@ def open_dataset(
         meta = {"kind": kind, "periodic": src.periodic, "native_resolution": native, "indices": idx, "attrs": attrs,
                 "coarse_resolution": coarse_resolution if recipe.inverse else None, "cells": src.cells}
         if lazy:
-            if not len(idx):
-                raise ValueError(f"no samples selected from {src.path}")
             return LazyGridDataset(Path(path), read, meta, dtype)
         x, y = _read_fields(src, idx, **read)
         return GridDataset(torch.from_numpy(x).to(dtype), torch.from_numpy(y).to(dtype), **meta)

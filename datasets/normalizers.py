@@ -16,8 +16,10 @@ safe); ``from_state`` rebuilds.
 from __future__ import annotations
 
 import itertools
+import math
+import numbers
 import os
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -41,6 +43,28 @@ def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
     return torch.movedim(out[0], 0, -1).to(field.dtype).contiguous()
 
 
+def _check_eps(eps: Any) -> float:
+    """``eps`` as a float; ValueError unless it is a finite number > 0 (inf would encode everything to 0)."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be a finite number > 0 (e.g. 1e-5), got {eps!r}")
+    return float(eps)
+
+
+def _check_floating(x: Any, name: str) -> None:
+    """A normalizer's input must be a floating tensor: the statistics cast to an integer dtype would
+    truncate (std + eps -> 0, so division by zero)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not torch.is_floating_point(x):
+        raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}; convert it first ({name}.float())")
+
+
+def _check_state(state: Any) -> None:
+    """TypeError unless ``state`` is a mapping (what ``to_state()`` gives)."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"a normalizer state must be the dict to_state() gives, got {type(state).__name__}")
+
+
 class PointwiseGaussianNormalizer:
     """Gaussian normalizer; ``mean``/``std`` ``(*grid, c)`` tensors (point-wise) or 0-d tensors (global).
 
@@ -55,9 +79,7 @@ class PointwiseGaussianNormalizer:
             raise ValueError(f"mean and std shapes differ: {tuple(mean.shape)} vs {tuple(std.shape)}")
         if not (torch.isfinite(mean).all() and torch.isfinite(std).all()) or (std < 0).any():
             raise ValueError("normalizer statistics must be finite with std >= 0")
-        if not eps > 0:
-            raise ValueError(f"eps must be > 0, got {eps}")
-        self.mean, self.std, self.eps = mean, std, float(eps)
+        self.mean, self.std, self.eps = mean, std, _check_eps(eps)
         self.periodic, self.strideable, self.cells = bool(periodic), bool(strideable), bool(cells)
 
     @property
@@ -70,6 +92,7 @@ class PointwiseGaussianNormalizer:
         return tuple(self.mean.shape[:-1]) if self.pointwise else ()
 
     def _stats_like(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _check_floating(x, "x")
         if self.pointwise and tuple(x.shape[-self.mean.dim():]) != tuple(self.mean.shape):
             raise ValueError(
                 f"data of shape {tuple(x.shape)} does not end with the normalizer's grid {tuple(self.mean.shape)}; "
@@ -138,6 +161,7 @@ class PointwiseGaussianNormalizer:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PointwiseGaussianNormalizer":
+        _check_state(state)
         try:
             return cls(state["mean"], state["std"], state["eps"], periodic=state["periodic"],
                        strideable=state["strideable"], cells=state.get("cells", False))  # 0.1 states: no cells
@@ -199,10 +223,13 @@ def fit_normalizer(
     Fields are named as the loader returns them (for ``darcy-inverse``, ``x`` is u and ``y`` the pooled a).
     Point values are read at the native resolution, block by block; call ``.at_resolution(r)`` for data
     loaded at ``r``. The pooled inverse target is fitted at ``resolution`` (the input grid, default native)
-    pooled to ``coarse_resolution`` (default: the file's), exactly as ``open_dataset`` builds it.
+    pooled to ``coarse_resolution`` (default: the file's), exactly as ``open_dataset`` builds it; for
+    point values ``resolution`` is not used, but it must still be one the file can be loaded at.
     """
     if field not in ("x", "y"):
         raise ValueError(f"field must be 'x' (model input) or 'y' (target), got {field!r}")
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise ValueError(f"block must be an integer >= 1 (samples read at a time), got {block!r}")
     with open_source(path) as src:
         recipe = get_recipe(resolve_kind(src, kind))
         idx = as_indices(indices, src.n_complete)
@@ -210,9 +237,10 @@ def fit_normalizer(
             raise ValueError("fitting a normalizer needs at least 2 training samples")
         stored = {"x": "y", "y": "x"}[field] if recipe.inverse else field
         pooled = recipe.inverse and field == "y"
+        res = src.native_resolution if resolution is None else resolution
+        # checked even where unused (point values are fitted at the native grid): never silently ignored
+        stride = stride_for(src.native_resolution, res, src.periodic, src.cells)
         if pooled:
-            res = src.native_resolution if resolution is None else resolution
-            stride = stride_for(src.native_resolution, res, src.periodic)
             coarse = target_grid(recipe, src.attrs, coarse_resolution)
         moments = _RunningMoments()
         for lo in range(0, len(idx), block):
@@ -246,11 +274,10 @@ class FieldNormalizer:
                              f"{tuple(mean.shape)} and {tuple(std.shape)}")
         if not (torch.isfinite(mean).all() and torch.isfinite(std).all()) or (std < 0).any():
             raise ValueError("normalizer statistics must be finite with std >= 0")
-        if not eps > 0:
-            raise ValueError(f"eps must be > 0, got {eps}")
-        self.mean, self.std, self.eps = mean, std, float(eps)
+        self.mean, self.std, self.eps = mean, std, _check_eps(eps)
 
     def _stats_at(self, x: torch.Tensor, pos: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        _check_floating(x, "x")
         if pos is None or pos.dim() != 3 or pos.shape[:2] != x.shape[:2] or x.shape[-1] != self.mean.shape[-1]:
             raise ValueError(f"a field normalizer needs the points: x (b, n, {self.mean.shape[-1]}) and pos (b, n, 2), "
                              f"got x {tuple(x.shape)} and pos {None if pos is None else tuple(pos.shape)}")
@@ -281,6 +308,7 @@ class FieldNormalizer:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "FieldNormalizer":
+        _check_state(state)
         return cls(state["mean"], state["std"], state["eps"])
 
     def __repr__(self) -> str:
@@ -291,7 +319,7 @@ def normalizer_from_state(state: dict[str, Any] | None) -> Any:
     """A fitted normaliser from its ``to_state()`` dict (None: no normaliser)."""
     if state is None:
         return None
-    if state.get("kind") == "field":
+    if isinstance(state, Mapping) and state.get("kind") == "field":  # else from_state says what is wrong
         return FieldNormalizer.from_state(state)
     return PointwiseGaussianNormalizer.from_state(state)
 

@@ -21,9 +21,17 @@ from __future__ import annotations
 import numpy as np
 
 
+def _check_native(native: int) -> None:
+    """ValueError unless ``native`` (a stored grid's points per axis) is an integer >= 2: smaller grids
+    reach no resolution, and a zero would give a zero stride."""
+    if isinstance(native, bool) or not isinstance(native, (int, np.integer)) or native < 2:
+        raise ValueError(f"native (the stored grid's points per axis) must be an integer >= 2, got {native!r}")
+
+
 def allowed_resolutions(native: int, periodic: bool, cells: bool = False) -> list[int]:
     """All resolutions (>= 2 points per axis) reachable from ``native`` by an integer stride (by
     averaging blocks of cells on a cell-centred grid, ``cells=True``)."""
+    _check_native(native)
     if periodic or cells:
         return [native // s for s in range(native, 0, -1) if native % s == 0 and native // s >= 2]
     return [(native - 1) // s + 1 for s in range(native - 1, 0, -1) if (native - 1) % s == 0]
@@ -32,6 +40,7 @@ def allowed_resolutions(native: int, periodic: bool, cells: bool = False) -> lis
 def stride_for(native: int, resolution: int, periodic: bool, cells: bool = False) -> int:
     """The stride taking a ``native`` grid to ``resolution`` points per axis (on a cell-centred grid,
     ``cells=True``, the number of fine cells per coarse cell and axis); ValueError if none exists."""
+    _check_native(native)
     if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
         raise ValueError(f"resolution must be an integer, got {resolution!r}")
     resolution = int(resolution)

@@ -29,7 +29,14 @@ from ..train import distributed as dist_
 from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
 from ..train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
 from ..train.memory import evaluation_advice, out_of_memory_advice
-from ..train.metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
+from ..train.metrics import (
+    ROW_FIELDS,
+    check_batch_size,
+    evaluate_relative_l2,
+    per_time_row,
+    resolution_row,
+    write_metrics,
+)
 from .reports import format_table
 from .resolutions import (
     check_kind,
@@ -105,6 +112,8 @@ def evaluate_resolutions(
     statistics are those of the final snapshot ``t_T`` and it adds ``per_time_mean``,
     ``per_time_median``, ``per_time_max`` (lists over the snapshots ``k = 0..T``).
     """
+    if batch_size is not None:
+        check_batch_size(batch_size, "evaluate_resolutions")
     dev = _device(device)
     setup = as_setup(source, config, dev)
     setup.operator.to(dev).eval()
@@ -195,6 +204,9 @@ def make_plots(
     ``error_vs_resolution.png`` and, for a run directory, ``training_curves.png``.  Returns the PNG paths."""
     from . import plots as figures  # here, not at import: matplotlib is ~0.7 s of every command's start-up
 
+    _check_rows(rows)
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+        raise ValueError(f"make_plots: n_samples must be an integer >= 1 (samples to draw), got {n_samples!r}")
     dev = _device(device)
     setup = as_setup(source, None, dev)
     data_path = data_file(setup, data_path)
@@ -228,6 +240,20 @@ def make_plots(
     if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
         written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
     return written
+
+
+def _check_rows(rows: Any) -> None:
+    """ValueError unless ``rows`` is a non-empty list of metrics rows (dicts with the ``ROW_FIELDS``)."""
+    if not isinstance(rows, (list, tuple)) or not rows:
+        got = f"an empty {type(rows).__name__}" if isinstance(rows, (list, tuple)) else type(rows).__name__
+        raise ValueError(f"make_plots: rows must be the non-empty list of metrics rows that evaluate_resolutions "
+                         f"returns (or read_metrics reads), got {got}")
+    for i, row in enumerate(rows):
+        missing = [k for k in ROW_FIELDS if not isinstance(row, dict) or k not in row]
+        if missing:
+            got = f"keys {sorted(map(str, row))}" if isinstance(row, dict) else type(row).__name__
+            raise ValueError(f"make_plots: rows[{i}] is not a metrics row (it lacks {', '.join(missing)}; got "
+                             f"{got}); give the rows evaluate_resolutions returns (or read_metrics reads)")
 
 
 def _mesh_plots(setup: EvalSetup, rows: list[dict[str, Any]], out: Path, data_path: Path, indices: Any,

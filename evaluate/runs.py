@@ -24,6 +24,7 @@ from ..datasets.identity import data_identity, identity_change
 from ..datasets.loading import as_indices
 from ..train.checkpoint import load_run_checkpoint, operator_from_state
 from ..operators.io import DamagedCheckpoint
+from ..operators.models import model_name
 from ..train.config import config_to_dict, load_config_json
 from ..train.data import input_noise, split_indices
 from ..train.operator import NormalizedOperator
@@ -116,6 +117,11 @@ def as_setup(source: Any, config: Any, map_location: Any) -> EvalSetup:
     if isinstance(source, NormalizedOperator):
         op = source
     elif isinstance(source, torch.nn.Module):
+        try:
+            model_name(getattr(source, "_orig_mod", source))  # (torch.compile's wrapper) a petrov model takes (x, pos)
+        except ValueError as err:
+            raise TypeError(f"expected a run directory, an EvalSetup, a NormalizedOperator or a petrov model, got "
+                            f"{type(source).__name__}: {err}") from None
         op = NormalizedOperator(source)  # a bare model: raw data in and out
     else:
         raise TypeError(f"expected a run directory, an EvalSetup or a model, got {type(source).__name__}")

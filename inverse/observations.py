@@ -51,6 +51,12 @@ class Observations:
     noise_std: np.ndarray | None = None
 
     def __post_init__(self):
+        for name in ("u", "u_clean", "a_true"):
+            z = getattr(self, name)
+            if not (isinstance(z, np.ndarray) or (z is None and name != "u")):
+                raise TypeError(f"Observations: {name} must be a numpy array (N, m, m), got {type(z).__name__}; "
+                                f"convert it (np.asarray({name}, dtype=np.float64))")
+        where = f" ({self.source})" if self.source else ""
         u = self.u
         if u.ndim != 3 or u.shape[1] != u.shape[2] or u.shape[1] < 3 or len(u) == 0:
             raise ValueError(f"observations must have shape (N, m, m) with N >= 1 and m >= 3, got {u.shape}")
@@ -62,21 +68,21 @@ class Observations:
                 raise ValueError(f"{name} has shape {z.shape}, the observations {u.shape}")
             if not np.isfinite(z).all():
                 bad = int(np.nonzero(~np.isfinite(z).reshape(len(z), -1).all(axis=1))[0][0])
-                raise ValueError(f"{name} of sample {int(self.sample_ids[bad])} contains NaN or inf values "
-                                 f"({self.source})")
+                raise ValueError(f"{name} of sample {int(self.sample_ids[bad])} contains NaN or inf values"
+                                 f"{where}")
         zero = ~np.any(u.reshape(len(u), -1) != 0, axis=1)
         if zero.any():  # the misfit is relative to ||u_obs||
             raise ValueError(f"the observation of sample {int(self.sample_ids[int(np.argmax(zero))])} is zero "
-                             f"everywhere ({self.source}); a Darcy solution with f != 0 never is, and the relative "
+                             f"everywhere{where}; a Darcy solution with f != 0 never is, and the relative "
                              f"misfit is undefined for it: drop it")
         if self.noise_std is not None:
             sigma = np.asarray(self.noise_std, dtype=np.float64)
             if sigma.shape not in ((), u.shape[1:], u.shape) or not np.isfinite(sigma).all() or (sigma < 0).any():
                 raise ValueError(f"noise_std must be finite, >= 0 and a scalar, (m, m) or (N, m, m) = {u.shape}; "
-                                 f"got shape {sigma.shape} ({self.source})")
+                                 f"got shape {sigma.shape}{where}")
             object.__setattr__(self, "noise_std", np.broadcast_to(sigma, u.shape[1:]) if sigma.ndim == 0 else sigma)
         if self.a_true is not None and (self.a_true <= 0).any():
-            raise ValueError(f"the true coefficient a must be positive ({self.source})")
+            raise ValueError(f"the true coefficient a must be positive{where}")
         if len(self.sample_ids) != len(u):
             raise ValueError(f"{len(self.sample_ids)} sample ids for {len(u)} observations")
 

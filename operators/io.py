@@ -154,7 +154,32 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     if missing:
         raise ValueError(f"{str(path)!r} is missing {', '.join(missing)}")
     checkpoint.setdefault("extra", {})
+    damaged = f"{str(path)!r} is damaged: its"
+    remedy = "restore it from a copy, or save or train the model again"
+    for key, kind in (("model_name", str), ("config", dict), ("state_dict", dict), ("extra", dict)):
+        value = checkpoint[key]
+        if not isinstance(value, kind):
+            got = "None" if value is None else type(value).__name__
+            raise ValueError(f"{damaged} {key} should be a {kind.__name__}, got {got}; {remedy}")
+    for key in ("config", "state_dict"):
+        bad = [k for k in checkpoint[key] if not isinstance(k, str)]
+        if bad:
+            raise ValueError(f"{damaged} {key} should have names as keys, got the key {bad[0]!r}; {remedy}")
     return checkpoint
+
+
+def check_finite_weights(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """ValueError naming the first weight (or, in a run's checkpoint, normaliser statistic) of a loaded
+    checkpoint that holds NaN or inf: the file is damaged or was written from a broken model, not a fault
+    of the inputs."""
+    norms = state.get("normalizers") or {}
+    tensors = [(f"weight {k!r}", v) for k, v in state["state_dict"].items()]
+    tensors += [(f"{side}-normaliser {k!r}", v) for side, n in norms.items() if n for k, v in n.items()]
+    for name, value in tensors:
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not torch.isfinite(value).all():
+            bad = int((~torch.isfinite(value)).sum())
+            raise ValueError(f"checkpoint {str(path)!r} is damaged: its {name} holds {bad} NaN/inf of {value.numel()} "
+                             f"values (the inputs are not the cause); restore the file, or save or train the model again")
 
 
 def model_from_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> nn.Module:
@@ -165,8 +190,10 @@ def model_from_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -
         raise KeyError(f"checkpoint {str(path)!r}: {MODELS.unknown_message(name)}")
     try:
         model = build_model(name, **checkpoint["config"])
-    except ValueError as err:
-        raise ValueError(f"checkpoint {str(path)!r}: config does not match model {name!r}: {err}") from None
+    except (ValueError, KeyError) as err:  # KeyError: an unknown name in the config (activation, mixer, ...)
+        detail = err.args[0] if isinstance(err, KeyError) and err.args else err
+        raise ValueError(f"checkpoint {str(path)!r}: config does not match model {name!r}: {detail}") from None
+    check_finite_weights(checkpoint, path)  # NaN/inf weights would make every output NaN
     try:
         model.load_state_dict(checkpoint["state_dict"], strict=True)
     except RuntimeError as err:

@@ -7,6 +7,8 @@ Attention works on point clouds ``(b, n, c)``; spectral layers on channels-first
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from .shape_cache import shape_cached
@@ -52,6 +54,22 @@ def channels_last(x: torch.Tensor) -> torch.Tensor:
     return _Relayout.apply(x, 1, -1)
 
 
+def _check_grid(grid: object) -> None:
+    """ValueError/TypeError unless ``grid`` is a sequence of integers >= 1 (plain Python; a symbolic size of a
+    compiled graph is left as it is)."""
+    if not isinstance(grid, (tuple, list, torch.Size)):
+        hint = f"; for a 1-D grid give ({grid},)" if isinstance(grid, int) and not isinstance(grid, bool) else ""
+        raise TypeError(f"grid must be a tuple of grid sizes (integers >= 1), got {type(grid).__name__} "
+                        f"{grid!r}{hint}")
+    if len(grid) == 0:
+        raise ValueError("grid must be a tuple of grid sizes (integers >= 1), got () (no axis)")
+    for n in grid:
+        if isinstance(n, torch.SymInt):
+            continue
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"grid must be a tuple of grid sizes (integers >= 1), got {tuple(grid)!r}")
+
+
 def grid_coordinates(
     grid: tuple[int, ...] | torch.Size,
     periodic: bool = False,
@@ -65,7 +83,9 @@ def grid_coordinates(
     ``periodic=False``: ``x_i = i / (n - 1)`` (node grid including both boundaries, as for Darcy);
     ``cells=True``: ``x_i = (i + 1/2) / n``, the centres of ``n`` cells (finite-volume data).
     Strided sub-grids of the first two kinds keep the same coordinates at shared points.
+    ``grid``: a tuple (or list, ``torch.Size``) of integers >= 1, e.g. ``(64,)`` for 64 points in 1-D.
     """
+    _check_grid(grid)
     axes = []
     for n in grid:
         if cells:

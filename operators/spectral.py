@@ -49,6 +49,8 @@ from .shape_cache import shape_cached
 
 
 def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:
+    if ndim is not None and (isinstance(ndim, bool) or not isinstance(ndim, int) or ndim < 1):
+        raise ValueError(f"ndim (the number of grid axes) must be an integer >= 1 or None, got {ndim!r}")
     if isinstance(modes, int) and not isinstance(modes, bool):
         modes = (modes,) * (ndim or 1)
     else:
@@ -231,6 +233,9 @@ class SpectralConv(nn.Module):
             )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # (no check of values here: the models check their input once, at their entry)
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"SpectralConv: x must be a torch.Tensor, got {type(x).__name__}")
         if x.dim() != self.ndim + 2:
             raise ValueError(
                 f"SpectralConv expects (batch, channels, *grid) with {self.ndim} grid axes, "
@@ -240,6 +245,9 @@ class SpectralConv(nn.Module):
             raise ValueError(
                 f"SpectralConv expects {self.in_channels} channels in dim 1, got {x.shape[1]}"
             )
+        if not torch.is_floating_point(x):
+            raise ValueError(f"SpectralConv: x must be a floating-point tensor, got {x.dtype}; convert it "
+                             f"(x.to({self.weight.dtype}))")
         grid = tuple(x.shape[2:])
         self.check_grid(grid)
         dtype = x.dtype

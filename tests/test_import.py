@@ -180,6 +180,7 @@ def test_bad_sample_midway_leaves_no_file(tmp_path):
     (X1 + 1j, Y1, {}, r"dtype complex128; only real numbers"),
     (X1, Y1, {"domain": (1.0, 0.0)}, r"hi > lo"),
     (X1, Y1, {"domain": [(0, 1), (0, 1)]}, r"one \(lo, hi\) per grid axis \(1\)"),
+    (X1, Y1, {"domain": "abc"}, r"domain must be numbers: .*got 'abc'"),
 ])
 def test_bad_arrays_are_named(tmp_path, x, y, opts, message):
     opts = {"grid": "periodic", **opts}

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from petrov.datasets import average_pool, generate_dataset, open_dataset
+from petrov.datasets.sampling import allowed_resolutions, stride_for
 from petrov.datasets.storage import partial_path
 from petrov.operators.layout import grid_coordinates
 
@@ -81,6 +82,35 @@ def test_indices_select_and_order_samples(burgers_file):
 def test_dtype(burgers_file):
     assert open_dataset(burgers_file, dtype=torch.float64).x.dtype == torch.float64
     assert open_dataset(burgers_file).x.dtype == torch.float32
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_dtype_must_be_floating(burgers_file, lazy):
+    with pytest.raises(ValueError, match="dtype must be a floating torch.dtype .*got torch.int32"):
+        open_dataset(burgers_file, dtype=torch.int32, lazy=lazy)  # would truncate the data
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype .*got str 'float32'"):
+        open_dataset(burgers_file, dtype="float32", lazy=lazy)
+
+
+def test_an_empty_selection_is_an_error(burgers_file):
+    with pytest.raises(ValueError, match="indices 3:1 select no samples"):
+        open_dataset(burgers_file, indices=slice(3, 1))
+
+
+def test_stride_rules_need_a_native_grid_of_at_least_2_points():
+    with pytest.raises(ValueError, match="native .* must be an integer >= 2, got 0"):
+        stride_for(0, 4, True)  # was a zero stride
+    with pytest.raises(ValueError, match="native .* must be an integer >= 2, got -5"):
+        allowed_resolutions(-5, False)  # was []
+
+
+def test_a_file_of_a_newer_format_is_refused(burgers_file, tmp_path):
+    copy = tmp_path / "future.h5"
+    shutil.copy(burgers_file, copy)
+    with h5py.File(copy, "r+") as h5:
+        h5.attrs["format_version"] = 99
+    with pytest.raises(ValueError, match="format_version 99: it was written by a newer petrov"):
+        open_dataset(copy)
 
 
 def pooled_reference(a: np.ndarray, coarse: int) -> np.ndarray:

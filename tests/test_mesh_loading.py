@@ -99,6 +99,16 @@ def test_collate_pads_point_sets(path):
                           torch.stack([(it["weights"] * it["y"][:, 0] ** 2).sum() for it in items]))
 
 
+def test_collate_refuses_what_is_not_a_list_of_items(path):
+    item = open_mesh_dataset(path, level="level0")[0]
+    with pytest.raises(ValueError, match=r"item 1 lacks \['y'\]"):
+        collate_points([item, {k: v for k, v in item.items() if k != "y"}])
+    with pytest.raises(TypeError, match="takes a list of MeshDataset items .*got Tensor"):
+        collate_points(torch.ones(2, 3))
+    with pytest.raises(TypeError, match="item 0 is a int"):
+        collate_points([1])
+
+
 def test_shards_split_the_samples(path):
     ds = open_mesh_dataset(path, level=1, indices=slice(1, None))
     shards = [ds.shard(rank, 2) for rank in range(2)]

@@ -14,7 +14,7 @@ from petrov.datasets import (
     generate_dataset,
     open_dataset,
 )
-from petrov.datasets.normalizers import _interpolate_nodes
+from petrov.datasets.normalizers import FieldNormalizer, _interpolate_nodes
 
 TRAIN = range(0, 6)
 
@@ -161,6 +161,41 @@ def test_bad_normalizer_input(burgers_file):
         fit_normalizer(burgers_file, "u", TRAIN)
     with pytest.raises(ValueError, match="finite"):
         PointwiseGaussianNormalizer(torch.zeros(3), torch.tensor([1.0, float("nan"), 1.0]))
+
+
+@pytest.mark.parametrize("block", [0, -1])
+def test_fit_normalizer_block_must_be_positive(burgers_file, block):
+    with pytest.raises(ValueError, match=f"block must be an integer >= 1 .*got {block}"):
+        fit_normalizer(burgers_file, "x", TRAIN, block=block)  # -1 gave zero statistics, no error
+
+
+def test_fit_normalizer_checks_a_resolution_it_does_not_use(burgers_file):
+    with pytest.raises(ValueError, match="resolution 48 is not a strided sub-grid"):
+        fit_normalizer(burgers_file, "y", TRAIN, resolution=48)
+    assert torch.equal(fit_normalizer(burgers_file, "y", TRAIN, resolution=32).mean,
+                       fit_normalizer(burgers_file, "y", TRAIN).mean)  # point values: fitted at the native grid
+
+
+def test_encode_and_decode_need_a_floating_tensor():
+    norm = PointwiseGaussianNormalizer(torch.zeros(16, 1), torch.full((16, 1), 0.1))
+    with pytest.raises(ValueError, match="x must be a floating-point tensor, got torch.int64"):
+        norm.encode(torch.ones(1, 16, 1, dtype=torch.long))  # was inf: the stats cast to int
+    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+        norm.decode(torch.ones(1, 16, 1, dtype=torch.long))
+    field = FieldNormalizer(torch.zeros(2, 2, 1), torch.full((2, 2, 1), 0.1))
+    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+        field.encode(torch.ones(1, 3, 1, dtype=torch.long), torch.rand(1, 3, 2))
+
+
+@pytest.mark.parametrize("eps", ["1e-5", float("inf")])
+def test_eps_must_be_a_finite_positive_number(eps):
+    with pytest.raises(ValueError, match="eps must be a finite number > 0"):
+        PointwiseGaussianNormalizer(torch.zeros(3), torch.ones(3), eps=eps)
+
+
+def test_from_state_needs_a_dict():
+    with pytest.raises(TypeError, match="normalizer state must be the dict to_state\\(\\) gives, got NoneType"):
+        PointwiseGaussianNormalizer.from_state(None)
 
 
 def test_add_noise_is_seeded_per_sample_index():

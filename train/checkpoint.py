@@ -36,7 +36,7 @@ from ..common.host import to_numpy
 from ..datasets import InputNoise
 from ..datasets.normalizers import normalizer_from_state
 from ..operators import save_model
-from ..operators.io import load_checkpoint, model_from_checkpoint
+from ..operators.io import check_finite_weights, load_checkpoint, model_from_checkpoint
 from .operator import NormalizedOperator
 
 RUN_FORMAT = 1
@@ -79,23 +79,14 @@ def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> d
     return out
 
 
-def check_finite_weights(state: dict[str, Any], path: str | os.PathLike) -> None:
-    """ValueError naming the first weight (or normaliser statistic) of a loaded run checkpoint that holds
-    NaN or inf: the file is damaged or was written from a broken model, not a fault of the inputs."""
-    norms = state.get("normalizers") or {}
-    tensors = [(f"weight {k!r}", v) for k, v in state["state_dict"].items()]
-    tensors += [(f"{side}-normaliser {k!r}", v) for side, n in norms.items() if n for k, v in n.items()]
-    for name, value in tensors:
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not torch.isfinite(value).all():
-            bad = int((~torch.isfinite(value)).sum())
-            raise ValueError(f"checkpoint {str(path)!r} is damaged: its {name} holds {bad} NaN/inf of {value.numel()} "
-                             f"values (the inputs are not the cause); restore the file or train the run again")
-
-
 def load_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str | os.PathLike,
                          device: Any = "cpu") -> None:
     """``run.init_from``: the weights of that run's ``best.pt`` into ``model``; its model must be the one
     ``model_cfg`` (a ``ModelConfig``) describes."""
+    if Path(init_from).is_file():
+        hint = f" ({str(Path(init_from).parent)!r} here)" if Path(init_from).name == "best.pt" else ""
+        raise ValueError(f"run.init_from takes a run directory (its best.pt is loaded), got the file "
+                         f"{str(init_from)!r}; give the folder of the finished run{hint}")
     path = Path(init_from) / "best.pt"
     state = load_run_checkpoint(path, map_location=device)
     if state["model_name"] != model_cfg.name or model.config != type(model.config)(**state["config"]):

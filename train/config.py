@@ -226,6 +226,22 @@ def config_from_dict(raw: Mapping[str, Any], check_model: bool = True) -> TrainC
     return cfg
 
 
+def validate_config(cfg: TrainConfig, check_model: bool = True) -> TrainConfig:
+    """A validated copy of ``cfg``: the checks [`config_from_dict`][] makes of a file, for a config built in
+    Python from the dataclasses (``TrainConfig(DataConfig(...), ...)``), whose constructors check nothing."""
+    hints = typing.get_type_hints(TrainConfig)
+    for f in dataclasses.fields(TrainConfig):
+        value = getattr(cfg, f.name)
+        if not isinstance(value, hints[f.name]):
+            raise TypeError(f"TrainConfig.{f.name} must be a {hints[f.name].__name__}, got {type(value).__name__}")
+    raw = config_to_dict(cfg)
+    for section in raw.values():  # paths may be given as Path objects in Python (a file holds strings)
+        for key, value in section.items():
+            if isinstance(value, os.PathLike):
+                section[key] = os.fspath(value)
+    return config_from_dict(raw, check_model=check_model)
+
+
 def load_config(
     source: str | os.PathLike, overrides: list[str] | None = None, check_model: bool = True
 ) -> TrainConfig:
@@ -233,7 +249,19 @@ def load_config(
 
     In quick mode (``PETROV_QUICK=1``, [`petrov.common.quick`][]) the splits and epochs are then
     shrunk to toy sizes ([`quick_config`][])."""
-    raw = apply_overrides(read_toml(source), list(overrides or []))
+    if isinstance(source, Mapping):
+        raise TypeError("load_config reads a TOML file or a preset name, got a dict; validate a dict with "
+                        "petrov.train.config.config_from_dict(raw)")
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"load_config: source must be a TOML file's path or a preset name, got {type(source).__name__}")
+    try:  # a bare string would be read character by character
+        items = None if isinstance(overrides, (str, bytes, Mapping)) else list(overrides or [])
+    except TypeError:  # not iterable
+        items = None
+    if items is None or not all(isinstance(item, str) for item in items):
+        raise TypeError(f'load_config: overrides takes a list of "key=value" strings (e.g. ["optim.lr=1e-4"]), '
+                        f"got {overrides!r}")
+    raw = apply_overrides(read_toml(source), items)
     return config_from_dict(quick_config(raw) if quick_mode() else raw, check_model=check_model)
 
 
@@ -336,5 +364,5 @@ __all__ = [
     "DataConfig", "GenerateConfig", "LossConfig", "ModelConfig", "OptimConfig", "RunConfig",
     "EVALUATION_KEYS", "TrainConfig", "apply_overrides", "config_differences", "config_from_dict", "config_to_dict",
     "load_config", "load_config_json", "parse_override", "preset_names", "read_toml",
-    "replace", "save_config_json", "with_evaluation_keys",
+    "replace", "save_config_json", "validate_config", "with_evaluation_keys",
 ]

@@ -64,6 +64,10 @@ def evaluate_relative_l2(
     CUDA graphs every batch is padded to ``batch_size`` and only its real rows are scored).
     ``after_batch(number)``: called after each batch (numbered from 1; the trainer stops there on a signal).
     """
+    check_batch_size(batch_size, "evaluate_relative_l2")
+    if len(dataset) == 0:
+        raise ValueError("evaluate_relative_l2: the dataset holds no samples (an empty selection of the file?); "
+                         "give it at least one sample")
     if device is None:
         device = ctx.device if ctx is not None else next(operator.parameters()).device
     device = torch.device(device)
@@ -89,6 +93,12 @@ def evaluate_relative_l2(
     return dist_.gather_per_sample(torch.cat(values), torch.cat(where), len(dataset), ctx)
 
 
+def check_batch_size(batch_size: object, where: str) -> None:
+    """ValueError unless ``batch_size`` is an integer >= 1 (the samples per evaluation batch)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"{where}: batch_size must be an integer >= 1 (samples per batch), got {batch_size!r}")
+
+
 @torch.no_grad()
 def score_batch(operator: NormalizedOperator, b: Batch, noise: Any, metric: Callable, net=None,
                 compile_mode: str = "off") -> torch.Tensor:
@@ -100,7 +110,10 @@ def score_batch(operator: NormalizedOperator, b: Batch, noise: Any, metric: Call
 
 
 def summarize(per_sample: torch.Tensor) -> dict[str, float]:
-    """``{"mean", "std", "median", "max", "n"}`` of per-sample errors."""
+    """``{"mean", "std", "median", "max", "n"}`` of per-sample errors (at least one)."""
+    if per_sample.numel() == 0:
+        raise ValueError("summarize: no per-sample errors to summarize (an empty selection of samples?); "
+                         "evaluate at least one sample")
     v = per_sample.double()
     return {"mean": v.mean().item(), "std": v.std(unbiased=False).item(),
             "median": v.median().item(), "max": v.max().item(), "n": int(v.numel())}
@@ -145,8 +158,15 @@ def read_metrics(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
     path = Path(out_dir) / "metrics.json"
     if not path.is_file():
         raise FileNotFoundError(f"no evaluation results at {str(path)!r}; run `petrov evaluate` first")
-    return json.loads(path.read_text())["rows"]
+    try:
+        saved = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{str(path)!r} is damaged (not valid JSON: {err}); evaluate again to rewrite it") from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
+        raise ValueError(f"{str(path)!r} is damaged: it holds no list of metrics rows (a JSON object with \"rows\"); "
+                         f"evaluate again to rewrite it")
+    return saved["rows"]
 
 
-__all__ = ["ROW_FIELDS", "evaluate_relative_l2", "per_time_row", "read_metrics", "resolution_row", "score_batch",
-           "summarize", "write_metrics"]
+__all__ = ["ROW_FIELDS", "check_batch_size", "evaluate_relative_l2", "per_time_row", "read_metrics", "resolution_row",
+           "score_batch", "summarize", "write_metrics"]

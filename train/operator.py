@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..common.dtypes import upcast
 from ..datasets import InputNoise
 
 
@@ -57,6 +58,7 @@ class NormalizedOperator(nn.Module):
 
     def encode(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """Raw inputs in the units the model takes (``pos``: the points, for point-set data)."""
+        check_input(x)
         norm = self._at("x", x.shape[1:-1], x.device)
         return x if norm is None else norm.encode(x, pos) if getattr(norm, "field", False) else norm.encode(x)
 
@@ -84,7 +86,8 @@ class NormalizedOperator(nn.Module):
         **inputs: torch.Tensor,
     ) -> torch.Tensor:
         """``decode(net(noise.apply(encode(x), sample_ids), pos))``: the one path from raw inputs to
-        raw predictions.
+        raw predictions, in the floating dtype of the model's output (float32 for a 16-bit one, under
+        autocast).
 
         ``noise``: none by default (inference on observed data); training and test scoring pass the
         protocol's, ``self.noise``.  A positive level needs ``sample_ids``, the samples' numbers in
@@ -97,7 +100,7 @@ class NormalizedOperator(nn.Module):
         x_hat = self.encode(x, pos)
         x_hat = x_hat if noise is None else noise.apply(x_hat, sample_ids)
         extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
-        out = self.decode((self.model if net is None else net)(x_hat, pos, **inputs, **extra).float(), pos)
+        out = self.decode(upcast((self.model if net is None else net)(x_hat, pos, **inputs, **extra)), pos)
         return self._keep_zeros(out, inputs)
 
     def _keep_zeros(self, out: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -114,6 +117,21 @@ class NormalizedOperator(nn.Module):
 
     def normalizer_states(self) -> dict[str, Any]:
         return {"x": self.x_normalizer, "y": self.y_normalizer}
+
+
+def check_input(x: object) -> None:
+    """``x`` is a floating tensor ``(b, *grid, c)`` or ``(b, n_points, c)`` (rank >= 3, channels last), as
+    [`check_grid_input`][petrov.operators.checks.check_grid_input] words it; metadata only, no value read."""
+    where = "NormalizedOperator"
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{where}: x must be a torch.Tensor, got {type(x).__name__}; convert it "
+                        f"(torch.as_tensor(x, dtype=torch.float32))")
+    if x.dim() < 3:
+        raise ValueError(f"{where}: expected x of shape (batch, *grid, channels) (rank >= 3, channels last), "
+                         f"got shape {tuple(x.shape)} (rank {x.dim()}); add the missing axis (one channel: "
+                         f"x.unsqueeze(-1))")
+    if not torch.is_floating_point(x):
+        raise ValueError(f"{where}: x must be a floating-point tensor, got {x.dtype}; convert it (x.float())")
 
 
 __all__ = ["NormalizedOperator"]

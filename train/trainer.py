@@ -64,7 +64,7 @@ from .compilation import (
 )
 from .config import (
     TrainConfig, check_resumable, config_from_dict, config_to_dict, load_config_json, save_config_json,
-    with_evaluation_keys,
+    validate_config, with_evaluation_keys,
 )
 from .data import (
     TrainingData,
@@ -573,6 +573,11 @@ def train(
     Under ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``).
     The process keeps the host memory its steps free for the next ones ([`retain_freed_memory`][]).
     """
+    if not isinstance(config, TrainConfig):
+        what = "a dict" if isinstance(config, dict) else f"{type(config).__name__} {config!r}"[:200]
+        raise TypeError(f"train: config must be a TrainConfig, got {what}; make one with petrov.train.load_config(...) "
+                        f"from a TOML file or preset name, or petrov.train.config.config_from_dict(...) from a dict")
+    config = validate_config(config)  # a config built from the dataclasses in Python is checked like a file
     run_dir = Path(run_dir)
     owns_group = not torch.distributed.is_initialized()
     ctx = dist_.setup(config.run.device, config.run.collective_timeout_minutes)

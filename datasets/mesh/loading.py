@@ -33,7 +33,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -188,8 +188,17 @@ def open_mesh_dataset(path: str | os.PathLike, level: str | int | None = None, i
 
 def collate_points(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Pad items of [`MeshDataset`][] (different node counts) into one point-set batch (module docstring)."""
+    if not isinstance(samples, Sequence) or isinstance(samples, (str, bytes)):
+        raise TypeError(f"collate_points takes a list of MeshDataset items (dicts), got {type(samples).__name__}")
     if not samples:
         raise ValueError("collate_points needs at least one sample")
+    for k, s in enumerate(samples):  # names only: nothing is read
+        if not isinstance(s, Mapping):
+            raise TypeError(f"collate_points: item {k} is a {type(s).__name__}, not a MeshDataset item (a dict)")
+        missing = sorted(_ITEM_KEYS - {"position"} - s.keys())  # "position": optional, defaults to k
+        if missing:
+            raise ValueError(f"collate_points: item {k} lacks {missing}; items are what MeshDataset gives "
+                             f"(x, y, pos, weights, boundary, triangles, index)")
     batch = {name: pad_sequence([s[name] for s in samples], batch_first=True)
              for name in ("x", "y", "pos", "weights", "boundary")}
     batch["mask"] = pad_sequence([torch.ones(len(s["x"]), dtype=torch.bool) for s in samples], batch_first=True)

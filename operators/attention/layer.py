@@ -164,6 +164,10 @@ class Attention(nn.Module):
         for name, value in (("init_gain", init_gain), ("init_diagonal", init_diagonal)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
+        norm_eps = c.norm_eps
+        if isinstance(norm_eps, bool) or not isinstance(norm_eps, (int, float)) or not 0 < norm_eps < math.inf:
+            raise ValueError(f"norm_eps must be a finite number > 0 (the eps of the normalization, e.g. 1e-5), "
+                             f"got {norm_eps!r}")
 
         self.causal = check_causal(causal)
         if causal:
@@ -174,7 +178,7 @@ class Attention(nn.Module):
             raise ValueError(f"mixer {mixer!r} needs point coordinates: build Attention with pos_dim > 0")
         self.mixer_name, self.norm_name = mixer, norm
         normalized = tuple(getattr(self.mixer, "normalized", ()))
-        norms = {name: build_norm(norm, self.n_heads, self.head_dim, eps=c.norm_eps) for name in normalized}
+        norms = {name: build_norm(norm, self.n_heads, self.head_dim, eps=norm_eps) for name in normalized}
         self.norms = nn.ModuleDict(norms if norm is not None else {})
         # a mixer may declare a fused path computing the whole layer (steps 1-5) in one pass; it is
         # chosen here, once (a plugin's mixer opts in the same way)
@@ -323,9 +327,18 @@ class Attention(nn.Module):
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"Attention expects x of shape (b, n, {self.d_model}), got {shape}")
         b, n, _ = x.shape
+        if b == 0:
+            raise ValueError(f"Attention got an empty batch (x of shape {tuple(x.shape)}); give at least one sample")
         if n == 0:
             raise ValueError("Attention got an empty point set (n = 0)")
         param = self.out_proj.weight
+        if not torch.is_floating_point(x):
+            raise ValueError(f"Attention: x must be a floating-point tensor, got {x.dtype}; convert it to the "
+                             f"layer's dtype (x.to({param.dtype}))")
+        for name, t in (("pos", pos), ("weights", weights)):
+            if t is not None and not isinstance(t, torch.Tensor):
+                raise TypeError(f"Attention: {name} must be a torch.Tensor or None, got {type(t).__name__}; "
+                                f"convert it (torch.as_tensor({name}))")
         check_matches_weights(x, "x", param, "Attention", owner="layer")
         dtype = upcast(x).dtype if torch.is_autocast_enabled(x.device.type) else x.dtype
         look = checks_values(x)

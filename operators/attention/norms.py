@@ -34,6 +34,7 @@ from torch.nn import functional as F
 
 from ...common.dtypes import to_caller_dtype, upcast
 from ...common.registry import Registry
+from .kernels import check_eps
 
 NORMS: Registry = Registry("norm")
 
@@ -43,9 +44,7 @@ class _HeadAffine(nn.Module):
 
     def __init__(self, n_heads: int, head_dim: int, eps: float):
         super().__init__()
-        if eps < 0:
-            raise ValueError(f"eps must be >= 0, got {eps}")
-        self.eps = float(eps)
+        self.eps = check_eps(eps)  # a finite number >= 0 (NaN would make every output NaN)
         self.weight = nn.Parameter(torch.ones(n_heads, head_dim))
         self.bias = nn.Parameter(torch.zeros(n_heads, head_dim))
 

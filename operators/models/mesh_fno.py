@@ -21,7 +21,8 @@ Forward contract ([`petrov.operators.models.base`][], plus the interpolation of 
   ``(points, triangles, s)`` returns for its own nodes
   (``points = pos[b, :n_b]``, indices into them, so into the padded batch too); the grid node order
   is row-major with ``x = i/(s-1)`` on the first axis.  Fixed shape per sample: a data loader
-  computes them once per mesh and stacks them without padding.
+  computes them once per mesh (``model.sample_transform()``) and stacks them without padding.  Both are
+  required (a call without them is a TypeError saying where they come from).
 - ``weights`` enter no computation (the FNO integrates nothing over the nodes); they are checked
   with the other inputs so that every point-set model takes the same batch.
 """
@@ -85,7 +86,15 @@ class MeshFNO(PointSetOperator):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor,
                 mask: torch.Tensor | None = None, boundary: torch.Tensor | None = None, *,
-                grid_index: torch.Tensor, grid_barycentric: torch.Tensor) -> torch.Tensor:
+                grid_index: torch.Tensor | None = None, grid_barycentric: torch.Tensor | None = None) -> torch.Tensor:
+        if grid_index is None or grid_barycentric is None:
+            missing = " and ".join(k for k, v in (("grid_index", grid_index), ("grid_barycentric", grid_barycentric))
+                                   if v is None)
+            # TypeError, as Python's own for a missing argument
+            raise TypeError(f"{type(self).__name__}: {missing} missing: give each sample's P1 interpolation onto "
+                             f"the {self.config.grid_size}² grid as keywords (grid_index=..., grid_barycentric=...); "
+                             "model.sample_transform() computes them from a sample's pos and triangles "
+                             "(dataset.with_transform(model.sample_transform()) adds them to every batch)")
         pos = self.point_inputs(x, pos, weights, mask, boundary)
         self._check_interpolation(grid_index, grid_barycentric, x, mask, type(self).__name__)
         inside = grid_barycentric.sum(dim=-1, keepdim=True).to(x.dtype)  # (b, s², 1): 1 in Ω, 0 outside
