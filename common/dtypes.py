@@ -40,7 +40,15 @@ def fast_float64(device: torch.device) -> bool:
                                                         else device.index)
 
 
-@torch.compiler.assume_constant_result
+def constant_in_compiled_graphs(fn):
+    """``torch.compiler.assume_constant_result(fn)`` without importing ``torch._dynamo`` (about 2 s of every
+    command's start-up, most of which compile nothing): that decorator only marks ``fn``, as here
+    (``tests/test_fused_galerkin.py`` checks that they mark alike)."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@constant_in_compiled_graphs
 def _fast_float64_gpu(index: int) -> bool:
     if index not in _fast_float64_gpus:
         capability = torch.cuda.get_device_capability(index)

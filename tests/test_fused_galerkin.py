@@ -363,3 +363,24 @@ def test_recomputing_encoder_layer_keeps_only_the_inputs_of_its_two_branches():
         out = layer(x, pos, recompute=True)
     out.sum().backward()  # (what backward recomputes is saved there, briefly, not counted)
     assert len({ptr for ptr, _ in point_sized}) == 2, point_sized  # x and x + Attn(x)
+
+
+def test_the_float64_rule_is_a_constant_in_a_whole_compiled_graph(monkeypatch):
+    import torch._dynamo
+
+    def plain():
+        return 0
+
+    marked = torch.compiler.assume_constant_result(lambda: 0)
+    assert vars(dtypes.constant_in_compiled_graphs(plain)) == vars(marked)  # marked as torch marks
+    monkeypatch.setattr(dtypes, "_fast_float64_gpus", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: (8, 9))
+
+    def f(x):
+        return x * 2 if dtypes.fast_float64(torch.device("cuda", 0)) else x - 1
+
+    torch._dynamo.reset()
+    try:
+        assert torch.compile(f, backend="eager", fullgraph=True)(torch.ones(2)).tolist() == [0.0, 0.0]
+    finally:
+        torch._dynamo.reset()
