@@ -19,7 +19,7 @@ import typing
 
 from ..datasets.mesh.recipes import MESH_RECIPES
 from ..datasets.recipes import RECIPES
-from .usage import UsageError
+from .usage import UsageError, as_usage_error, check_minimums
 
 
 def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, annotation) -> None:
@@ -52,8 +52,13 @@ def _report_written(path, before: tuple | None) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from ..common.quick import quick_samples
     from ..datasets import generate_dataset
+    from ..datasets.shards import sample_range
 
+    check_minimums(args, n_samples=1, seed=0, workers=0, chunk_size=1)
+    # --shard K/N or --indices A:B, checked as the generation checks them (of the samples quick mode keeps)
+    as_usage_error(sample_range, quick_samples(args.n_samples), args.shard, args.indices)
     params = {k[len("param_"):]: v for k, v in vars(args).items() if k.startswith("param_")}
     before = _file_state(args.output)
     path = generate_dataset(
@@ -76,6 +81,7 @@ def _resume_hint(args: argparse.Namespace) -> str:
 def _merge(args: argparse.Namespace) -> int:
     from ..datasets.merging import merge_shards
 
+    check_minimums(args, chunk_size=1)
     before = _file_state(args.output)
     path = merge_shards(args.shards, args.output, overwrite=args.overwrite, chunk_size=args.chunk_size,
                         progress=not args.no_progress)
@@ -101,6 +107,7 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
 def _import(args: argparse.Namespace) -> int:
     from ..datasets.importing import import_arrays
 
+    check_minimums(args, chunk_size=1)
     if args.mesh:
         return _import_meshes(args, UsageError)
     missing = [opt for opt, value in (("--x", args.x), ("--y", args.y), ("--grid", args.grid)) if value is None]
@@ -130,7 +137,8 @@ def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
 
     clash = [f"--{name.replace('_', '-')}" for name in _GRID_ONLY if getattr(args, name) is not None]
     if clash:
-        raise usage_error(f"{', '.join(clash)} apply to grid arrays, not to --mesh files")
+        verb = "applies" if len(clash) == 1 else "apply"
+        raise usage_error(f"{', '.join(clash)} {verb} to grid arrays, not to --mesh files")
     missing = [opt for opt, value in (("--x-field", args.x_field), ("--y-field", args.y_field)) if value is None]
     if missing:
         raise usage_error(f"--mesh needs {' and '.join(missing)}: the names of the nodal input and target fields")

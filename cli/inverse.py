@@ -22,6 +22,7 @@ from ..inverse.api import invert
 from ..inverse.methods import METHODS
 from ..inverse.runner import PARTIAL
 from ..train.config import parse_override
+from .usage import check_minimums
 
 
 def parse_settings(items: list[str] | None) -> dict:
@@ -38,6 +39,7 @@ def parse_settings(items: list[str] | None) -> dict:
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_minimums(args, noise_seed=0, workers=0, chunk_size=1)
     # petrov invert has no run whose test split 'test' could name: 'all' or a slice only
     indices = None if args.indices is None else parse_indices(args.indices, test=False)
     calibrate = None if args.calibrate is None else parse_indices(args.calibrate, test=False, flag="--calibrate")

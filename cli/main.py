@@ -29,7 +29,7 @@ from ..common.interrupts import Terminated, exit_status, stop_on_signals
 from ..common.version import petrov_version
 from . import catalog, data, inverse, training
 from .console import console_logging, level_for
-from .usage import UsageError
+from .usage import UsageError, attach_negative_values
 
 COMMAND_GROUPS = [catalog, data, training, inverse]
 
@@ -77,6 +77,7 @@ def _message(err: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = attach_negative_values(sys.argv[1:] if argv is None else list(argv))  # --shard -1/3 as --shard=-1/3
     args = parser.parse_args(argv)  # usage errors: argparse prints them and exits with 2
     if not getattr(args, "func", None):
         parser.print_help()

@@ -34,7 +34,7 @@ from ..train.config import (
     preset_names,
 )
 from ..train.trainer import train
-from .usage import UsageError
+from .usage import UsageError, check_minimums
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -107,8 +107,7 @@ def _train_hint(args: argparse.Namespace) -> str:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    if args.batch_size is not None and args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    check_minimums(args, batch_size=1)
     rows = run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
                           indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
                           plots=args.plots, out_dir=args.out, echo=False, overwrite=args.overwrite)

@@ -46,10 +46,13 @@ def file_attrs(h5: h5py.File | h5py.Group) -> dict[str, Any]:
 
 
 def open_h5(path: str | os.PathLike, mode: str = "r") -> h5py.File:
-    """Open an HDF5 file with clear errors for a missing, a directory, one being written by another
-    process, or an unreadable (corrupt, truncated, not HDF5) file."""
+    """Open an HDF5 file with clear errors for a missing (or unfinished: only ``FILE.partial`` there), a
+    directory, one being written by another process, or an unreadable (corrupt, truncated, not HDF5) file."""
     path = Path(path)
     if not path.exists():
+        tmp = partial_path(path)
+        if not path.name.endswith(PARTIAL_SUFFIX) and tmp.is_file():
+            raise FileNotFoundError(unfinished(path, tmp))
         raise FileNotFoundError(f"no such dataset file: {path}")
     require_file(path, "dataset file")
     try:
@@ -65,6 +68,31 @@ def open_h5(path: str | os.PathLike, mode: str = "r") -> h5py.File:
             raise ValueError(f"{path} is not a readable HDF5 file: it is no HDF5 file at all (petrov datasets "
                              f"are written by `petrov generate` or `petrov import`)") from None
         raise ValueError(f"{path} is not a readable HDF5 file (corrupt or truncated?): {err}") from None
+
+
+def unfinished(path: Path, tmp: Path) -> str:
+    """Why ``path`` is not there while its partial file ``tmp`` is: a write still running, or one that
+    stopped, with how many samples ``tmp`` holds and how to finish it (its attributes say whether it is a
+    shard's)."""
+    pid = lock_holder(path)
+    if pid:
+        who = f" (pid {pid})" if pid > 0 else ""
+        return (f"{path} is not finished yet: another process{who} is writing it into {tmp}; wait for it to "
+                f"finish")
+    try:
+        with h5py.File(tmp, "r") as h5:
+            attrs = file_attrs(h5)
+        held = f" holds {int(attrs['n_complete'])} of its {int(attrs['n_samples'])} samples"
+    except Exception:  # damaged or not a dataset: the message names the file all the same
+        attrs, held = {}, " holds an interrupted write"
+    if "shard_start" in attrs:
+        part = (f"--shard {attrs['shard']}" if attrs.get("shard")
+                else f"--indices {attrs['shard_start']}:{attrs.get('shard_stop', '')}")
+        how = f"rerun its `petrov generate ... {part}` command with the same arguments (generate_dataset in Python)"
+    else:
+        how = ("rerun the `petrov generate` (or `petrov merge`) command that wrote it with the same arguments "
+               "(generate_dataset or merge_shards in Python)")
+    return f"{path} is unfinished: {tmp}{held}; {how} to finish it: it resumes from there"
 
 
 def file_format(h5: h5py.File) -> str | None:
@@ -119,4 +147,4 @@ def claimed_now() -> h5py.h5p.PropDCID:
 
 
 __all__ = ["FORMAT", "MESH_FORMAT", "claimed_now", "file_attrs", "file_format", "h5_image", "open_h5",
-           "partial_path", "plain", "writing_h5"]
+           "partial_path", "plain", "unfinished", "writing_h5"]

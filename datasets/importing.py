@@ -99,6 +99,18 @@ def _need_key(path: Path, key: str | None, keys: Sequence[str], what: str) -> No
         raise KeyError(f"{path} has no {what[:-1]} {key!r}; {what} present: {present}")
 
 
+def _check_npy_header(path: Path) -> None:
+    """ValueError unless ``path`` starts as a .npy file does (numpy's magic string): an empty file, or one
+    of another format named .npy, is said to be so (numpy itself would talk of pickles or of no data)."""
+    with open(path, "rb") as f:
+        head = f.read(len(np.lib.format.MAGIC_PREFIX))
+    if not head:
+        raise ValueError(f"{path} is empty (0 bytes), not a .npy file; write the array into it again (numpy.save)")
+    if head != np.lib.format.MAGIC_PREFIX:
+        raise ValueError(f"{path} is not a .npy file (it does not start with the .npy header); write the array "
+                         f"with numpy.save, or give the file the suffix of its format (.npz, .mat, .h5)")
+
+
 def open_array(spec: Any, key: str | None = None, what: str = "array") -> ArraySource:
     """Open one array from a source spec (``FILE``, ``FILE:KEY`` or ``(FILE, KEY)``) or wrap an array."""
     if isinstance(spec, tuple):
@@ -118,9 +130,10 @@ def open_array(spec: Any, key: str | None = None, what: str = "array") -> ArrayS
     if suffix == ".npy":
         if key:
             raise ValueError(f"{path} is a .npy file holding one array; drop the ':{key}'")
+        _check_npy_header(path)
         try:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
-        except ValueError as err:
+        except (ValueError, EOFError, OSError) as err:
             raise ValueError(f"{path}: cannot read the .npy file (corrupt, truncated or object array?): {err}") from None
         return ArraySource(label, array, file=str(path))
     if suffix == ".npz":

@@ -68,7 +68,8 @@ class DarcyCoefficientParams:
 
 def validate_darcy_coefficient(p: DarcyCoefficientParams) -> None:
     """ValueError unless ``high``, ``low``, ``tau`` > 0, ``f`` finite and ``alpha`` > 1 (a finite-variance
-    2-D field)."""
+    2-D field). ``low`` >= ``high`` is allowed: the names only say which phase (psi >= 0 or < 0) takes which
+    value, and psi is symmetric, so swapping the two values gives fields of the same distribution."""
     _positive(high=p.high, low=p.low, tau=p.tau)
     if not math.isfinite(p.f):
         raise ValueError(f"f must be finite, got {p.f}")

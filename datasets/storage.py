@@ -112,38 +112,48 @@ class StoredData:
         self.close()
 
 
-def _attribute_error(path: Path, name: str, value: Any, why: str) -> ValueError:
+def attribute_error(path: Path, name: str, value: Any, why: str) -> ValueError:
+    """The error for a dataset file's attribute ``name`` whose ``value`` is wrong (``why``, e.g. "is not ...")."""
     return ValueError(f"{path}: attribute {name} = {value!r} {why}; the file's attributes were edited or the "
                       f"file is damaged: restore the attribute or regenerate the file")
+
+
+def require_attrs(path: Path, attrs: dict[str, Any], names: tuple[str, ...]) -> None:
+    """ValueError naming the first of ``names`` missing from a dataset file's attributes."""
+    for name in names:
+        if name not in attrs:
+            raise ValueError(f"{path}: attribute {name!r} is missing; the file is damaged or was not written "
+                             f"by petrov: regenerate it")
+
+
+def whole_number(path: Path, name: str, value: Any, minimum: int = 0) -> int:
+    """``value`` of the attribute ``name`` if it is a whole number >= ``minimum``, else ``attribute_error``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise attribute_error(path, name, value, f"is not a whole number >= {minimum}")
+    return value
 
 
 def stored_layout(path: Path, attrs: dict[str, Any], x_shape: tuple, y_shape: tuple) -> dict[str, Any]:
     """kind, grid, dimension and sample counts from a file's attributes, checked against the stored
     arrays (ValueError naming the attribute that does not fit)."""
-    for name in ("kind", "native_resolution", "grid", "n_samples", "n_complete"):
-        if name not in attrs:
-            raise ValueError(f"{path}: attribute {name!r} is missing; the file is damaged or was not written "
-                             f"by petrov: regenerate it")
+    require_attrs(path, attrs, ("kind", "native_resolution", "grid", "n_samples", "n_complete"))
     if attrs["kind"] not in RECIPES:
-        raise _attribute_error(path, "kind", attrs["kind"], f"is not a dataset kind ({', '.join(RECIPES.names())})")
+        raise attribute_error(path, "kind", attrs["kind"], f"is not a dataset kind ({', '.join(RECIPES.names())})")
     recipe = get_recipe(attrs["kind"])
     if attrs["grid"] not in ("periodic", "nodes", "cells"):
-        raise _attribute_error(path, "grid", attrs["grid"], "is not 'periodic', 'nodes' or 'cells'")
+        raise attribute_error(path, "grid", attrs["grid"], "is not 'periodic', 'nodes' or 'cells'")
     numbers = {}
     for name in ("native_resolution", "n_samples", "n_complete", "dim"):
-        value = attrs.get(name, recipe.dim)  # imported files: the dimension is per file
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise _attribute_error(path, name, value, "is not a whole number >= 0")
-        numbers[name] = value
+        numbers[name] = whole_number(path, name, attrs.get(name, recipe.dim))  # imported: the dimension is per file
     dim, res, n = numbers["dim"], numbers["native_resolution"], numbers["n_samples"]
     for field_name, shape in (("x", tuple(x_shape)), ("y", tuple(y_shape))):
         if shape[:1] != (n,):
-            raise _attribute_error(path, "n_samples", n, f"does not match the stored {field_name} of shape {shape}")
+            raise attribute_error(path, "n_samples", n, f"does not match the stored {field_name} of shape {shape}")
         if dim not in (1, 2) or shape[1 : 1 + dim] != (res,) * dim:
             name, value = ("dim", dim) if dim not in (1, 2) or len(shape) < 1 + dim else ("native_resolution", res)
-            raise _attribute_error(path, name, value, f"does not match the stored {field_name} of shape {shape}")
+            raise attribute_error(path, name, value, f"does not match the stored {field_name} of shape {shape}")
     if numbers["n_complete"] > n:
-        raise _attribute_error(path, "n_complete", numbers["n_complete"], f"is more than n_samples = {n}")
+        raise attribute_error(path, "n_complete", numbers["n_complete"], f"is more than n_samples = {n}")
     return {"kind": attrs["kind"], "native_resolution": res, "periodic": attrs["grid"] == "periodic",
             "cells": attrs["grid"] == "cells", "dim": dim, "n_samples": n, "n_complete": numbers["n_complete"]}
 
@@ -155,8 +165,10 @@ def open_stored(path: str | os.PathLike) -> StoredData:
     try:
         attrs = file_attrs(h5)
         if attrs.get("format") == MESH_FORMAT:
-            raise ValueError(f"{path} holds samples on meshes ({attrs.get('kind')}); open it with "
-                             f"petrov.datasets.mesh.open_mesh_dataset")
+            raise ValueError(f"{path} holds samples on meshes ({attrs.get('kind')}), but this reads data on grids: "
+                             f"give a file on grids (written by `petrov generate` of a grid kind or by `petrov "
+                             f"import` without --mesh), or use this one with a mesh model (a mesh preset of "
+                             f"`petrov train`; petrov.datasets.mesh.open_mesh_dataset in Python)")
         if attrs.get("format") != FORMAT:
             raise ValueError(f"{path} is an HDF5 file but not a petrov dataset (no format={FORMAT!r} attribute)")
         missing = [k for k in ("x", "y") if k not in h5]
@@ -169,10 +181,10 @@ def open_stored(path: str | os.PathLike) -> StoredData:
         raise
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MESH_FORMAT", "StoredData", "already_generated", "check_disk",
-           "check_generation_args", "check_output_dir", "check_resources", "claim_partial", "claimed_now",
+__all__ = ["FORMAT", "FORMAT_VERSION", "MESH_FORMAT", "StoredData", "already_generated", "attribute_error",
+           "check_disk", "check_generation_args", "check_output_dir", "check_resources", "claim_partial", "claimed_now",
            "default_chunk_size", "file_attrs", "file_bytes", "h5_image", "open_h5",
-           "open_stored", "partial_path", "stored_layout", "writing_h5"]
+           "open_stored", "partial_path", "require_attrs", "stored_layout", "whole_number", "writing_h5"]
 
 
 def __getattr__(name: str) -> Any:

@@ -125,21 +125,51 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
         )
 
 
+IMPORTED_MESH = "imported-mesh"  # a user's own meshes (petrov import --mesh): fields of any meaning
+
+
 def check_kind(setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
+    """ValueError unless ``data_path`` holds the data the operator was trained on: a file of the same family,
+    or, for a mesh operator, meshes imported with ``petrov import --mesh`` (or a run trained on such meshes
+    on a generated mesh file) whose fields are as wide as the model's input and output: mesh files are read
+    without their kind, so the model predicts on any mesh (``fields_fit``)."""
     if setup.kind is None:
         return
     trained, found = family(setup.kind), family(info["kind"])
-    if trained != found:
-        raise ValueError(
-            f"{data_path} holds {info['kind']!r} data but the model was trained on {setup.kind!r} data; "
-            f"evaluate it on a {trained} file"
-        )
+    if trained == found:
+        return
+    if is_mesh_info(info) and setup.kind in MESH_RECIPES and IMPORTED_MESH in (info["kind"], setup.kind):
+        fields_fit(setup, info, data_path)
+        return
+    also = " (or meshes of your own: petrov import --mesh)" if setup.kind in MESH_RECIPES else ""
+    raise ValueError(
+        f"{data_path} holds {info['kind']!r} data but the model was trained on {setup.kind!r} data; "
+        f"evaluate it on a {trained} file{also}"
+    )
+
+
+def fields_fit(setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
+    """ValueError unless the mesh file's nodal fields x and y have the channels the mesh model takes and
+    predicts (its config's ``in_channels`` / ``out_channels``, where it has them)."""
+    config = getattr(setup.operator.model, "config", None)
+    attrs = info.get("attrs", {})
+    wanted = {f: getattr(config, f"{io}_channels", None) for f, io in (("x", "in"), ("y", "out"))}
+    found = {f: attrs.get(f"{f}_channels") for f in ("x", "y")}
+    wrong = [f for f in ("x", "y") if wanted[f] is not None and found[f] is not None and int(found[f]) != wanted[f]]
+    if wrong:
+        said = "; ".join(f"its {f} ({attrs.get(f'{f}_name', f)}) has {int(found[f])} channel(s), the model "
+                         f"{'takes' if f == 'x' else 'predicts'} {wanted[f]}" for f in wrong)
+        raise ValueError(f"{data_path} holds meshes whose fields do not fit the model (trained on {setup.kind!r} "
+                         f"data): {said}; import meshes whose --x-field / --y-field have those channels")
 
 
 def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
     d = setup.data_config
     if is_mesh_info(info):
-        return list(d.eval_levels) if d is not None and d.eval_levels else list(info["levels"])
+        levels = list(info["levels"])
+        wanted = list(d.eval_levels) if d is not None and d.eval_levels else levels
+        # another mesh file (e.g. imported meshes) with none of the run's levels: its own
+        return wanted if set(wanted) & set(levels) else levels
     if d is not None and d.eval_resolutions:
         return list(d.eval_resolutions)
     if d is not None and d.train_resolution:
@@ -149,4 +179,4 @@ def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
 
 
 __all__ = ["allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution", "default_resolutions",
-           "family", "is_inverse", "is_mesh_info", "model_refusals", "parse_resolutions"]
+           "family", "fields_fit", "is_inverse", "is_mesh_info", "model_refusals", "parse_resolutions"]

@@ -21,6 +21,7 @@ import torch
 from ..common.files import require_dir, require_file
 from ..datasets import dataset_info
 from ..datasets.identity import data_identity, identity_change
+from ..datasets.loading import _slice_text as slice_text
 from ..datasets.loading import as_indices
 from ..train.checkpoint import load_run_checkpoint, operator_from_state
 from ..operators.io import DamagedCheckpoint
@@ -145,6 +146,13 @@ def parse_indices(text: str | None, *, test: bool = True, flag: str = "--indices
         raise ValueError(f"{flag} must be {accepted} (e.g. 1000:1100), got {text!r}") from None
 
 
+def none_selected(indices: Any) -> str:
+    """What selected no samples, as the user wrote it (a slice as ``A:B``, with what ``A:B`` means)."""
+    if isinstance(indices, slice):
+        return f"indices {slice_text(indices)}; A:B selects the samples A..B-1: give A < B"
+    return f"indices {indices!r}"
+
+
 def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: int) -> np.ndarray:
     """File sample numbers to evaluate; ``"test"`` is the run's test split rule applied to this file."""
     if indices is None:
@@ -170,7 +178,7 @@ def select_indices(setup: EvalSetup, data_path: Path, indices: Any, n_complete: 
     except IndexError as err:
         raise IndexError(f"{data_path}: {err}") from None
     if len(idx) == 0:
-        raise ValueError(f"no samples selected from {data_path} (indices {indices!r})")
+        raise ValueError(f"no samples selected from {data_path} ({none_selected(indices)})")
     return idx
 
 
@@ -211,5 +219,5 @@ def setup_noise(setup: EvalSetup, dataset: Any):
     return setup.operator.noise
 
 
-__all__ = ["EvalSetup", "as_setup", "data_file", "default_batch", "load_run", "parse_indices", "select_indices",
-           "setup_noise", "warn_if_other_data", "warn_if_seen"]
+__all__ = ["EvalSetup", "as_setup", "data_file", "default_batch", "load_run", "none_selected", "parse_indices",
+           "select_indices", "setup_noise", "warn_if_other_data", "warn_if_seen"]

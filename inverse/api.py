@@ -149,6 +149,29 @@ def _operator(source: Any, what: str):
     return setup.operator
 
 
+# the runs whose normalizers hold the point-wise statistics of u on the grid: kind -> which normalizer
+NOISE_STATS_KINDS = {"darcy-inverse": "x_normalizer", "darcy": "y_normalizer"}
+
+
+def _run_statistics_of_u(path: Path):
+    """The point-wise statistics of u a trained run holds: an inverse Darcy run's input normalizer, a
+    forward Darcy run's output normalizer (a run of other data: a ValueError saying what is needed)."""
+    if not (path / "config.json").is_file():  # not a run directory: _operator says what it is
+        return _operator(path, "noise statistics").x_normalizer
+    setup = load_run(path)
+    which = NOISE_STATS_KINDS.get(setup.kind) if setup.kind is not None else "x_normalizer"
+    if which is None:
+        raise ValueError(f"noise statistics run {str(path)!r} was trained on {setup.kind!r} data; the noise needs the "
+                         f"point-wise statistics of u on the grid: give --noise-stats a run trained on 'darcy-inverse' "
+                         f"or 'darcy' data, or a Darcy dataset file")
+    normalizer = getattr(setup.operator, which)
+    if normalizer is None:
+        field = "data.normalize_x" if which == "x_normalizer" else "data.normalize_y"
+        raise ValueError(f"noise statistics run {str(path)!r} holds no statistics of u (it was trained with {field} "
+                         f"= false): give --noise-stats a Darcy dataset file instead")
+    return normalizer
+
+
 def _noise_normalizer(noise_stats: Any, ops: Operators, source: Any):
     """The point-wise statistics of u for the noise: given, the inverse run's, or fitted on the file."""
     if noise_stats is None:
@@ -162,7 +185,7 @@ def _noise_normalizer(noise_stats: Any, ops: Operators, source: Any):
         return noise_stats  # a normalizer object
     path = Path(noise_stats)
     if path.is_dir():
-        return _operator(path, "noise statistics").x_normalizer
+        return _run_statistics_of_u(path)
     if not path.exists():
         raise FileNotFoundError(f"noise statistics source {str(path)!r} does not exist")
     return fit_normalizer(path, "x", kind="darcy-inverse")

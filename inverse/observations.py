@@ -31,6 +31,7 @@ import torch
 
 from ..common.host import to_numpy
 from ..datasets import InputNoise, open_dataset
+from ..evaluate.runs import none_selected
 
 ARRAY_SUFFIXES = (".npy", ".npz")
 
@@ -145,7 +146,7 @@ def from_dataset(path: str | os.PathLike, resolution: int | None = None, indices
     """Clean observations (and the truth) of samples ``indices`` of a Darcy dataset file at ``resolution``."""
     data = open_dataset(path, resolution=resolution, indices=indices, kind="darcy", dtype=torch.float64)
     if len(data) == 0:
-        raise ValueError(f"no samples selected from {path} (indices {indices!r})")
+        raise ValueError(f"no samples selected from {path} ({none_selected(indices)})")
     u = to_numpy(data.y[..., 0])
     return Observations(u=u.copy(), sample_ids=np.asarray(data.indices), u_clean=u,
                         a_true=to_numpy(data.x[..., 0]), noise=0.0, source=str(path))

@@ -226,3 +226,42 @@ def test_installed_metadata_declares_what_the_code_imports():
     for package in ("petrov.operators", "petrov.operators.attention.mixers", "petrov.operators.models",
                     "petrov.datasets", "petrov.train"):
         assert (resources.files(package) / "py.typed").is_file(), package
+
+
+# Ctrl-C while the command starts (seconds of importing torch on a busy machine): a real SIGINT, sent by the
+# process to itself when the import of torch begins (so no timing to race), as a terminal sends it
+CTRL_C_AT_TORCH = '''
+import os, signal, sys
+
+
+class CtrlCAtTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, even under a launcher ignoring it
+sys.meta_path.insert(0, CtrlCAtTorch())
+'''
+
+
+def test_ctrl_c_while_torch_is_imported_is_one_line_and_status_130(tmp_path):
+    import petrov
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(CTRL_C_AT_TORCH)
+    root = Path(__file__).resolve().parent.parent
+    module, _, func = read_toml(root / "pyproject.toml")["project"]["scripts"]["petrov"].partition(":")
+    console_script = f"import sys; from {module} import {func}; sys.exit({func}())"  # what pip's wrapper runs
+    package_parent = str(Path(petrov.__file__).parent.parent)  # the petrov these tests import
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hooks), package_parent, os.environ.get("PYTHONPATH", "")])}
+    commands = {"python -m petrov": [sys.executable, "-m", "petrov", "info", "x.h5"],
+                "console script": [sys.executable, "-c", console_script, "info", "x.h5"]}
+    procs = {k: subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k, cmd in commands.items()}
+    for what, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert (proc.returncode, out, err) == (130, "", "petrov: interrupted\n"), what

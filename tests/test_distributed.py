@@ -219,3 +219,23 @@ def test_a_rank_that_stops_answering_is_given_up_after_the_collective_timeout(tm
         "petrov train: error: rank 0 of 2 stopped: rank 1 did not answer within run.collective_timeout_minutes = 0.1 "
         "(stuck, stopped or unreachable); continue with the same command and --resume (from run/last.pt)"], err[-2000:]
     assert 6 <= seconds < 60
+
+
+def test_a_world_size_without_the_other_processes_waits_the_timeout_then_says_what_to_do(monkeypatch):
+    """WORLD_SIZE/RANK set by hand (no torchrun): the rendezvous waits run.collective_timeout_minutes as
+    before, then one line names the rank that did not come and the two ways out."""
+    port = free_port()
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", str(port))):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as caught:  # dist_.DistributedSetupError
+        dist_.setup("cpu", timeout_minutes=0.02)
+    seconds = time.monotonic() - start
+    assert str(caught.value) == (
+        f"WORLD_SIZE=2 is set (this process: rank 0 of 2): rank 1 did not join at 127.0.0.1:{port} within "
+        f"run.collective_timeout_minutes = 0.02; start all 2 processes with torchrun (e.g. torchrun "
+        f"--nproc-per-node=2 -m petrov train ...), or unset WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
+        f"to train in one process")
+    assert 1 <= seconds < 120 and not torch.distributed.is_initialized()

@@ -203,6 +203,15 @@ MESSAGES = [
      "run.time_budget_minutes must be a finite number, got nan"),
     (("train", "tiny.toml", "--out", "r", "--set", "run.fill_budget=true"),
      "run.fill_budget plans the epochs to fill run.time_budget_minutes, which is not set"),
+    # the statistics of u for the noise come from a Darcy run: another run's kind is named, not a shape
+    (("invert", "d.h5", "--method", "pde", "--indices", "0:1", "--noise", "0.01", "--noise-stats", "run1", "--out",
+      "inv"), "noise statistics run 'run1' was trained on 'burgers' data; the noise needs the point-wise statistics "
+              "of u on the grid: give --noise-stats a run trained on 'darcy-inverse' or 'darcy' data"),
+    # a 1-D model on a 2-D file: said first, not as a resolution the file does not have
+    (("train", "tiny.toml", "--out", "r", "--set", 'data.path="d.h5"'),
+     "model FNO1d takes 1-D grids but d.h5 holds 2-D grids; choose a 2-D grid model"),
+    (("evaluate", "run1", "--indices", "5:2", "--no-plots", "--out", "r"),
+     "no samples selected from b.h5 (indices 5:2; A:B selects the samples A..B-1: give A < B)"),
 ]
 
 
@@ -212,6 +221,57 @@ def test_a_wrong_path_or_value_gets_a_message_that_names_it(here, cli, args, mes
     code, _, err = cli(*args)
     assert code == 1 and message in one_error(err, args[0])
     assert not (here / "r").exists() and not (here / "inv").exists() and not (here / "i.h5").exists()
+
+
+USAGE = [
+    (("generate", "burgers", "--n-samples", "0", "--resolution", "64", "-o", "i.h5"),
+     "--n-samples must be an integer >= 1, got 0"),
+    (("generate", "burgers", "--n-samples", "4", "--resolution", "64", "--chunk-size", "0", "-o", "i.h5"),
+     "--chunk-size must be an integer >= 1, got 0"),
+    (("generate", "darcy", "--n-samples", "4", "--resolution", "29", "--workers", "-1", "-o", "i.h5"),
+     "--workers must be an integer >= 0, got -1"),
+    (("generate", "burgers", "--n-samples", "6", "--resolution", "64", "--shard", "3/3", "-o", "i.h5"),
+     "shard 3/3: K counts from 0 and must be in 0..2"),
+    (("generate", "burgers", "--n-samples", "6", "--resolution", "64", "--shard", "-1/3", "-o", "i.h5"),
+     "shard -1/3: K counts from 0 and must be in 0..2"),
+    (("generate", "burgers", "--n-samples", "6", "--resolution", "64", "--indices", "4:9", "-o", "i.h5"),
+     "indices 4:9: expected A:B with 0 <= A < B <= n_samples = 6"),
+    (("merge", "b.h5", "-o", "i.h5", "--chunk-size", "0"), "--chunk-size must be an integer >= 1, got 0"),
+    (("import", "--x", "b.h5:x", "--y", "b.h5:y", "--grid", "periodic", "-o", "i.h5", "--chunk-size", "0"),
+     "--chunk-size must be an integer >= 1, got 0"),
+    (("import", "--mesh", "m.npz", "--x-field", "a", "--y-field", "u", "--grid", "nodes", "-o", "i.h5"),
+     "--grid applies to grid arrays, not to --mesh files"),
+    (("evaluate", "run1", "--batch-size", "0", "--out", "r"), "--batch-size must be an integer >= 1, got 0"),
+    (("invert", "d.h5", "--method", "pde", "--chunk-size", "0", "--out", "inv"),
+     "--chunk-size must be an integer >= 1, got 0"),
+    (("invert", "d.h5", "--method", "pde", "--workers", "-1", "--out", "inv"),
+     "--workers must be an integer >= 0, got -1"),
+]
+
+
+@pytest.mark.parametrize("args, message", USAGE, ids=[" ".join(a[:2]) + f" {i}" for i, (a, _) in enumerate(USAGE)])
+def test_a_flag_value_that_cannot_be_used_is_a_usage_error(here, cli, args, message):
+    code, _, err = cli(*args)
+    first, *rest = err.strip().splitlines()
+    assert code == 2 and first.startswith(f"petrov {args[0]}: error: ") and message in first, err
+    assert rest == [f"run 'petrov {args[0]} --help' for usage"]
+    assert not (here / "i.h5").exists() and not (here / "r").exists() and not (here / "inv").exists()
+
+
+def test_a_misused_distributed_environment_is_named_with_what_to_do(here, cli, monkeypatch):
+    for name in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    code, _, err = cli("train", "tiny.toml", "--out", "r")
+    assert code == 1 and one_error(err, "train") == (
+        "petrov train: error: WORLD_SIZE=2 is set (this process: rank 0 of 2) but MASTER_ADDR and MASTER_PORT are not: "
+        "the processes have no address to meet at; start all 2 processes with torchrun (e.g. torchrun "
+        "--nproc-per-node=2 -m petrov train ...), or unset WORLD_SIZE, RANK to train in one process")
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    code, _, err = cli("train", "tiny.toml", "--out", "r")
+    assert code == 1 and "the environment variable WORLD_SIZE='two' is not a whole number" in one_error(err, "train")
+    assert not (here / "r").exists()
 
 
 def test_damaged_files_are_named(here, cli):

@@ -267,3 +267,14 @@ def test_cli_import_then_info(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     assert cli_main(args[:-3] + ["1", "-o", str(out), "--overwrite"]) == 2  # odd --domain values: usage
     assert "LO HI pairs" in capsys.readouterr().err
+
+
+def test_an_empty_or_foreign_file_named_npy_is_said_to_be_so(tmp_path):
+    (tmp_path / "empty.npy").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty.npy is empty \(0 bytes\), not a .npy file"):
+        import_arrays(tmp_path / "o.h5", tmp_path / "empty.npy", Y1, grid="periodic")
+    (tmp_path / "text.npy").write_text("not numpy\n")
+    with pytest.raises(ValueError, match=r"text.npy is not a .npy file") as caught:
+        import_arrays(tmp_path / "o.h5", tmp_path / "text.npy", Y1, grid="periodic")
+    assert "pickle" not in str(caught.value)
+    assert not (tmp_path / "o.h5").exists()

@@ -282,6 +282,16 @@ def test_learned_and_surrogate_methods_see_the_same_observations(runs, tmp_path)
     np.testing.assert_allclose(learned.a, direct[..., 0].double().numpy(), rtol=1e-4, atol=1e-4)
 
 
+def test_the_noise_statistics_of_u_are_a_forward_runs_targets_or_an_inverse_runs_inputs(runs, tmp_path):
+    # both runs fitted the point-wise statistics of u on the same training samples: one noise
+    root, data = runs
+    common = dict(indices=slice(20, 22), noise=0.05, noise_seed=4, inverse_run=root / "inverse", plots=False)
+    by_inverse = invert(data, "learned", noise_stats=root / "inverse", out_dir=tmp_path / "i", **common)
+    by_forward = invert(data, "learned", noise_stats=root / "forward", out_dir=tmp_path / "f", **common)
+    np.testing.assert_allclose(by_forward.observations.u, by_inverse.observations.u, rtol=1e-6, atol=1e-9)
+    assert not np.allclose(by_forward.observations.u, by_forward.observations.u_clean)
+
+
 def test_array_input_and_observed_noise(runs, tmp_path):
     root, data = runs
     u = solve_darcy(np.full((2, 21, 21), 5.0))

@@ -133,6 +133,34 @@ def test_cli_import_meshes_then_info(tmp_path, samples, capsys):
     assert main(["import", "--mesh", *sources, "--x-field", "a", "-o", str(out)]) == 2
     assert "--mesh needs --y-field" in capsys.readouterr().err
     assert main(["import", "--mesh", *sources, "--x-field", "a", "--y-field", "u", "--grid", "nodes", "-o", str(out)]) == 2
-    assert "--grid apply to grid arrays" in capsys.readouterr().err
+    assert "--grid applies to grid arrays" in capsys.readouterr().err
     assert main(["import", "--x", "x.npy", "-o", str(out)]) == 2
     assert "grid arrays need --y, --grid" in capsys.readouterr().err
+
+
+def test_meshio_prints_nothing_and_empty_files_are_named(tmp_path, samples, capsys):
+    points, triangles, a, u = samples[0]
+    msh = write_meshio(tmp_path / "s0.msh", points, triangles, {"a": a, "u": u}, file_format="gmsh22", binary=True)
+    capsys.readouterr()
+    import_meshes(tmp_path / "m.h5", [msh], x_field="a", y_field="u")
+    assert capsys.readouterr() == ("", "")  # meshio's gmsh reader prints a blank line of its own
+    (tmp_path / "bad.vtu").write_text("not a mesh")
+    with pytest.raises(ValueError, match=r"bad.vtu: meshio cannot read it \(Couldn't read file .*bad.vtu as vtu\)"):
+        import_meshes(tmp_path / "o.h5", [tmp_path / "bad.vtu"], x_field="a", y_field="u")
+    assert capsys.readouterr() == ("", "")
+    for name in ("empty.vtu", "empty.msh", "empty.npz"):
+        (tmp_path / name).write_bytes(b"")
+        with pytest.raises(ValueError, match=rf"{name} is empty \(0 bytes\): no mesh in it"):
+            import_meshes(tmp_path / "o.h5", [msh, tmp_path / name], x_field="a", y_field="u")
+    assert not (tmp_path / "o.h5").exists()
+
+
+def test_a_mesh_file_given_twice_is_refused(tmp_path, samples):
+    points, triangles, a, u = samples[0]
+    src = write_meshio(tmp_path / "s0.vtu", points, triangles, {"a": a, "u": u})
+    (tmp_path / "link.vtu").symlink_to(src)
+    with pytest.raises(ValueError, match=r"s0.vtu is given twice; give each mesh file once"):
+        import_meshes(tmp_path / "m.h5", [src, src], x_field="a", y_field="u")
+    with pytest.raises(ValueError, match=r"link.vtu is given twice \(also as .*s0.vtu\)"):
+        import_meshes(tmp_path / "m.h5", [src, tmp_path / "link.vtu"], x_field="a", y_field="u")
+    assert not (tmp_path / "m.h5").exists()

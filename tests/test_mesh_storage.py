@@ -8,7 +8,7 @@ import pytest
 
 from petrov.common.files import Locked, exclusive_lock
 from petrov.datasets import generate_dataset, open_dataset
-from petrov.datasets.mesh import DarcyMeshParams, darcy_mesh_sample, open_mesh_dataset, read_domain
+from petrov.datasets.mesh import DarcyMeshParams, darcy_mesh_sample, mesh_info, open_mesh_dataset, read_domain
 from petrov.datasets.storage import partial_path
 from petrov.cli import main
 
@@ -148,10 +148,33 @@ def test_bad_arguments(tmp_path, kwargs, error, match):
 def test_grid_and_mesh_readers_refuse_each_others_files(tmp_path):
     mesh = generate(tmp_path / "m.h5", 1)
     grid = generate_dataset("darcy", tmp_path / "g.h5", 1, 9, progress=False)
-    with pytest.raises(ValueError, match="samples on meshes.*open_mesh_dataset"):
+    with pytest.raises(ValueError, match="samples on meshes.*but this reads data on grids: give a file on grids.*"
+                                         "open_mesh_dataset in Python"):
         open_dataset(mesh)
     with pytest.raises(ValueError, match="not a petrov mesh dataset.*open_dataset"):
         open_mesh_dataset(grid)
+
+
+@pytest.mark.parametrize("name, value, match", [
+    ("kind", None, "attribute 'kind' is missing; the file is damaged"),
+    ("levels", "not json", "attribute levels = 'not json' is not a JSON list"),
+    ("levels", '["level0", "level7"]', "attribute levels = .* does not list the file's mesh groups"),
+    ("params", "{", "attribute params = '{' is not a JSON object"),
+    ("n_complete", 5, "attribute n_complete = 5 is more than n_samples = 1"),
+])
+def test_damaged_attributes_are_named(tmp_path, capsys, name, value, match):
+    path = generate(tmp_path / "m.h5", 1)
+    with h5py.File(path, "r+") as h5:
+        if value is None:
+            del h5.attrs[name]
+        else:
+            h5.attrs[name] = value
+    for read in (mesh_info, lambda p: open_mesh_dataset(p, "level0")):
+        with pytest.raises(ValueError, match=match):
+            read(path)
+    assert main(["info", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"petrov info: error: {path}: attribute") and err.count("\n") == 1
 
 
 def test_cli_generate_and_info(tmp_path, capsys):

@@ -183,6 +183,44 @@ def test_mismatched_settings_are_clear_errors(mesh_file, tmp_path, capsys, setti
     assert message in capsys.readouterr().err
 
 
+def test_a_mesh_model_on_a_grid_file_is_said_first_not_its_levels(mesh_file, tmp_path, capsys):
+    grid = tmp_path / "grid.h5"
+    generate_dataset("darcy", grid, 4, resolution=9, progress=False)  # fewer samples than the splits too
+    cfg = _config(tmp_path, grid, options="")  # data.level = "level0", a mesh preset's setting
+    assert cli_main(["train", str(cfg), "--out", str(tmp_path / "bad")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"petrov train: error: model MeshLatent takes point sets (meshes) but {grid} holds grids; choose "
+                   f"a grid model")
+
+
+def test_a_mesh_run_is_evaluated_on_imported_meshes_with_the_fields_it_takes(mesh_file, tmp_path, capsys, meshes):
+    run = tmp_path / "run"
+    train(load_config(_config(tmp_path, mesh_file)), run)
+    sources = []
+    for k in range(3):
+        mesh = meshes.jittered(6, notch=0.5, seed=k)
+        x, y = mesh.points.T
+        fields = dict(a=3 + 9 * (x > 0.5), u=x * (1 - x) * y * (1 - y), a2=np.stack([x, y], -1))
+        sources.append(tmp_path / f"m{k}.npz")
+        np.savez(sources[-1], points=mesh.points, triangles=mesh.triangles, **fields)
+    for name, x_field in (("mine.h5", "a"), ("wide.h5", "a2")):
+        assert cli_main(["import", "--mesh", *map(str, sources), "--x-field", x_field, "--y-field", "u",
+                         "-o", str(tmp_path / name), "--no-progress"]) == 0
+    capsys.readouterr()
+    # the run's levels are not in the file: its own mesh is scored
+    assert cli_main(["evaluate", str(run), "--data", str(tmp_path / "mine.h5"), "--indices", "all", "--no-plots",
+                     "--out", str(tmp_path / "ev")]) == 0
+    rows = json.loads((tmp_path / "ev" / "metrics.json").read_text())["rows"]
+    assert [(r["resolution"], r["n"]) for r in rows] == [("mesh", 3)] and np.isfinite(rows[0]["mean"])
+    capsys.readouterr()
+    assert cli_main(["evaluate", str(run), "--data", str(tmp_path / "wide.h5"), "--indices", "all", "--no-plots",
+                     "--out", str(tmp_path / "ev2")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"petrov evaluate: error: {tmp_path / 'wide.h5'} holds meshes whose fields do not fit the model "
+                   f"(trained on 'darcy-mesh' data): its x (a2) has 2 channel(s), the model takes 1; import meshes "
+                   f"whose --x-field / --y-field have those channels")
+
+
 def test_coarser_levels_hold_the_finest_solve_at_their_nodes(mesh_file):
     # nested levels: level0's nodes are level1's first nodes, and its data are level1's there
     coarse, fine = open_mesh_dataset(mesh_file, "level0")[5], open_mesh_dataset(mesh_file, "level1")[5]

@@ -7,8 +7,9 @@ import h5py
 import numpy as np
 import pytest
 
+from petrov.common.files import exclusive_lock
 from petrov.common.interrupts import Terminated, stop_on_signals
-from petrov.datasets import generate_dataset, periodic_grf_1d, solve_burgers
+from petrov.datasets import dataset_info, generate_dataset, merge_shards, periodic_grf_1d, solve_burgers
 from petrov.datasets.content_hash import ContentHash
 from petrov.datasets.storage import partial_path
 
@@ -233,3 +234,23 @@ def test_darcy_file_round_trips(tmp_path):
     assert (y[:, 1:-1, 1:-1] > 0).all()  # positive forcing, positive coefficient
     assert attrs["grid"] == "nodes" and attrs["averaging"] == "arithmetic" and attrs["high"] == 12.0
     assert json.loads(attrs["solver_settings"])["averaging"] == "arithmetic"
+
+
+def test_an_unfinished_file_is_named_as_such_with_how_to_finish_it(tmp_path):
+    out = tmp_path / "b.h5"
+    with pytest.raises(Interrupt):
+        generate_dataset("burgers", out, 4, N_BURGERS, chunk_size=1, progress=False, callback=interrupt_after(1))
+    with pytest.raises(FileNotFoundError, match=r"b.h5 is unfinished: .*b.h5.partial holds 1 of its 4 samples; "
+                                                r"rerun the `petrov generate` \(or `petrov merge`\) command"):
+        dataset_info(out)
+    with exclusive_lock(out):  # a generation still writing it
+        with pytest.raises(FileNotFoundError, match=r"b.h5 is not finished yet: another process \(pid \d+\) is "
+                                                    r"writing it into .*b.h5.partial; wait for it to finish"):
+            dataset_info(out)
+    shard = tmp_path / "s-0.h5"
+    with pytest.raises(Interrupt):
+        generate_dataset("burgers", shard, 4, N_BURGERS, shard="0/2", chunk_size=1, progress=False,
+                         callback=interrupt_after(1))
+    with pytest.raises(FileNotFoundError, match=r"s-0.h5 is unfinished: .* holds 1 of its 2 samples; rerun its "
+                                                r"`petrov generate ... --shard 0/2` command"):
+        merge_shards([shard, tmp_path / "s-1.h5"], tmp_path / "m.h5", progress=False)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..common.config import asdict
+from ..common.config import asdict, from_dict
 from ..common.interrupts import held_signals, loader_worker
 from ..datasets import (
     InputNoise,
@@ -39,8 +39,10 @@ from ..datasets import (
     open_dataset,
     open_mesh_dataset,
 )
+from ..datasets.loading import open_source
 from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from ..datasets.mesh.storage import is_mesh_file
+from ..operators.models import MODELS, config_class
 from .config import DataConfig
 from .datapass import fit_normalizers
 from .distributed import Context
@@ -300,14 +302,61 @@ def sample_ids(dataset: Any) -> torch.Tensor:
     return torch.as_tensor(np.asarray(getattr(dataset, "indices", np.arange(len(dataset)))))
 
 
+def layout_mismatch(name: str, point_model: bool, point_data: bool, source: str) -> ValueError:
+    """The error for model class ``name`` (taking point sets or grids) on data of the other layout."""
+    return ValueError(
+        f"model {name} takes {'point sets (meshes)' if point_model else 'grids'} but {source} "
+        f"holds {'point sets (meshes)' if point_data else 'grids'}; choose a "
+        f"{'mesh model (e.g. mesh_latent)' if point_data else 'grid model'}")
+
+
+def _file_layout(path: str) -> tuple[bool, int | None] | None:
+    """``(point sets?, grid axes)`` of the data file ``path`` (mesh files: ``(True, None)``), None if it
+    cannot be read (the data checks then say why)."""
+    try:
+        if is_mesh_file(path):
+            return True, None
+        with open_source(path) as src:
+            return False, int(src.dim)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _model_layout(name: str, options: dict) -> tuple[bool, int | None] | None:
+    """``(takes point sets?, grid axes)`` of the registered model ``name`` built with ``options``, read
+    from its class and config without building it (grid axes None where the model does not say); None if
+    the name or options are not usable (building the model says why)."""
+    try:
+        cls = MODELS.get(name)
+        if getattr(cls, "point_set", False):
+            return True, None
+        ndim = getattr(cls, "ndim", 0) or getattr(from_dict(config_class(name), options), "ndim", None)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return False, (int(ndim) if isinstance(ndim, int) and not isinstance(ndim, bool) and ndim > 0 else None)
+
+
+def check_model_layout(model_name: str, options: dict, cfg: DataConfig) -> None:
+    """Before any other check of the data: the model takes the layout of ``cfg.path`` (point sets or grids,
+    and on grids as many axes); a ValueError saying which model fits, so that a wrong pairing is not first
+    reported as a wrong level, resolution or split size."""
+    model, data = _model_layout(model_name, options), _file_layout(cfg.path)
+    if model is None or data is None:
+        return
+    (point_model, model_dim), (point_data, data_dim) = model, data
+    name = MODELS.get(model_name).__name__
+    if point_model != point_data:
+        raise layout_mismatch(name, point_model, point_data, cfg.path)
+    if model_dim is not None and data_dim is not None and model_dim != data_dim:
+        raise ValueError(f"model {name} takes {model_dim}-D grids but {cfg.path} holds {data_dim}-D grids; choose a "
+                         f"{data_dim}-D grid model (petrov models lists them) or a {model_dim}-D data file")
+
+
 def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str) -> None:
     """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data."""
     point_model, point_data = bool(getattr(model, "point_set", False)), is_point_data(data)
     if point_model != point_data:
-        raise ValueError(
-            f"model {type(model).__name__} takes {'point sets (meshes)' if point_model else 'grids'} but {source} "
-            f"holds {'point sets (meshes)' if point_data else 'grids'}; choose a "
-            f"{'mesh model (e.g. mesh_latent)' if point_data else 'grid model'}")
+        raise layout_mismatch(type(model).__name__, point_model, point_data, source)
     batch = to_batch(next(iter(data_loader(data, 1))), data, device)
     x, y = batch.x, batch.y
     name = type(model).__name__

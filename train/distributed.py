@@ -21,6 +21,7 @@ through a gloo group on the host, also in an NCCL run, so reading them never wai
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable
@@ -70,9 +71,8 @@ _groups: dict[str, Any] = {"host": None, "patient": None}
 def setup(device: str = "auto", timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES) -> Context:
     """Join the process group if launched by torchrun (collectives wait at most ``timeout_minutes``);
     otherwise a single-process context."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world_size, rank, local_rank = (_environment_int(name, default) for name, default in
+                                    (("WORLD_SIZE", 1), ("RANK", 0), ("LOCAL_RANK", 0)))
     dev = resolve_device(device, local_rank)
     if world_size > 1:
         if dev.type == "cuda":
@@ -80,13 +80,64 @@ def setup(device: str = "auto", timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES
         timeout = timedelta(minutes=timeout_minutes)
         if not dist.is_initialized():
             backend = "nccl" if dev.type == "cuda" else "gloo"
-            dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
+            try:
+                dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
+            except (ValueError, RuntimeError) as err:
+                raise DistributedSetupError(_rendezvous_failure(err, world_size, rank, timeout_minutes)) from err
         if _groups["patient"] is None:  # every rank creates the same groups in the same order
             if dist.get_backend() != "gloo":
                 _groups["host"] = dist.new_group(backend="gloo", timeout=timeout)
             _groups["patient"] = dist.new_group(backend="gloo", timeout=PATIENT)
         rank, world_size = dist.get_rank(), dist.get_world_size()
     return Context(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+
+
+class DistributedSetupError(RuntimeError):
+    """The process group of a distributed run could not be joined (a misused environment: WORLD_SIZE set
+    without the other processes or without a rendezvous address); the message says what to do."""
+
+
+_RENDEZVOUS = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _environment_int(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise DistributedSetupError(f"the environment variable {name}={text!r} is not a whole number; torchrun sets it "
+                                    f"for each process it starts: run under torchrun, or unset {name} to train in "
+                                    f"one process") from None
+
+
+def _what_to_do(world_size: int) -> str:
+    if os.environ.get("TORCHELASTIC_RUN_ID"):  # started by torchrun: the others are its business
+        return "check that torchrun started every process of the run (the same command on every node)"
+    return (f"start all {world_size} processes with torchrun (e.g. torchrun --nproc-per-node={world_size} -m petrov "
+            f"train ...), or unset {', '.join(n for n in _RENDEZVOUS if n in os.environ)} to train in one process")
+
+
+def _rendezvous_failure(err: BaseException, world_size: int, rank: int, timeout_minutes: float) -> str:
+    """One line for a failed ``init_process_group``: what is wrong with the rendezvous and what to do."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    where = f"WORLD_SIZE={world_size} is set (this process: rank {rank} of {world_size})"
+    missing = [n for n in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(n)]
+    if missing and "expected, but not set" in text:
+        return (f"{where} but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: the processes "
+                f"have no address to meet at; {_what_to_do(world_size)}")
+    address = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+    waited = f"within run.collective_timeout_minutes = {timeout_minutes:g}"
+    joined = re.search(r"(\d+)/(\d+) clients joined", text)
+    if joined:  # rank 0, which holds the rendezvous, waited for the others
+        n, total = int(joined.group(1)), int(joined.group(2))
+        absent = "rank 1 did not join" if total == 2 else f"{total - n} of the other {total - 1} processes did not join"
+        return f"{where}: {absent} at {address} {waited}; {_what_to_do(world_size)}"
+    if "timed out" in text.lower():  # a rank > 0 that found no rank 0 to join
+        return f"{where}: rank 0 could not be reached at {address} {waited}; {_what_to_do(world_size)}"
+    return (f"{where}: cannot join the process group at {address} ({type(err).__name__}: {text}); "
+            f"{_what_to_do(world_size)}")
 
 
 def teardown(ctx: Context) -> None:

@@ -70,6 +70,7 @@ from .data import (
     TrainingData,
     build_training_data,
     check_model_fits_data,
+    check_model_layout,
     ensure_data_file,
     is_point_data,
     sample_ids,
@@ -117,6 +118,7 @@ class Trainer:
         from_file = data is None
         if from_file:
             dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx, patient=True)
+            check_model_layout(cfg.model.name, cfg.model.options, cfg.data)  # before the levels, sizes, values
             self.data_identity = data_identity(cfg.data.path)
             data = build_training_data(cfg.data, ctx)
             self.check_data_unchanged("while it was being read")

@@ -19,6 +19,8 @@ generation's do (``petrov.datasets.write_path.fill``), and renamed when complete
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 from pathlib import Path
@@ -55,10 +57,16 @@ def _npz_mesh(path: Path, fields: Sequence[str], points_key: str, triangles_key:
 def _meshio_mesh(path: Path, fields: Sequence[str]) -> tuple:
     import meshio  # only here: reading users' mesh files
 
+    said = io.StringIO()  # meshio prints (blank lines, "Error: ..." before exiting): kept out of our output
     try:
-        mesh = meshio.read(path)
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            mesh = meshio.read(path)
     except (Exception, SystemExit) as err:  # meshio calls sys.exit(1) when no reader of the format succeeds
-        raise ValueError(f"{path}: meshio cannot read it ({type(err).__name__}: {err}); use a format meshio knows "
+        if isinstance(err, SystemExit):  # what meshio printed says why, e.g. "Couldn't read file F as vtu"
+            why = " ".join(said.getvalue().split()).removeprefix("Error: ") or "no reader of its format succeeded"
+        else:
+            why = f"{type(err).__name__}: {err}"
+        raise ValueError(f"{path}: meshio cannot read it ({why}); use a format meshio knows "
                          f"(.msh, .vtu, .xdmf, ...) or a .npz of points, triangles and fields") from None
     other = sorted({c.type for c in mesh.cells} - {"triangle", *IGNORED_CELLS})
     if other:
@@ -87,6 +95,9 @@ def read_mesh_source(path: str | os.PathLike, x_field: str, y_field: str, *, poi
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such mesh file: {path}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty (0 bytes): no mesh in it; write the mesh into it again (a format meshio "
+                         f"reads, .msh, .vtu, .xdmf, ..., or a .npz of points, triangles and fields)")
     fields = (x_field, y_field)
     if path.suffix.lower() == ".npz":
         points, triangles, (x, y) = _npz_mesh(path, fields, points_key, triangles_key)
@@ -147,11 +158,18 @@ def import_meshes(
     output = Path(output)
     if output.exists() and not overwrite:
         raise FileExistsError(f"{output} already exists; pass --overwrite (overwrite=True in Python) to replace it")
+    seen: dict[tuple[int, int], Path] = {}
     for src in sources:
         if not src.is_file():
             raise FileNotFoundError(f"no such mesh file: {src}")
         if output.exists() and os.path.samefile(src, output):
             raise ValueError(f"the output {output} is also a source; choose another name")
+        stat = src.stat()  # the same file under two names is given twice too
+        if (stat.st_dev, stat.st_ino) in seen:
+            other = seen[stat.st_dev, stat.st_ino]
+            also = "" if other == src else f" (also as {other})"
+            raise ValueError(f"{src} is given twice{also}; give each mesh file once (each file is one sample)")
+        seen[stat.st_dev, stat.st_ino] = src
     output_file(output)  # the one rule for outputs: missing folders are created
 
     def read(path: Path):

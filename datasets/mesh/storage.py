@@ -50,9 +50,10 @@ import numpy as np
 
 from ...common.moved import moved_attribute
 from ..hdf5_files import FORMAT, MESH_FORMAT, file_attrs, file_format, open_h5, writing_h5
+from ..storage import attribute_error, require_attrs, whole_number
 from ..write_path import SHARD_KEYS, Layout, dataset_attrs, start_hash
 from .domains import DOMAIN_FAMILIES, Domain
-from .recipes import MeshRecipe
+from .recipes import MESH_RECIPES, MeshRecipe
 from .sample import MeshSample
 
 MESH_FORMAT_VERSION = 1
@@ -229,15 +230,54 @@ def mesh_file_layout(attrs: dict[str, Any], variant_attrs: dict[str, dict] | Non
 # --- reading -------------------------------------------------------------------------------------
 
 
+def _json_attr(path: Path, attrs: dict[str, Any], name: str, kind: type) -> Any:
+    """The JSON attribute ``name`` decoded, a ``kind`` (list or dict), else ``attribute_error``."""
+    value = attrs[name]
+    try:
+        decoded = json.loads(value)
+    except (TypeError, ValueError):
+        decoded = None
+    if not isinstance(decoded, kind):
+        raise attribute_error(path, name, value, f"is not a JSON {'list' if kind is list else 'object'}")
+    return decoded
+
+
+def check_mesh_attrs(path: Path, h5: h5py.File, attrs: dict[str, Any]) -> None:
+    """ValueError naming the first attribute of a mesh file (module docstring) that is missing or damaged:
+    kind, the counts, channels, the JSON ones (``levels``, whose groups must exist, ``domain_families``,
+    ``params``, ``solver_settings``)."""
+    require_attrs(path, attrs, ("kind", "n_samples", "n_complete", "levels", "x_channels", "y_channels"))
+    if attrs["kind"] not in MESH_RECIPES:
+        raise attribute_error(path, "kind", attrs["kind"],
+                              f"is not a mesh dataset kind ({', '.join(MESH_RECIPES.names())})")
+    n = whole_number(path, "n_samples", attrs["n_samples"])
+    if whole_number(path, "n_complete", attrs["n_complete"]) > n:
+        raise attribute_error(path, "n_complete", attrs["n_complete"], f"is more than n_samples = {n}")
+    for name in ("x_channels", "y_channels"):
+        whole_number(path, name, attrs[name], minimum=1)
+    levels = _json_attr(path, attrs, "levels", list)
+    if not levels or not all(isinstance(v, str) and isinstance(h5.get(v), h5py.Group) for v in levels):
+        raise attribute_error(path, "levels", attrs["levels"], f"does not list the file's mesh groups "
+                              f"({', '.join(k for k in h5 if k != DOMAIN_GROUP) or 'none'})")
+    for name, kind in (("domain_families", list), ("params", dict), ("solver_settings", dict)):
+        if name in attrs:
+            _json_attr(path, attrs, name, kind)
+
+
 def open_mesh_h5(path: str | os.PathLike) -> h5py.File:
-    """Open a mesh dataset file (complete or ``.partial``); ValueError if it is another kind of file."""
+    """Open a mesh dataset file (complete or ``.partial``); ValueError if it is another kind of file or
+    its attributes are missing or damaged ([`check_mesh_attrs`][])."""
     path = Path(path)
     h5 = open_h5(path)
-    fmt = file_format(h5)
-    if fmt != MESH_FORMAT:
+    try:
+        fmt = file_format(h5)
+        if fmt != MESH_FORMAT:
+            hint = " (a grid dataset: open it with petrov.datasets.open_dataset)" if fmt == FORMAT else ""
+            raise ValueError(f"{path} is not a petrov mesh dataset (format {fmt!r}, expected {MESH_FORMAT!r}){hint}")
+        check_mesh_attrs(path, h5, file_attrs(h5))
+    except BaseException:
         h5.close()
-        hint = " (a grid dataset: open it with petrov.datasets.open_dataset)" if fmt == FORMAT else ""
-        raise ValueError(f"{path} is not a petrov mesh dataset (format {fmt!r}, expected {MESH_FORMAT!r}){hint}")
+        raise
     return h5
 
 
@@ -316,8 +356,8 @@ def mesh_info(path: str | os.PathLike) -> dict[str, Any]:
         }
 
 
-__all__ = ["CHUNK_ROWS", "IDENTITY", "MESH_FORMAT", "MESH_FORMAT_VERSION", "create_mesh_file", "is_mesh_file",
-           "mesh_attrs", "mesh_file_layout", "mesh_groups", "mesh_info", "mesh_layout", "open_mesh_h5",
+__all__ = ["CHUNK_ROWS", "IDENTITY", "MESH_FORMAT", "MESH_FORMAT_VERSION", "check_mesh_attrs", "create_mesh_file",
+           "is_mesh_file", "mesh_attrs", "mesh_file_layout", "mesh_groups", "mesh_info", "mesh_layout", "open_mesh_h5",
            "read_domain", "read_offsets", "read_rows", "read_sample", "sample_rows"]
 
 
