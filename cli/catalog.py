@@ -12,6 +12,7 @@ are listed too.
 from __future__ import annotations
 
 import argparse
+import difflib
 import inspect
 import json
 from importlib import resources
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..common.config import asdict
 from ..operators import list_mixers, list_models
+from ..common.registry import Registry
 from ..operators.attention.mixers import MIXERS, mixer_options
 from ..operators.models import MODELS, config_class
 from ..train.config import preset_names
@@ -100,11 +102,31 @@ def _table(names: list[str], describe) -> str:
     return "\n".join(f"{n:<{width}}  {describe(n)}" for n in names)
 
 
+def check_names(names: list[str], registry: Registry) -> None:
+    """UsageError for the first of ``names`` that ``registry`` does not hold: the registry's message (the
+    registered names, a close match), with the name in other case suggested (``FNO1D`` -> ``fno1d``)."""
+    for name in names:
+        if name in registry:
+            continue
+        message = registry.unknown_message(name)
+        cased = {known.lower(): known for known in registry.names()}.get(name.lower())
+        if cased is not None and f"did you mean {cased!r}" not in message:
+            message += f" (did you mean {cased!r}?)"
+        raise UsageError(message)
+
+
+def close_preset(name: str) -> str | None:
+    """The shipped preset closest to ``name`` (None: none is close)."""
+    close = difflib.get_close_matches(name, preset_names(), n=1)
+    return close[0] if close else None
+
+
 def _list_mixers(args: argparse.Namespace) -> int:
     if not args.names and not args.options:
         print(_table(list_mixers(), lambda n: summary(n, MIXER_SUMMARIES, MIXERS.get(n))))
         print("\npetrov mixers NAME shows a mixer's options (model.options.mixer_options in a config)")
         return 0
+    check_names(args.names, MIXERS)
     names = args.names or list_mixers()
     print("\n".join(_block(f"{n} — {summary(n, MIXER_SUMMARIES, MIXERS.get(n))}", mixer_defaults(n)) for n in names))
     return 0
@@ -115,6 +137,7 @@ def _list_models(args: argparse.Namespace) -> int:
         print(_table(list_models(), lambda n: summary(n, MODEL_SUMMARIES, MODELS.get(n))))
         print("\npetrov models NAME shows a model's config fields and defaults (model.options in a config)")
         return 0
+    check_names(args.names, MODELS)
     names = args.names or list_models()
     print("\n".join(_block(f"{n} ({config_class(n).__name__}) — {summary(n, MODEL_SUMMARIES, MODELS.get(n))}",
                            model_options(n)) for n in names))
@@ -126,11 +149,21 @@ def _presets(args: argparse.Namespace) -> int:
         print(_table(preset_names(), preset_summary))
         print("\npetrov presets show NAME prints one's TOML (save, edit, then petrov train FILE.toml)")
         return 0
+    if args.action != "show":  # a bare NAME (petrov presets burgers-quick): the action was left out
+        word = args.action[:-5] if args.action.endswith(".toml") else args.action
+        target = word if word in preset_names() else close_preset(word)
+        if args.name is not None or target is None:
+            raise UsageError(f"unknown action {args.action!r}: petrov presets lists the presets, "
+                             f"petrov presets show NAME prints one")
+        raise UsageError(f"petrov presets takes the action show before a preset's name: did you mean "
+                         f"`petrov presets show {target}`?")
     if args.name is None:
         raise UsageError("name the preset to show: petrov presets show NAME")
     name = args.name[:-5] if args.name.endswith(".toml") else args.name
     if name not in preset_names():
-        raise UsageError(f"no shipped preset {args.name!r}; presets: {', '.join(preset_names())}")
+        close = close_preset(name)
+        raise UsageError(f"no shipped preset {args.name!r}; presets: {', '.join(preset_names())}"
+                         f"{f' (did you mean {close!r}?)' if close else ''}")
     print((resources.files("petrov.train.configs") / f"{name}.toml").read_text(), end="")
     return 0
 
@@ -147,6 +180,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("presets", help="list the shipped training presets (what each is for), or show one's TOML",
                        description="petrov presets: list them; petrov presets show NAME: print the TOML "
                        "(save it, edit it, then petrov train FILE.toml)")
-    p.add_argument("action", nargs="?", choices=["show"], help="show a preset")
+    p.add_argument("action", nargs="?", metavar="show", help="show a preset")
     p.add_argument("name", nargs="?", metavar="NAME", help="the preset to show")
     p.set_defaults(func=_presets)

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from pathlib import Path
 
 from ..evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
+from ..evaluate.resolutions import ResolutionChoiceError
 from ..train.config import (
     apply_overrides,
     check_resumable,
@@ -31,17 +33,31 @@ from ..train.config import (
     config_to_dict,
     load_config,
     load_config_json,
+    parse_override,
     preset_names,
 )
 from ..train.trainer import train
-from .usage import UsageError, check_minimums
+from .usage import UsageError, as_usage_error, check_minimums
+
+
+def _check_train_flags(args: argparse.Namespace) -> None:
+    """UsageError for flags of ``petrov train`` that are wrong whatever the config: a ``--set`` item that is
+    not ``section.key=value`` (or ``~section.key``), --resume with --overwrite, a --budget-minutes that is not
+    a finite number > 0."""
+    for item in args.set or []:
+        as_usage_error(parse_override, item)
+    if args.resume and args.overwrite:
+        raise UsageError("choose one of --resume (continue the run in --out) and --overwrite (replace it)")
+    if args.budget_minutes is not None and not (math.isfinite(args.budget_minutes) and args.budget_minutes > 0):
+        raise UsageError(f"--budget-minutes must be a number of minutes > 0, got {args.budget_minutes:g}")
 
 
 def _run_train(args: argparse.Namespace) -> int:
+    _check_train_flags(args)
     overrides = list(args.set or [])
     if args.device:
         overrides.append(f"run.device={json.dumps(args.device)}")
-    if args.budget_minutes is not None:  # checked with the config (a number > 0)
+    if args.budget_minutes is not None:  # a finite number > 0 (_check_train_flags)
         overrides += [f"run.time_budget_minutes={args.budget_minutes!r}", "run.fill_budget=true"]
     run_dir = Path(args.out)
     if args.continue_from is not None:
@@ -108,9 +124,15 @@ def _train_hint(args: argparse.Namespace) -> str:
 
 def _run_evaluate(args: argparse.Namespace) -> int:
     check_minimums(args, batch_size=1)
-    rows = run_evaluation(args.run_dir, args.data, parse_resolutions(args.resolutions),
-                          indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
-                          plots=args.plots, out_dir=args.out, echo=False, overwrite=args.overwrite)
+    resolutions = as_usage_error(parse_resolutions, args.resolutions)
+    try:
+        rows = run_evaluation(args.run_dir, args.data, resolutions,
+                              indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
+                              plots=args.plots, out_dir=args.out, echo=False, overwrite=args.overwrite)
+    except ResolutionChoiceError as err:
+        if resolutions is None:  # the run's own resolutions do not fit --data: not a bad flag value
+            raise
+        raise UsageError(f"--resolutions: {err}") from None
     train_res = load_config_json(Path(args.run_dir) / "config.json", check_model=False).data.train_resolution
     print(format_table(rows, train_res))
     return 0
@@ -126,7 +148,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `petrov train`")
     p.add_argument("--data", metavar="FILE", help="dataset file (.h5 or FNO .mat; default: the run's)")
     p.add_argument("--resolutions", metavar="R1,R2,...",
-                   help="comma-separated resolutions (default: the run's data.eval_resolutions)")
+                   help="comma-separated resolutions (grid runs), or mesh level names such as level0,level1 "
+                   "(mesh runs) (default: the run's data.eval_resolutions or data.eval_levels)")
     p.add_argument("--indices", default="test", metavar="test|all|A:B",
                    help="samples to evaluate: the run's test split (default), all, or a slice A:B")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])

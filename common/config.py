@@ -65,6 +65,18 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
     return value
 
 
+def _optional(annotation: Any) -> bool:
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return union and type(None) in typing.get_args(annotation)
+
+
+def _is_table(annotation: Any) -> bool:
+    """Whether ``annotation`` is a dataclass (a nested table), or ``Optional`` of one."""
+    if _optional(annotation):
+        return any(dataclasses.is_dataclass(a) for a in typing.get_args(annotation))
+    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
 def from_dict(cls: type[C], mapping: Mapping[str, Any], context: str | None = None) -> C:
     """Build dataclass ``cls`` from ``mapping``; unknown keys and wrong types raise ``ValueError``.
 
@@ -88,6 +100,8 @@ def from_dict(cls: type[C], mapping: Mapping[str, Any], context: str | None = No
         if dataclasses.is_dataclass(annotation) and isinstance(value, Mapping):
             kwargs[key] = from_dict(annotation, value, f"{context}.{key}")
             continue
+        if _is_table(annotation) and not isinstance(value, Mapping) and not (value is None and _optional(annotation)):
+            raise ValueError(f"{context}.{key}: expected a table, got {type(value).__name__} {value!r}")
         try:
             kwargs[key] = _check_type(value, annotation, f"{context}.{key}")
         except TypeError as err:

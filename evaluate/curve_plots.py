@@ -98,6 +98,9 @@ def plot_error_vs_time(rows: Sequence[dict[str, Any]], path: str | os.PathLike, 
     return figure_style.save_figure(fig, path)
 
 
+_EPOCH_KEYS = frozenset({"epoch", "train_loss", "val_rel_l2", "lr"})  # what plot_training_curves reads
+
+
 def read_epoch_log(source: str | os.PathLike) -> list[dict[str, Any]]:
     """The trainer's per-epoch rows from a run directory (``log.jsonl``, else ``log.csv``) or a file."""
     source = Path(source)
@@ -109,7 +112,19 @@ def read_epoch_log(source: str | os.PathLike) -> list[dict[str, Any]]:
         with source.open(newline="") as f:
             rows = [{k: (v == "True" if k == "best" else float(v)) for k, v in r.items()} for r in csv.DictReader(f)]
     else:
-        rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+        rows = []
+        for number, line in enumerate(source.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ValueError(f"training log {str(source)!r} is damaged: line {number} is not a JSON record "
+                                 f"({err})") from None
+            if not isinstance(row, dict) or not _EPOCH_KEYS <= row.keys():
+                raise ValueError(f"training log {str(source)!r} is damaged: line {number} is not an epoch record "
+                                 f"(with {', '.join(sorted(_EPOCH_KEYS))})")
+            rows.append(row)
     if not rows:
         raise ValueError(f"{source} holds no epochs yet")
     return rows

@@ -134,7 +134,8 @@ def evaluate_resolutions(
     rows = []
     for res in resolutions:
         dataset = _open(setup, data_path, idx, res)
-        check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}")
+        check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}",
+                              evaluating=True)
         if not is_point_data(dataset):  # mesh samples are checked where they are read
             check_targets(dataset.y, sample_ids(dataset), f"{data_path} at resolution {res}", snapshots=per_time)
         noise = setup_noise(setup, dataset)
@@ -237,9 +238,22 @@ def make_plots(
     else:
         written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title, labels=labels,
                                                 n=len(chosen)))
-    if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
-        written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
+    written += _training_curves(setup, out)
     return written
+
+
+def _training_curves(setup: EvalSetup, out: Path) -> list[Path]:
+    """``[training_curves.png]`` of a run directory with a ``log.jsonl``; ``[]`` with a warning when the log
+    cannot be read (a damaged file): the evaluation's metrics and other figures stand without it."""
+    from . import plots as figures
+
+    if setup.run_dir is None or not (setup.run_dir / "log.jsonl").is_file():
+        return []
+    try:
+        return [figures.plot_training_curves(setup.run_dir, out / "training_curves.png")]
+    except ValueError as err:
+        log.warning("training_curves.png not drawn: %s", err)
+        return []
 
 
 def _check_rows(rows: Any) -> None:
@@ -279,8 +293,7 @@ def _mesh_plots(setup: EvalSetup, rows: list[dict[str, Any]], out: Path, data_pa
     errors = [row["per_sample"][k] if "per_sample" in row else float("nan") for _, k in picks]
     written.append(mesh_plots.plot_mesh_predictions(samples, pred, errors, out / "predictions.png",
                                                     title=f"test samples on mesh level {row['resolution']}"))
-    if setup.run_dir is not None and (setup.run_dir / "log.jsonl").is_file():
-        written.append(figures.plot_training_curves(setup.run_dir, out / "training_curves.png"))
+    written += _training_curves(setup, out)
     return written
 
 

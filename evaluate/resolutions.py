@@ -17,9 +17,14 @@ from ..train.data import forward_error, without_advice
 from .runs import EvalSetup
 
 
+class ResolutionChoiceError(ValueError):
+    """Resolutions asked for in a form the data file cannot be read at (a word for a grid file): the caller's
+    choice is wrong (``petrov evaluate --resolutions``: a usage error), not the run or the file."""
+
+
 def parse_resolutions(text: str | Sequence[int | str] | None) -> list[int | str] | None:
     """``"256,512"`` -> ``[256, 512]``; mesh levels stay names (``"level0,remesh"``); also accepts a list;
-    duplicates dropped, order kept."""
+    duplicates dropped, order kept; a number below 1 is not a grid size (ValueError)."""
     if text is None:
         return None
     items = text.split(",") if isinstance(text, str) else list(text)
@@ -29,6 +34,9 @@ def parse_resolutions(text: str | Sequence[int | str] | None) -> list[int | str]
         if not word:
             raise ValueError(f"resolutions (or mesh levels) are separated by commas, got {text!r}")
         r = int(word) if word.lstrip("-").isdigit() else word
+        if isinstance(r, int) and r < 1:
+            raise ValueError(f"resolution {r} is not a grid size (a whole number of grid points); resolutions "
+                             f"(or mesh levels) are separated by commas, got {text!r}")
         if r not in out:
             out.append(r)
     if not out:
@@ -106,6 +114,12 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
     resolution of the file does not fit the data at all (channels, kind): left to the evaluation, which
     says so (``check_model_fits_data``)."""
     allowed = allowed_resolutions(setup, info)
+    words = [r for r in resolutions if not isinstance(r, int)]
+    if words and not is_mesh_info(info):
+        raise ResolutionChoiceError(
+            f"resolution {words[0]!r} is not a whole number: {data_path} is a grid file, read at resolutions "
+            f"(numbers of grid points; mesh level names are for mesh files); allowed resolutions: "
+            f"{', '.join(map(str, allowed))}")
     bad = [r for r in resolutions if r not in allowed]
     if is_mesh_info(info):
         refused, everywhere = {}, {}
@@ -117,6 +131,10 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
     bad += list(refused)
     if bad:
         why = next((f" ({refused[r]})" for r in bad if r in refused), "")
+        cased = {str(a).lower(): a for a in allowed}
+        near = [cased[str(r).lower()] for r in bad if isinstance(r, str) and str(r).lower() in cased]
+        if near and not why:
+            why = f" (did you mean {near[0]!r}?)"
         raise ValueError(
             f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} not available for this "
             f"trained model from {data_path}{why}; allowed resolutions: "
@@ -178,5 +196,6 @@ def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
 
 
 
-__all__ = ["allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution", "default_resolutions",
-           "family", "fields_fit", "is_inverse", "is_mesh_info", "model_refusals", "parse_resolutions"]
+__all__ = ["ResolutionChoiceError", "allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution",
+           "default_resolutions", "family", "fields_fit", "is_inverse", "is_mesh_info", "model_refusals",
+           "parse_resolutions"]

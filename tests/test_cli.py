@@ -150,6 +150,32 @@ def test_presets_list_and_show(runs):
     assert code == 2 and "no shipped preset 'burgers-slow'; presets: burgers-arfno, burgers-gpu, burgers-latent, burgers-marching" in err
 
 
+@pytest.mark.parametrize("args, says", [
+    (("models", "fno"), "unknown model 'fno'; registered: arfno1d,"),
+    (("models", "FNO1D"), "(did you mean 'fno1d'?)"),
+    (("models", "fno1d", ""), "unknown model ''"),
+    (("mixers", "softmaxx"), "unknown mixer 'softmaxx'; registered: cosformer,"),
+    (("mixers", "Galerkin"), "(did you mean 'galerkin'?)"),
+    (("presets", "burgers-quik"), "did you mean `petrov presets show burgers-quick`?"),
+    (("presets", "burgers-quick.toml"), "did you mean `petrov presets show burgers-quick`?"),
+    (("presets", "shwo", "burgers-quick"), "unknown action 'shwo'"),
+])
+def test_an_unknown_name_in_the_catalog_is_a_usage_error(cli, args, says):
+    code, out, err = cli(*args)
+    first, *rest = err.strip().splitlines()
+    assert code == 2 and not out and first.startswith(f"petrov {args[0]}: error: ") and says in first, err
+    assert rest == [f"run 'petrov {args[0]} --help' for usage"]
+
+
+def test_evaluate_help_says_mesh_levels_go_in_resolutions(capsys):
+    from petrov.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    out = capsys.readouterr().out
+    assert "mesh level names such as level0,level1 (mesh runs)" in " ".join(out.split())
+
+
 def described(text: str) -> dict[str, str]:
     """``name -> what it is for`` from a plain listing (``petrov presets``/``models``/``mixers``)."""
     rows = [line.split(None, 1) for line in text.splitlines() if line and not line.startswith("petrov ")]
@@ -211,7 +237,7 @@ def test_plugins_are_found_by_entry_points(runs):
     code, out, err = runs["plugin_mixers"]
     assert code == 0 and blocks(out) == {"fake_mix": {"gamma": "0.5"}}
     code, _, err = runs["plugin_broken"]
-    assert code == 1 and "unknown model 'broken'" in err
+    assert code == 2 and "unknown model 'broken'" in err
     assert "entry point 'broken' failed to load (ImportError: needs the package frobnicate)" in err
     code, out, err = runs["plugin_once"]
     assert code == 0, err

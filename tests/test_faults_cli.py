@@ -198,9 +198,6 @@ MESSAGES = [
      "run.threads must be None (torch's default) or an integer >= 1, got -1"),
     (("train", "tiny.toml", "--out", "r", "--set", "run.num_workers=-1"),
      "run.num_workers must be an integer >= 0, got -1"),
-    (("train", "tiny.toml", "--out", "r", "--budget-minutes", "0"), "run.time_budget_minutes must be > 0"),
-    (("train", "tiny.toml", "--out", "r", "--budget-minutes", "nan"),
-     "run.time_budget_minutes must be a finite number, got nan"),
     (("train", "tiny.toml", "--out", "r", "--set", "run.fill_budget=true"),
      "run.fill_budget plans the epochs to fill run.time_budget_minutes, which is not set"),
     # the statistics of u for the noise come from a Darcy run: another run's kind is named, not a shape
@@ -246,6 +243,22 @@ USAGE = [
      "--chunk-size must be an integer >= 1, got 0"),
     (("invert", "d.h5", "--method", "pde", "--workers", "-1", "--out", "inv"),
      "--workers must be an integer >= 0, got -1"),
+    # petrov train: a flag wrong whatever the config, refused before any work
+    *[(("train", "tiny.toml", "--out", "r", "--set", item), f"--set {item!r}: expected section.key=value")
+      for item in ("optim.lr", "lr=1e-3", "optim..lr=1", "optim={lr=1}", "data=5", "~model")],
+    (("train", "tiny.toml", "--out", "r", "--resume", "--overwrite"), "choose one of --resume"),
+    (("train", "--out", "r", "--resume", "--overwrite"), "choose one of --resume"),
+    *[(("train", "tiny.toml", "--out", "r", "--budget-minutes", value),
+       f"--budget-minutes must be a number of minutes > 0, got {value}") for value in ("0", "-5", "nan", "inf")],
+    # petrov evaluate --resolutions in forms that cannot be used
+    *[(("evaluate", "run1", "--resolutions", value, "--no-plots", "--out", "r"), says) for value, says in (
+        ("", "resolutions (or mesh levels) are separated by commas"),
+        ("64,,32", "resolutions (or mesh levels) are separated by commas"),
+        ("abc", "--resolutions: resolution 'abc' is not a whole number: b.h5 is a grid file"),
+        ("64.0", "resolution '64.0' is not a whole number"),
+        ("level0", "resolution 'level0' is not a whole number"),
+        ("-64", "resolution -64 is not a grid size (a whole number of grid points)"),
+        ("64,0", "resolution 0 is not a grid size"))],
 ]
 
 
@@ -290,6 +303,27 @@ def test_damaged_files_are_named(here, cli):
     code, _, err = cli("invert", "obs.npz", "--method", "pde", "--out", "inv")
     assert code == 1 and "cannot read obs.npz as a numpy .npy/.npz file (corrupt or truncated?)" in \
         one_error(err, "invert")
+
+
+def test_a_damaged_training_log_costs_only_the_training_curves_figure(here, cli):
+    (here / "run1" / "log.jsonl").write_text('{"epoch": 1, "train_lo')
+    code, out, err = cli("evaluate", "run1", "--out", "ev")
+    assert code == 0 and "relative L2" in out
+    assert "training_curves.png not drawn: training log 'run1/log.jsonl' is damaged: line 1 is not a JSON " \
+           "record" in err
+    assert {"metrics.json", "error_vs_resolution.png", "predictions.png"} <= set(visible(here / "ev"))
+    assert "training_curves.png" not in visible(here / "ev")
+
+
+def test_a_normalizer_grid_too_fine_to_fit_in_memory_is_refused_with_its_key(here):
+    from types import SimpleNamespace
+
+    from petrov.train.config import DataConfig
+    from petrov.train.datapass import fit_normalizers
+
+    meshes = SimpleNamespace(node_counts=[4, 4])  # point-set data: the grid is refused before it is read
+    with pytest.raises(ValueError, match=r"^data.normalizer_grid = 100000 is too fine: .*set at most 4097"):
+        fit_normalizers(DataConfig(path="m.h5", normalizer_grid=100000), np.arange(2), meshes)
 
 
 @pytest.mark.parametrize("attribute, value, message", [

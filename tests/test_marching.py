@@ -279,3 +279,38 @@ def test_a_compiled_run_validates_its_free_rollouts_eagerly(tmp_path, trajectory
           callbacks=[lambda t, r: seen.append((t.compile_mode, t.eval_compile_mode, t.eval_net is t.model)) or False])
     assert seen == [("default", "off", True)]
     assert calls and set(calls) == {"BatchLoss"}  # the training steps (and the compiled check) went through it
+
+
+# --- a marching model and what it is trained and evaluated with -------------------------------------
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_direct_mode_is_refused_for_a_marching_model(tmp_path, trajectory_file, name):
+    with pytest.raises(ValueError, match=r"loss.mode = 'direct' \(the default\) trains a non-marching model.*"
+                                         r"set loss.mode to one of 'pushforward', 'rollout', 'teacher_forcing'"):
+        train(trajectory_config(trajectory_file, name, "direct"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_another_number_of_time_steps_is_named_in_training_and_in_evaluation(tmp_path, trajectory_file):
+    from petrov.datasets import open_dataset
+    from petrov.train.data import check_model_fits_data
+
+    with pytest.raises(ValueError, match=rf"model Marching1d predicts T={T + 2} time steps but the trajectories in "
+                                         rf"\S+ have T={T}; set model.options.time_steps = {T}"):
+        train(trajectory_config(trajectory_file, "marching1d", "pushforward", time_steps=T + 2), tmp_path / "run")
+    data = open_dataset(trajectory_file, resolution=32, indices=[0, 1])
+    with pytest.raises(ValueError, match=rf"the run's model ArFNO1d was trained for T={T + 2} time steps but the "
+                                         rf"trajectories in t.h5 have T={T}; evaluate it on a trajectory file "
+                                         rf"with {T + 2} steps"):
+        check_model_fits_data(tiny("arfno1d", time_steps=T + 2).float(), data, torch.device("cpu"), "t.h5",
+                              evaluating=True)
+
+
+def test_a_mixer_without_a_recurrent_form_names_those_the_rollout_takes():
+    model = tiny("marching1d", mixer="softmax")
+    x = smooth_field(1, 16)
+    assert model(x, teacher=torch.zeros(1, 16, T + 1, dtype=x.dtype)).shape == (1, 16, T + 1)  # teacher-forced
+    with pytest.raises(ValueError, match="marching1d: mixer 'softmax' has no recurrent form, which the rollout "
+                                         "steps one time step at a time; set model.options.mixer to one of "
+                                         "cosformer, fourier, galerkin, linear, performer"):
+        model(x)

@@ -188,3 +188,97 @@ def test_every_preset_builds_its_model_with_every_mixer():
 def test_unknown_preset_lists_the_presets():
     with pytest.raises(FileNotFoundError, match="burgers-quick"):
         load_config("no-such-preset")
+
+
+def _generated(tmp_path, generate, data=""):
+    """MINIMAL reading a file that does not exist yet, made by a [data.generate] table."""
+    return MINIMAL.replace('path = "data.h5"', f'path = "{(tmp_path / "new.h5").as_posix()}"\nn_train = 12\n'
+                           f'n_val = 4\nn_test = 4\n{data}') + f"\n[data.generate]\n{generate}\n"
+
+
+@pytest.mark.parametrize("generate, data, message", [
+    ('kind = "burgers"\nn_samples = 10\nresolution = 256', "", r"data.generate.n_samples = 10 is fewer"),
+    ('kind = "darcy"\nn_samples = 24', "", r"data.generate.kind 'darcy' makes 2-D grids but model 'fno1d'"),
+    ('kind = "burgerz"\nn_samples = 24', "", r"data.generate.kind: .*did you mean 'burgers'"),
+    ('kind = "burgers"\nn_samples = 24\nresolution = 100', "", r"data.train_resolution .* 100-point grid"),
+    ('kind = "burgers"\nn_samples = 24\nresolution = 256', "eval_resolutions = [48]", r"data.eval_resolutions"),
+    ('kind = "burgers-trajectory"\nn_samples = 24\noptions = { time_step = 3 }', "",
+     r"data.generate.options: .*'time_step'"),
+], ids=["too-few-samples", "wrong-dimension", "unknown-kind", "train-resolution", "eval-resolution", "bad-option"])
+def test_generate_table_is_checked_before_generating(toml_file, tmp_path, generate, data, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(toml_file(_generated(tmp_path, generate, data)))
+    assert not (tmp_path / "new.h5").exists()
+
+
+@pytest.mark.parametrize("value", ["false", "No", "off"])
+def test_quick_mode_off_values(monkeypatch, value):
+    from petrov.common.quick import quick_mode
+
+    monkeypatch.setenv("PETROV_QUICK", value)
+    assert quick_mode() is False
+
+
+def test_an_unknown_quick_mode_value_is_an_error(monkeypatch):
+    from petrov.common.quick import quick_mode
+
+    monkeypatch.setenv("PETROV_QUICK", "maybe")
+    with pytest.raises(ValueError, match="PETROV_QUICK='maybe' is neither on"):
+        quick_mode()
+
+
+def test_quick_mode_says_when_it_shrinks_a_config(toml_file, monkeypatch, caplog):
+    monkeypatch.setenv("PETROV_QUICK", "1")
+    with caplog.at_level("INFO", logger="petrov.train.config"):
+        cfg = load_config(toml_file(MINIMAL))
+    assert cfg.optim.epochs == 1 and "quick mode (PETROV_QUICK=1)" in caplog.text
+
+
+@pytest.mark.parametrize("quick", ["0", "1"])
+def test_a_section_that_is_not_a_table(toml_file, monkeypatch, quick):
+    monkeypatch.setenv("PETROV_QUICK", quick)
+    with pytest.raises(ValueError, match="config.data: expected a table, got int 5"):
+        load_config(toml_file('data = 5\n[model]\nname = "fno1d"\n'))
+
+
+@pytest.mark.parametrize("override, message", [
+    ('data.n_train="x"', "data.n_train: expected an integer, got str"),
+    ("data.n_train=[1]", "data.n_train: expected an integer, got list"),
+    ('data.n_train="12"', "data.n_train: expected an integer, got str"),
+    ("data.n_train=12.7", "data.n_train: expected an integer, got float"),
+])
+def test_quick_mode_leaves_wrong_split_types_to_the_validator(toml_file, monkeypatch, override, message):
+    monkeypatch.setenv("PETROV_QUICK", "1")
+    with pytest.raises(ValueError, match=message):
+        load_config(toml_file(MINIMAL), [override])
+
+
+def test_a_misspelled_preset_gets_a_suggestion():
+    with pytest.raises(FileNotFoundError, match=r"did you mean 'burgers-quick'\?"):
+        load_config("burgers-quik")
+
+
+def test_removing_a_key_takes_no_value():
+    with pytest.raises(ValueError, match="~section.key removes a key and takes no =value"):
+        parse_override("~optim.lr=1")
+
+
+def test_a_config_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "binary.toml"
+    path.write_bytes(b"\xff\xfe[data]\n")
+    with pytest.raises(ValueError, match="binary.toml' is not a UTF-8 text file"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    ("[run]\nepochs = 2\n", r"'epochs' is not a key of \[run\]; it belongs in \[optim\]"),
+    ("[loss]\nlr = 1e-3\n", r"'lr' is not a key of \[loss\]; it belongs in \[optim\]"),
+])
+def test_a_key_in_the_wrong_table_names_its_table(toml_file, edit, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(toml_file(MINIMAL + edit))
+
+
+def test_div_factor_below_one_is_rejected(toml_file):
+    with pytest.raises(ValueError, match="optim.div_factor must be >= 1"):
+        load_config(toml_file(MINIMAL), ["optim.div_factor=1e-300"])

@@ -137,3 +137,48 @@ def test_continuing_a_run_that_did_not_finish_warns(here, cli):
 def test_continuing_a_finished_run_does_not_warn(here, cli):
     code, _, err = cli("train", "--continue", "run1", "--out", "c", "--set", "optim.epochs=1")
     assert code == 0 and "warning" not in err
+
+
+# --- 6. a finished run, or one whose files went missing, is never trained over silently ------------------
+def test_a_finished_run_without_last_pt_is_kept(here, cli):
+    (here / "run1" / "last.pt").unlink()
+    before = {name: (here / "run1" / name).read_bytes() for name in ("best.pt", "metrics.json", "log.jsonl")}
+    code, _, err = cli("train", "tiny.toml", "--out", "run1")
+    line = error_line(err, "train")
+    assert code != 0 and "already holds a run" in line and "no last.pt" in line and "--overwrite" in line
+    code, out, err = cli("train", "--out", "run1", "--resume")
+    line = error_line(err, "train")
+    assert code != 0 and "last.pt is missing" in line and "--continue run1" in line and "--overwrite" in line
+    assert "starting the run" not in out + err
+    assert {name: (here / "run1" / name).read_bytes() for name in before} == before  # nothing retrained
+
+
+def test_resuming_writes_back_a_missing_config_json(here, cli):
+    saved = json.loads((here / "run1" / "config.json").read_text())
+    (here / "run1" / "config.json").unlink()
+    code, _, err = cli("train", "tiny.toml", "--out", "run1", "--resume")
+    assert code == 0 and "config.json was missing" in err
+    assert json.loads((here / "run1" / "config.json").read_text()) == saved
+    code, _, _ = cli("evaluate", "run1", "--no-plots")  # the run is usable again
+    assert code == 0
+
+
+def _foreign_best(path):
+    raw = torch.load(path, weights_only=True)
+    raw["config"]["modes"] = raw["config"]["modes"] + 1  # a best.pt of another fno1d
+    torch.save(raw, path)
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (_foreign_best, "with other options than the run's fno1d"),
+    (lambda p: p.write_bytes(p.read_bytes()[:2000]), "not a readable checkpoint"),
+    (lambda p: p.unlink(), "does not exist"),
+])
+def test_a_damaged_best_pt_is_refused_before_resuming(here, cli, damage, expected):
+    damage(here / "run1" / "best.pt")
+    last = (here / "run1" / "last.pt").read_bytes()
+    code, out, err = cli("train", "--out", "run1", "--resume")
+    line = error_line(err, "train")
+    assert code != 0 and "cannot resume 'run1'" in line and "best.pt" in line and expected in line
+    assert "--overwrite" in line and "resuming" not in out
+    assert (here / "run1" / "last.pt").read_bytes() == last

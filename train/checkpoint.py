@@ -99,6 +99,31 @@ def load_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str 
     log.info("starting from the weights of %s (a new schedule)", path)
 
 
+def check_best_checkpoint(run_dir: Path, last: dict[str, Any]) -> None:
+    """Before a run is resumed: its ``best.pt`` exists, is readable with finite weights, and is this run's
+    (the model and data of ``last``, its loaded ``last.pt``); one line naming it and what to do otherwise.
+    A run stopped before its first epoch ended (no best epoch yet) has none to check."""
+    if int(last.get("best_epoch", 0)) < 1:
+        return
+    path = Path(run_dir) / "best.pt"
+    advice = (f"put the run's own best.pt back, or start the run again with --overwrite (or another --out); "
+              f"{path.parent / 'last.pt'} is kept")
+    try:
+        best = load_run_checkpoint(path)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"cannot resume {str(run_dir)!r}: {err}; {advice}") from None
+    except (OSError, ValueError, RuntimeError) as err:
+        raise ValueError(f"cannot resume {str(run_dir)!r}: {err}; {advice}") from None
+    if best.get("model_name") != last.get("model_name") or best.get("config") != last.get("config"):
+        raise ValueError(f"cannot resume {str(run_dir)!r}: {path} holds a {best.get('model_name')} with other "
+                         f"options than the run's {last.get('model_name')} (last.pt): it is not this run's best "
+                         f"model; {advice}")
+    ours, theirs = last.get("data_identity"), best.get("data_identity")
+    if ours and theirs and ours != theirs:
+        raise ValueError(f"cannot resume {str(run_dir)!r}: {path} was trained on other data than the run's "
+                         f"last.pt: it is not this run's best model; {advice}")
+
+
 def unfinished_note(run_dir: Path, best: dict[str, Any]) -> str | None:
     """One line if the run ``run_dir`` (``best``: its loaded ``best.pt``) did not finish -- no
     ``metrics.json`` though it has a test split: stopped (Ctrl-C, SIGTERM) or failed before its test --

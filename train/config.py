@@ -23,7 +23,10 @@ A config path may also name a shipped preset (``petrov/train/configs/NAME.toml``
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import inspect
 import json
+import logging
 import math
 import os
 import sys
@@ -34,7 +37,7 @@ from typing import Any, Mapping
 
 from ..common.config import asdict, from_dict
 from ..common.files import write_json
-from ..common.quick import QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
+from ..common.quick import QUICK_ENV, QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
 from ..datasets.noise import InputNoise
 from .config_tables import (
     DataConfig,
@@ -52,6 +55,7 @@ if sys.version_info >= (3, 11):
 else:  # the same parser, packaged for Python 3.10 (a conditional dependency)
     import tomli as tomllib
 
+log = logging.getLogger(__name__)
 
 # Keys that may differ between a run and its resumption (they do not change the result).
 RUNTIME_KEYS = {
@@ -77,16 +81,22 @@ def read_toml(source: str | os.PathLike) -> dict[str, Any]:
         hint = f" (to continue that run: petrov train --out {path} --resume)" if run else ""
         raise IsADirectoryError(f"config {str(source)!r} is a directory, not a TOML file{hint}")
     if path.is_file():
-        text = path.read_text()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"config {str(source)!r} is not a UTF-8 text file ({err.reason} at byte {err.start}); "
+                             f"save it as UTF-8 TOML") from None
     else:
         name = path.name[:-5] if path.name.endswith(".toml") else path.name
         preset = resources.files("petrov.train.configs") / f"{name}.toml"
         if str(source) not in (name, f"{name}.toml") or not preset.is_file():
+            close = difflib.get_close_matches(name, preset_names(), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise FileNotFoundError(
-                f"config {str(source)!r} is neither a file nor a shipped preset; "
+                f"config {str(source)!r} is neither a file nor a shipped preset{hint}; "
                 f"presets: {', '.join(preset_names())}"
             )
-        text = preset.read_text()
+        text = preset.read_text(encoding="utf-8")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -100,7 +110,11 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     """``"optim.lr=5e-4"`` -> ``(["optim", "lr"], 0.0005)``; the value is parsed as TOML.
     ``"~run.time_budget_minutes"`` -> ``(["run", "time_budget_minutes"], REMOVE)`` (Hydra's syntax): the
     key is removed from the config, so its default applies (a preset's time budget, for one)."""
-    remove = item.startswith("~") and "=" not in item
+    if item.startswith("~") and "=" in item:
+        key = item[1:].partition("=")[0].strip()
+        raise ValueError(f"--set {item!r}: ~section.key removes a key and takes no =value; give --set '~{key}' to "
+                         f"remove it, or --set '{item[1:]}' to set it")
+    remove = item.startswith("~")
     key, sep, raw = (item[1:], "", "") if remove else item.partition("=")
     keys = [k.strip() for k in key.split(".")]
     if not (sep or remove) or len(keys) < 2 or not all(keys):
@@ -188,6 +202,9 @@ def _check_values(cfg: TrainConfig) -> None:
         raise ValueError(f"optim.epochs must be > 0 (a fraction ends the last pass early), got {o.epochs}")
     if o.lr <= 0 or o.div_factor <= 0 or o.final_div_factor <= 0:
         raise ValueError("optim.lr, optim.div_factor and optim.final_div_factor must be > 0")
+    if o.div_factor < 1:  # the schedule would start above its maximum
+        raise ValueError(f"optim.div_factor must be >= 1 (the initial learning rate is optim.lr / optim.div_factor, "
+                         f"and optim.lr is the schedule's maximum), got {o.div_factor}")
     if not 0.0 < o.pct_start < 1.0:
         raise ValueError(f"optim.pct_start must be in (0, 1), got {o.pct_start}")
     if o.grad_clip < 0 or o.weight_decay < 0 or o.min_warmup_steps < 0:
@@ -212,8 +229,105 @@ def _check_required(cls: type, raw: Mapping[str, Any], where: str) -> None:
             _check_required(hints[f.name], raw[f.name], f"{where}.{f.name}" if where else f.name)
 
 
+def _tables() -> dict[str, type]:
+    """The config's tables by their TOML name: ``{"data": DataConfig, "data.generate": GenerateConfig, ...}``."""
+    hints = typing.get_type_hints(TrainConfig)
+    tables = {f.name: hints[f.name] for f in dataclasses.fields(TrainConfig)}
+    return {**tables, "data.generate": GenerateConfig}
+
+
+def _check_misplaced(raw: Mapping[str, Any]) -> None:
+    """ValueError for a key that is unknown where it stands but a key of another table (``epochs`` under
+    ``[run]``), saying which table it belongs in."""
+    tables = _tables()
+    fields = {name: {f.name for f in dataclasses.fields(cls)} for name, cls in tables.items()}
+    places = [("", raw, set(tables) - {"data.generate"})]
+    places += [(name, raw.get(name.split(".")[0]), fields[name]) for name in tables if "." not in name]
+    data = raw.get("data")
+    if isinstance(data, Mapping):
+        places.append(("data.generate", data.get("generate"), fields["data.generate"]))
+    for where, table, valid in places:
+        if not isinstance(table, Mapping):
+            continue
+        for key in table:
+            homes = [name for name, keys in fields.items() if key in keys and name != where]
+            if key not in valid and homes:
+                place = f"[{where}]" if where else "the top level"
+                raise ValueError(f"config: {key!r} is not a key of {place}; it belongs in "
+                                 f"{' or '.join(f'[{home}]' for home in homes)} ({homes[0]}.{key})")
+
+
+def _check_generate(cfg: TrainConfig) -> None:
+    """Check ``[data.generate]`` before anything is generated: the kind, its options, the sample count, and,
+    when ``data.path`` does not exist yet (so the table will be used), that the data it makes fit the splits,
+    the model's grid dimension and the resolutions (or levels) to train and test at."""
+    from ..datasets.generation import generate_dataset
+    from ..datasets.mesh.recipes import MESH_RECIPES
+    from ..datasets.recipes import RECIPES
+    from ..datasets.sampling import stride_for
+
+    g, d = cfg.data.generate, cfg.data
+    if g is None:
+        return
+    mesh = g.kind in MESH_RECIPES
+    if not mesh and g.kind not in RECIPES:
+        raise ValueError(f"data.generate.kind: {RECIPES.unknown_message(g.kind)}; mesh kinds: "
+                         f"{', '.join(MESH_RECIPES.names())}")
+    for key, minimum in (("n_samples", 1), ("seed", 0)):
+        if getattr(g, key) < minimum:
+            raise ValueError(f"data.generate.{key} must be an integer >= {minimum}, got {getattr(g, key)}")
+    recipe = MESH_RECIPES.get(g.kind) if mesh else RECIPES.get(g.kind)
+    if mesh and g.resolution is not None:
+        raise ValueError(f"data.generate.resolution: {g.kind} is a mesh dataset with no resolution (its mesh "
+                         f"spacing is the h option); leave data.generate.resolution out")
+    how = {p.name for p in inspect.signature(generate_dataset).parameters.values()
+           if p.kind is inspect.Parameter.KEYWORD_ONLY}  # options of the generation, not of the kind
+    try:
+        params = recipe.make_params({k: v for k, v in g.options.items() if k not in how})
+    except ValueError as err:
+        raise ValueError(f"data.generate.options: {err}") from None
+    native = None if mesh else (recipe.native_resolution if g.resolution is None else g.resolution)
+    try:
+        recipe.validate(params) if mesh else recipe.validate(params, native)
+    except ValueError as err:
+        raise ValueError(f"data.generate ({g.kind!r}): {err}") from None
+    if Path(d.path).exists():  # the file is used as it is (ensure_data_file warns if it differs)
+        return
+    n, total = quick_samples(g.n_samples), d.n_train + d.n_val + d.n_test
+    if n < total:
+        raise ValueError(f"data.generate.n_samples = {n} is fewer than data.n_train + n_val + n_test = {d.n_train} + "
+                         f"{d.n_val} + {d.n_test} = {total}; raise data.generate.n_samples or lower the splits")
+    from .data import _model_layout
+
+    layout = _model_layout(cfg.model.name, cfg.model.options)
+    if layout is not None:
+        point_model, dim = layout
+        made = "point sets (meshes)" if mesh else f"{recipe.dim}-D grids"
+        if point_model != mesh or (not mesh and dim is not None and dim != recipe.dim):
+            takes = "point sets (meshes)" if point_model else f"{dim}-D grids" if dim else "grids"
+            raise ValueError(f"data.generate.kind {g.kind!r} makes {made} but model {cfg.model.name!r} takes {takes}; "
+                             f"choose a kind (petrov generate --help) or a model (petrov models) that fit each other")
+    wrong = ["train_resolution", "eval_resolutions"] if mesh else ["level", "eval_levels"]
+    given = [f"data.{k}" for k in wrong if getattr(d, k) not in (None, [])]
+    if given:
+        use = "data.level / data.eval_levels" if mesh else "data.train_resolution / data.eval_resolutions"
+        raise ValueError(f"data.generate.kind {g.kind!r} makes {'meshes' if mesh else 'grids'}: choose {use}, not "
+                         f"{', '.join(given)}")
+    if not mesh:
+        for key, values in (("train_resolution", [d.train_resolution]), ("eval_resolutions", d.eval_resolutions)):
+            for resolution in values:
+                if resolution is None:
+                    continue
+                try:
+                    stride_for(native, resolution, recipe.periodic)
+                except ValueError as err:
+                    raise ValueError(f"data.{key} cannot be read from the {native}-point grid data.generate makes "
+                                     f"(data.generate.resolution): {err}") from None
+
+
 def config_from_dict(raw: Mapping[str, Any], check_model: bool = True) -> TrainConfig:
     """Validate a plain dict (parsed TOML or a saved ``config.json``) into a [`TrainConfig`][]."""
+    _check_misplaced(raw)
     _check_required(TrainConfig, raw, "config")
     if isinstance(raw.get("data"), Mapping) and isinstance(raw["data"].get("generate"), Mapping):
         _check_required(GenerateConfig, raw["data"]["generate"], "config.data.generate")
@@ -223,6 +337,7 @@ def config_from_dict(raw: Mapping[str, Any], check_model: bool = True) -> TrainC
     _check_values(cfg)
     if check_model:
         validate_model_options(cfg.model)
+    _check_generate(cfg)
     return cfg
 
 
@@ -268,16 +383,30 @@ def load_config(
 def quick_config(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A plain config dict with at most ``QUICK_SPLITS`` samples per split and ``QUICK_EPOCHS`` epochs,
     generating at most ``QUICK_SAMPLES`` samples; everything else (grids, model, files) unchanged."""
+    original = json.loads(json.dumps(raw))
     raw = json.loads(json.dumps(raw))  # a deep copy of plain data
+
+    def integer(value: Any) -> bool:  # anything else is left to the validator, which names the key
+        return isinstance(value, int) and not isinstance(value, bool)
+
     data = raw.setdefault("data", {})
-    for key, cap in QUICK_SPLITS.items():
-        data[key] = min(int(data.get(key, getattr(DataConfig, key))), cap)
-    if isinstance(data.get("generate"), dict):
-        data["generate"]["n_samples"] = quick_samples(int(data["generate"]["n_samples"]))
+    if isinstance(data, dict):  # anything else: the validator's "expected a table"
+        for key, cap in QUICK_SPLITS.items():
+            value = data.get(key, getattr(DataConfig, key))
+            if integer(value):
+                data[key] = min(value, cap)
+        generate = data.get("generate")
+        if isinstance(generate, dict) and integer(generate.get("n_samples")):
+            generate["n_samples"] = quick_samples(generate["n_samples"])
     optim = raw.setdefault("optim", {})
-    epochs = optim.get("epochs", OptimConfig.epochs)
-    if isinstance(epochs, (int, float)) and not isinstance(epochs, bool):  # anything else: the validator's error
-        optim["epochs"] = min(epochs, QUICK_EPOCHS)
+    if isinstance(optim, dict):
+        epochs = optim.get("epochs", OptimConfig.epochs)
+        if isinstance(epochs, (int, float)) and not isinstance(epochs, bool):  # anything else: the validator's error
+            optim["epochs"] = min(epochs, QUICK_EPOCHS)
+    if raw != original:
+        splits = "/".join(str(cap) for cap in QUICK_SPLITS.values())
+        log.info("quick mode (%s=%s): splits capped at %s train/val/test samples, %s epoch(s); the results are "
+                 "meaningless", QUICK_ENV, os.environ.get(QUICK_ENV, "").strip(), splits, QUICK_EPOCHS)
     return raw
 
 

@@ -16,6 +16,7 @@ by point, point-set data per channel with quadrature-weighted statistics.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -352,8 +353,11 @@ def check_model_layout(model_name: str, options: dict, cfg: DataConfig) -> None:
                          f"{data_dim}-D grid model (petrov models lists them) or a {model_dim}-D data file")
 
 
-def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str) -> None:
-    """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data."""
+def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str, *,
+                          evaluating: bool = False) -> None:
+    """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data (for a
+    marching model, trajectories of another number of time steps named as such; ``evaluating``: a trained
+    model, which another file fits, not other model options)."""
     point_model, point_data = bool(getattr(model, "point_set", False)), is_point_data(data)
     if point_model != point_data:
         raise layout_mismatch(type(model).__name__, point_model, point_data, source)
@@ -368,10 +372,24 @@ def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.devic
             f"(check model.options, e.g. channels or grid sizes): {err}"
         ) from None
     if tuple(out.shape) != tuple(y.shape):
+        marching = "teacher" in inspect.signature(model.forward).parameters
+        if marching and out.dim() == y.dim() and out.shape[:-1] == y.shape[:-1]:
+            raise ValueError(time_steps_mismatch(name, out.shape[-1] - 1, y.shape[-1] - 1, source, evaluating))
         raise ValueError(
             f"model {name} outputs shape {tuple(out.shape)} but the targets in {source} have shape "
             f"{tuple(y.shape)}; check model.options"
         )
+
+
+def time_steps_mismatch(name: str, model_steps: int, file_steps: int, source: str, evaluating: bool) -> str:
+    """The message for a marching model of ``model_steps`` time steps on trajectories of ``file_steps``."""
+    if evaluating:
+        return (f"the run's model {name} was trained for T={model_steps} time steps but the trajectories in "
+                f"{source} have T={file_steps}; evaluate it on a trajectory file with {model_steps} steps "
+                f"(e.g. petrov generate burgers-trajectory --time-steps {model_steps})")
+    return (f"model {name} predicts T={model_steps} time steps but the trajectories in {source} have "
+            f"T={file_steps}; set model.options.time_steps = {file_steps}, or use a trajectory file with "
+            f"{model_steps} steps")
 
 
 def _forward_one(model: torch.nn.Module, batch: Batch) -> torch.Tensor:

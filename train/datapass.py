@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -33,6 +34,29 @@ from .config import DataConfig
 CHECK_BYTES = 2**23  # a check reads this many bytes of samples at a time (a few copies of it are held)
 # values beyond this magnitude are refused: sums of their squares (the losses' norms) overflow float32
 MAGNITUDE_LIMIT = 1e18
+# data.normalizer_grid at most this many nodes per axis: fitting holds ~64 bytes per node of the statistics
+# grid (float64 sums of a chunk of samples), ~1 GiB here; the grid chosen from the meshes is at most 257
+MAX_NORMALIZER_GRID = 4097
+_BYTES_PER_NODE = 64
+
+log = logging.getLogger(__name__)
+
+
+def check_normalizer_grid(cfg: DataConfig, point_data: bool) -> None:
+    """ValueError for a ``data.normalizer_grid`` whose statistics grid would not fit in memory (more than
+    ``MAX_NORMALIZER_GRID`` nodes per axis); a warning when it is set for grid data, which ignores it."""
+    size = cfg.normalizer_grid
+    if size is None:
+        return
+    if not point_data:
+        log.warning("data.normalizer_grid = %s is for mesh files; %s is a grid file, whose normalisers are "
+                    "point-wise on its grid: ignored", size, cfg.path)
+        return
+    if size > MAX_NORMALIZER_GRID:
+        need = _BYTES_PER_NODE * float(size) ** 2 / 2**30
+        raise ValueError(f"data.normalizer_grid = {size} is too fine: its {size}x{size} statistics grid would take "
+                         f"~{need:.3g} GiB to fit; set at most {MAX_NORMALIZER_GRID} nodes per axis, or leave it out "
+                         f"(as fine as the training meshes)")
 
 
 def first_huge(values: Any, limit: float = MAGNITUDE_LIMIT) -> tuple[int, float] | None:
@@ -93,8 +117,10 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
             return _fit_grid(cfg, field, train_indices, ctx)
         return fit_point_normalizer(train, field, size=size)
 
+    wanted = [field for field in ("x", "y") if getattr(cfg, f"normalize_{field}")]
+    if wanted and train is not None:
+        check_normalizer_grid(cfg, point_data)
     try:
-        wanted = [field for field in ("x", "y") if getattr(cfg, f"normalize_{field}")]
         # point sets: one statistics grid for both, as fine as the training meshes unless set
         size = cfg.normalizer_grid or (statistics_grid_size(train) if point_data and wanted else None)
         fitted = {field: fit(field, size) for field in wanted}

@@ -80,8 +80,17 @@ def training_mode(name: str) -> TrainingMode:
 
 
 def check_mode_fits_model(name: str, model: torch.nn.Module) -> None:
-    """A trajectory mode needs a marching model (one whose ``forward`` takes ``teacher``)."""
+    """A trajectory mode needs a marching model (one whose ``forward`` takes ``teacher``), and a marching
+    model needs a trajectory mode: ``direct`` would score the whole output, the copied ``u_0`` included, not
+    the per-time rollout error that validation selects on and the evaluation reports."""
     mode = training_mode(name)
-    if mode.trajectory and "teacher" not in inspect.signature(model.forward).parameters:
+    marching = "teacher" in inspect.signature(model.forward).parameters
+    if mode.trajectory and not marching:
         raise ValueError(f"loss.mode = {name!r} trains a marching model (forward(x, pos, teacher), e.g. "
                          f"marching1d or arfno1d); {type(model).__name__} is not one: use loss.mode = 'direct'")
+    if marching and not mode.trajectory:
+        modes = ", ".join(repr(k) for k in TRAINING_MODES.names() if TRAINING_MODES.get(k).trajectory)
+        default = " (the default)" if name == "direct" else ""
+        raise ValueError(f"loss.mode = {name!r}{default} trains a non-marching model on its whole output; "
+                         f"{type(model).__name__} marches in time (its error is the rollout's, per time step): "
+                         f"set loss.mode to one of {modes}, e.g. loss.mode = 'pushforward'")

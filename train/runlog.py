@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.files import atomic_write, write_csv
-from ..common.outputs import MANIFEST, check_outputs
+from ..common.outputs import MANIFEST, check_outputs, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +81,36 @@ class RunLog:
             self.writer.close()
 
 
+def run_outputs(run_dir: Path) -> list[str]:
+    """The outputs of an earlier run in ``run_dir`` that are worth keeping: ``best.pt``, ``metrics.json`` and a
+    ``log.jsonl`` of more than one epoch, as far as the folder's manifest says the training wrote them (a
+    user's file of the same name is theirs: the output rule speaks of it).  A run killed before its first
+    checkpoint has none of them: its log may hold the first epoch's row, written just before that checkpoint."""
+    owners = read_manifest(run_dir)
+    found = [name for name in ("best.pt", "metrics.json")
+             if (run_dir / name).exists() and owners.get(name) == "train"]
+    log_jsonl = run_dir / "log.jsonl"
+    try:
+        if owners.get("log.jsonl") == "train" and log_jsonl.is_file() and sum(
+                1 for line in log_jsonl.read_text(errors="replace").splitlines() if line.strip()) > 1:
+            found.append("log.jsonl")
+    except OSError:
+        found.append("log.jsonl")
+    return found
+
+
 def resume_or_start(run_dir: Path, resume: bool, overwrite: bool = False) -> bool:
     """``resume``, unless there is nothing to resume (no ``run_dir/last.pt``): then the run starts, with a
     notice -- a job script that always passes ``--resume`` starts its run the first time and continues it
-    after every requeue."""
+    after every requeue.  A run without ``last.pt`` that has outputs ([`run_outputs`][]) is not started
+    over (FileNotFoundError)."""
     if resume and not overwrite and not (run_dir / "last.pt").exists():
+        kept = run_outputs(run_dir)
+        if kept:
+            raise FileNotFoundError(
+                f"cannot resume {str(run_dir)!r}: its last.pt is missing, though the run has {', '.join(kept)}; "
+                f"to train on from its best.pt use --continue {run_dir} --out NEW_DIR, or pass --overwrite "
+                f"(instead of --resume) to replace the run")
         log.info("nothing to resume in %s (no last.pt): starting the run", run_dir)
         return False
     return resume
@@ -102,12 +127,18 @@ def check_run_dir(run_dir: Path, resume: bool, overwrite: bool = False) -> None:
                 f"cannot resume: {run_dir / 'last.pt'} does not exist (no completed epoch in "
                 f"{str(run_dir)!r}); start the run without --resume"
             )
-    # config.json without last.pt is a run killed before its first epoch ended: nothing to keep,
-    # so it starts again from scratch
-    elif (run_dir / "last.pt").exists():
+    # config.json alone (no last.pt, no outputs) is a run killed before its first epoch ended: nothing to
+    # keep, so it starts again from scratch
+    elif (run_dir / "last.pt").exists() or run_outputs(run_dir):
         if not overwrite:
+            if (run_dir / "last.pt").exists():
+                raise FileExistsError(
+                    f"{str(run_dir)!r} already holds a run; pass --resume to continue it, --overwrite to replace "
+                    f"it, or choose another --out"
+                )
             raise FileExistsError(
-                f"{str(run_dir)!r} already holds a run; pass --resume to continue it, --overwrite to replace it, "
+                f"{str(run_dir)!r} already holds a run ({', '.join(run_outputs(run_dir))}; no last.pt to resume); "
+                f"pass --overwrite to replace it, --continue {run_dir} --out NEW_DIR to train on from its best.pt, "
                 f"or choose another --out"
             )
         nested = sorted(p.name for p in run_dir.iterdir() if p.is_dir() and (p / MANIFEST).is_file())
@@ -117,4 +148,4 @@ def check_run_dir(run_dir: Path, resume: bool, overwrite: bool = False) -> None:
     check_outputs(run_dir, "train", RUN_FILES, overwrite=overwrite, what="run directory")
 
 
-__all__ = ["EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "check_run_dir", "resume_or_start"]
+__all__ = ["EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "check_run_dir", "resume_or_start", "run_outputs"]

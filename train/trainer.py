@@ -179,6 +179,7 @@ class Trainer:
         self.position: Position | None = None  # where in its epoch a resumed run continues
         self.totals = EpochTotals(ctx.device)
         self.best_metric, self.best_epoch = math.inf, 0
+        self.saved_config: TrainConfig | None = None  # a resumed run: the config its last.pt recorded
         if ctx.is_main:
             log.debug("model %s: %d parameters on %s (compile: %s); %d training batches of %d per epoch (rank 0)%s",
                       cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device, self.compile_mode,
@@ -314,7 +315,9 @@ class Trainer:
         """The state of ``last.pt``, read by rank 0 and sent to every rank."""
         state = dist_.run_on_main(lambda: ckpt.load_run_checkpoint(self.run_dir / "last.pt"), self.ctx)
         state = dist_.broadcast_object(state, self.ctx)
-        check_resumable(config_from_dict(state["train_config"], check_model=False), self.cfg, self.run_dir)
+        self.saved_config = config_from_dict(state["train_config"], check_model=False)  # config.json's content
+        check_resumable(self.saved_config, self.cfg, self.run_dir)
+        dist_.run_on_main(lambda: ckpt.check_best_checkpoint(self.run_dir, state), self.ctx)
         recorded = state.get("data_identity")  # None: a run of petrov 0.1
         if self.data_identity is not None and recorded:
             self.check_data_unchanged("since the run started", recorded,
@@ -541,9 +544,13 @@ def parameters_state(model: torch.nn.Module, limit: float = PARAMETER_LIMIT) -> 
     return f"huge (largest |w| = {max(largest):.3g})" if max(largest) > limit else ""
 
 
-def record_evaluation_keys(config: TrainConfig, path: Path) -> None:
-    """A resumed run tested at other resolutions (``EVALUATION_KEYS``): its ``config.json`` says so."""
-    if path.is_file():
+def record_evaluation_keys(config: TrainConfig, path: Path, saved: TrainConfig | None = None) -> None:
+    """A resumed run tested at other resolutions (``EVALUATION_KEYS``): its ``config.json`` says so.
+    A ``config.json`` that went missing is written back from ``saved`` (the config ``last.pt`` recorded)."""
+    if not path.exists() and saved is not None:
+        save_config_json(with_evaluation_keys(saved, config) or saved, path)
+        log.warning("%s was missing; wrote it back from %s", path, path.parent / "last.pt")
+    elif path.is_file():
         updated = with_evaluation_keys(load_config_json(path, check_model=False), config)
         if updated is not None:
             save_config_json(updated, path)
@@ -617,7 +624,7 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
         if resume:
             trainer.restore()
             if ctx.is_main:
-                record_evaluation_keys(trainer.cfg, run_dir / "config.json")
+                record_evaluation_keys(trainer.cfg, run_dir / "config.json", trainer.saved_config)
         else:
             if plan_epochs is None and config.run.fill_budget:
                 minutes, cap = config.run.time_budget_minutes, config.optim.epochs

@@ -36,6 +36,7 @@ from torch import nn
 
 from ...common.config import check_positive
 from ...common.dtypes import upcast
+from ..attention.mixers import MIXERS, causal_mixers
 from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp, pointwise
 from ..layout import channels_first, channels_last
 from ..fourier_modes import rfft_modes
@@ -95,6 +96,11 @@ class Marching1dConfig(EncoderConfig):
             raise ValueError("marching1d: the temporal attention is causal by construction; causal must be true")
 
 
+def recurrent_mixers() -> list[str]:
+    """The causal mixers with a recurrent form (a constant-size state): those a rollout can step."""
+    return [name for name in causal_mixers() if hasattr(MIXERS.get(name), "features")]
+
+
 def _spectral_stack(width: int, modes: int, n_layers: int, act: str) -> nn.ModuleList:
     return nn.ModuleList(SpectralBlock(width, width, modes, ndim=1, act=act) for _ in range(n_layers))
 
@@ -117,6 +123,10 @@ class Marching1d(GridOperator):
         self.condition = nn.Linear(c.d_model, c.width)
         self.decoder = _spectral_stack(c.width, c.modes, c.decoder_layers, c.activation)
         self.project = mlp(c.width, c.proj_hidden, 1, c.activation)
+        # a mixer without a recurrent form trains teacher-forced but cannot roll out: said at the rollout
+        self._no_recurrence = "" if not isinstance(c.mixer, str) or c.mixer in recurrent_mixers() else (
+            f"marching1d: mixer {c.mixer!r} has no recurrent form, which the rollout steps one time step at a "
+            f"time; set model.options.mixer to one of {', '.join(recurrent_mixers())}")
 
     # --- the spatial maps (any number of states as a batch) -------------------------------------
     def _encode(self, u: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -165,6 +175,8 @@ class Marching1d(GridOperator):
     def rollout(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """``T`` recurrent steps from ``x = u_0``: ``(b, n, 1)`` -> ``(b, n, T + 1)``."""
         b, steps = x.shape[0], self.config.time_steps
+        if self._no_recurrence:
+            raise ValueError(self._no_recurrence)
         states = [layer.init_state(b, steps, dtype=x.dtype, device=x.device) for layer in self.temporal]
         t = time_coordinates(steps, b, x.dtype, x.device)
         u, out = x, [x]
