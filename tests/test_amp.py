@@ -120,7 +120,8 @@ def test_galerkin_sum_gradient_under_autocast_matches_the_formula():
 
 
 def _spy_on_galerkin_sums(monkeypatch) -> list[dict]:
-    """Record every Galerkin sum over the points, fused (``outer_blocks``) or not (``weighted_outer``):
+    """Record every Galerkin sum over the points -- fused (``outer_blocks``), in moment form
+    (``centred_moments``: the sums' dtypes only, its input is the layer's) or not (``weighted_outer``):
     autocast state, dtypes, the coordinates and weights that enter it."""
     galerkin = importlib.import_module("petrov.operators.attention.kernels")  # the Galerkin mixer sums there
     fused = importlib.import_module("petrov.operators.attention.fused")
@@ -131,7 +132,14 @@ def _spy_on_galerkin_sums(monkeypatch) -> list[dict]:
                          coords=coords, weights=weights))
         return out
 
-    unfused_sum, fused_sum = galerkin.weighted_outer, fused.outer_blocks
+    unfused_sum, fused_sum, moments = galerkin.weighted_outer, fused.outer_blocks, fused.centred_moments
+
+    def record_moments(x, pos, weights):
+        gram, cross = moments(x, pos, weights)
+        record(gram, cross, gram, pos[0, :, -1] if pos.shape[-1] else None, weights)
+        return gram, cross
+
+    monkeypatch.setattr(fused, "centred_moments", record_moments)
     monkeypatch.setattr(galerkin, "weighted_outer", lambda a, c, weights, grad_dtype=None: record(
         a, c, unfused_sum(a, c, weights, grad_dtype), c[0, 0, :, -1], weights))  # v's last column: pos
     monkeypatch.setattr(fused, "outer_blocks", lambda kt, vt, pos, weights: record(
@@ -144,10 +152,13 @@ def test_galerkin_model_accumulates_in_float32_under_autocast(dropout, monkeypat
     seen = _spy_on_galerkin_sums(monkeypatch)
     config, shape, (n, _) = cases.TINY["galerkin1d"]
     model = build_model("galerkin1d", **dict(config, dropout=dropout)).train()
+    column = model.config.norm == "column"
     with torch.autocast(**BF16):
         model(torch.randn(shape(n))).sum().backward()
     assert len(seen) == config["n_layers"]
-    assert all(not s["autocast"] and s["dtypes"] == {torch.float32} for s in seen)
+    # float32, or float64 where the layer sums the centred moments (column norms, fused)
+    assert all(not s["autocast"] and s["dtypes"] == {torch.float64 if column and not dropout else torch.float32}
+               for s in seen)
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["fused", "unfused"])
