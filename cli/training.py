@@ -14,7 +14,7 @@
 
 The work is done by [`petrov.train.trainer.train`][] and
 [`petrov.evaluate.run_evaluation`][]; this module parses arguments and prints the results
-(the library's notices, such as epoch lines and written files, are log lines: see ``train/cli.py``).
+(the library's notices, such as epoch lines and written files, are log lines: see ``cli/console.py``).
 """
 from __future__ import annotations
 

@@ -152,6 +152,12 @@ def is_trajectory(kind: str | None) -> bool:
     return kind is not None and kind in RECIPES and get_recipe(kind).snapshots is not None
 
 
+def is_inverse(kind: str | None) -> bool:
+    """Whether grid data of ``kind`` pose an inverse problem (input the stored solution, target the stored
+    coefficient pooled to a coarse grid); mesh kinds and unknown names do not."""
+    return kind is not None and kind in RECIPES and bool(get_recipe(kind).inverse)
+
+
 def list_kinds() -> list[str]:
     """The registered dataset kinds (``petrov generate --help`` lists them)."""
     return RECIPES.names()

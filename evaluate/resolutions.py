@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ..datasets import get_recipe, open_dataset
 from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
+from ..datasets.recipes import is_inverse
 from ..datasets.sampling import poolable
 from ..operators.checks import first_weight
 from ..train.data import forward_error, without_advice
@@ -86,12 +87,6 @@ def is_mesh_info(info: dict[str, Any]) -> bool:
 def family(kind: str) -> str:
     """The family of a grid or mesh dataset kind (kinds of one family store the same fields)."""
     return get_mesh_recipe(kind).family if kind in MESH_RECIPES else get_recipe(kind).family
-
-
-def is_inverse(kind: str | None) -> bool:
-    if kind is None or kind in MESH_RECIPES:
-        return False
-    return bool(get_recipe(kind).inverse)
 
 
 def coarse_resolution(setup: EvalSetup) -> int | None:
@@ -197,5 +192,5 @@ def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
 
 
 __all__ = ["ResolutionChoiceError", "allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution",
-           "default_resolutions", "family", "fields_fit", "is_inverse", "is_mesh_info", "model_refusals",
+           "default_resolutions", "family", "fields_fit", "is_mesh_info", "model_refusals",
            "parse_resolutions"]

@@ -166,6 +166,30 @@ def test_a_generate_table_that_does_not_match_the_existing_file_is_said_so(here,
     assert code == 0 and err == ""
 
 
+def test_a_file_written_by_a_quick_run_is_named_as_such(here, cli, monkeypatch):
+    monkeypatch.setenv("PETROV_QUICK", "1")  # the file keeps 32 of the 40 samples
+    assert cli("generate", "burgers", "--n-samples", 40, "--resolution", 64, "-o", "q.h5", "--no-progress")[0] == 0
+    monkeypatch.delenv("PETROV_QUICK")
+    generate = '[data.generate]\nkind = "burgers"\nn_samples = 40\nresolution = 64\n'
+    text = (here / "tiny.toml").read_text().replace("[model]", generate + "\n[model]").replace('"b.h5"', '"q.h5"')
+    (here / "q.toml").write_text(text)
+    code, _, err = cli("train", "q.toml", "--out", "r")
+    assert code == 0 and ("(n_samples 32 there, 40 in [data.generate]; 32 samples is what a generation keeps in "
+                          "quick mode (PETROV_QUICK=1): a file written by a quick run)") in err
+
+
+def test_a_forward_model_on_inverse_data_is_refused_before_training_naming_the_coarse_grid(here, cli):
+    # the targets are pooled to 15 x 15 at every input grid; fno2d outputs its input's grid: only 15 is scored
+    text = (here / "tiny.toml").read_text().replace('"b.h5"', '"d.h5"').replace("train_resolution = 32", (
+        'kind = "darcy-inverse"\ncoarse_resolution = 15\ntrain_resolution = 15')).replace("[32, 64]", "[15, 29]")
+    (here / "i.toml").write_text(text.replace('name = "fno1d"', 'name = "fno2d"'))
+    code, _, err = cli("train", "i.toml", "--out", "r")
+    assert code == 1 and ("data.eval_resolutions: resolution 29 cannot be tested (the model outputs shape (1, 29, "
+                          "29, 1) where the targets have shape (1, 15, 15, 1); darcy-inverse pools every target to "
+                          "data.coarse_resolution") in one_error(err, "train")
+    assert not (here / "r" / "best.pt").exists()  # refused before training
+
+
 # --- messages that say what is wrong --------------------------------------------------------------------
 
 def _corrupt_npz(path: Path, **arrays) -> None:

@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ..common.config import asdict, from_dict
 from ..common.interrupts import held_signals, loader_worker
+from ..common.quick import QUICK_ENV, QUICK_SAMPLES, quick_mode
 from ..datasets import (
     InputNoise,
     collate_points,
@@ -142,6 +143,9 @@ def check_generated_as(path: Path, g: Any) -> None:
         wanted["native_resolution"] = recipe.native_resolution if g.resolution is None else g.resolution
         found["native_resolution"] = attrs.get("native_resolution")
     diff = [f"{k} {found[k]!r} there, {wanted[k]!r} in [data.generate]" for k in wanted if found[k] != wanted[k]]
+    if found["n_samples"] == QUICK_SAMPLES < g.n_samples and not quick_mode():
+        diff.append(f"{QUICK_SAMPLES} samples is what a generation keeps in quick mode ({QUICK_ENV}=1): a file "
+                    f"written by a quick run")
     if diff:
         warnings.warn(f"data.path {str(path)!r} exists and holds other data than [data.generate] describes "
                       f"({'; '.join(diff)}); training on the existing file (delete it to generate the table's, or "
@@ -403,11 +407,15 @@ def _forward_one(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
 
 
 def forward_error(model: torch.nn.Module, data: Any, device: torch.device) -> str | None:
-    """The model's own error (ValueError or RuntimeError) on the first sample of ``data``, None if it takes it."""
+    """The model's own error (ValueError or RuntimeError) on the first sample of ``data``, or an output
+    whose shape is not the target's (which cannot be scored); None if it takes it."""
+    batch = to_batch(next(iter(data_loader(data, 1))), data, device)
     try:
-        _forward_one(model, to_batch(next(iter(data_loader(data, 1))), data, device))
+        out = _forward_one(model, batch)
     except (RuntimeError, ValueError) as err:
         return str(err)
+    if tuple(out.shape) != tuple(batch.y.shape):
+        return f"the model outputs shape {tuple(out.shape)} where the targets have shape {tuple(batch.y.shape)}"
     return None
 
 

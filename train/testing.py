@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..datasets.mesh.loading import mesh_levels
-from ..datasets.recipes import is_trajectory
+from ..datasets.recipes import is_inverse, is_trajectory
 from ..datasets.sampling import allowed_resolutions
 from . import checkpoint as ckpt
 from . import distributed as dist_
@@ -50,6 +50,9 @@ def check_test_resolutions(cfg: Any, model: Any, train: Any, test_indices: Any, 
         why = resolution_refusal(cfg, model, index, res, transform, device)
         if why is None:
             continue
+        if why.startswith("the model outputs shape") and is_inverse(getattr(train, "kind", None)):
+            why += (f"; {train.kind} pools every target to data.coarse_resolution: a model of the inverse problem "
+                    f"(latent2d_inverse, its coarse_size that grid) outputs it from any input grid")
         reachable = allowed_resolutions(train.native_resolution, train.periodic, getattr(train, "cells", False))
         takes = [r for r in reachable if resolution_refusal(cfg, model, index, r, transform, device) is None]
         raise ValueError(f"data.eval_resolutions: resolution {res} cannot be tested ({why}); from {cfg.path} this "

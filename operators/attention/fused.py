@@ -229,7 +229,8 @@ def column_normalized_outer(x: torch.Tensor, k_proj: nn.Linear, v_proj: nn.Linea
                             norm_k: ColumnNorm, norm_v: ColumnNorm, pos: torch.Tensor | None,
                             weights: torch.Tensor | None) -> torch.Tensor:
     """``[K̃, pos]ᵀ W [Ṽ, pos]`` for two column norms of ``K = x W_kᵀ + b_k``, ``V = x W_vᵀ + b_v``,
-    from the centred moments of ``x: (b, n, m)`` alone -> ``(b, h, d + p, d + p)`` in x's dtype.
+    from the centred moments of ``x: (b, n, m)`` alone -> ``(b, h, d + p, d + p)`` in x's dtype, float32 at
+    least (a 16-bit x under autocast).
 
     Centring removes the biases: ``c_k = K - 1 wᵀK = x_c W_kᵀ``, so per head (``W_{k,h}: (d, m)``)
 

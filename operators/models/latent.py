@@ -5,11 +5,11 @@ Every map between the input grid and the attention points is defined in physical
 is a discretization of one continuous operator and converges as the input grid is refined:
 
     x (b, *n, c_in), pos (b, *n, d)
-      --lift--> f = MLP([x, c(pos)])                 (b, *n, c_f)   pointwise on the input grid
+      --lift--> f = MLP([x, c(pos)])                 (b, c_f, *n)   pointwise on the input grid (channels-first)
       --R-----> R f                                  (b, *m, c_f)   restriction to the latent grid
       --Linear, n_layers x EncoderLayer(attention(pos_dim=d) + FFN) [+ latent block: SpectralBlock
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the m^d latent points
-      --Linear--> z (b, *m, c_f) --P--> P z          (b, *n, c_f)   prolongation back to the input grid
+      --Linear--> z (b, *m, c_f) --P--> P z          (b, c_f, *n)   prolongation back to the input grid
 
 (the encoder up to ``P`` is [`petrov.operators.latent_encoder.LatentEncoder`][]), then
 

@@ -5,6 +5,9 @@ projection: ``(K̃ᵀ diag(w) Ṽ)_{ab}`` is the quadrature of ``∫ k_a(ξ) v_b
 expanded in span{q_a}.  No softmax, no 1/sqrt(d).  Cost O(n d²), memory O(n d).  K and V are
 normalized by the attention layer.  Under autocast the d x d sum ``K̃ᵀ diag(w) Ṽ`` is formed in
 float32 (a sum over n points); the n-sized product ``Q (K̃ᵀ diag(w) Ṽ)`` runs in autocast's dtype.
+The attention layer's fused path ([`petrov.operators.attention.fused`][]) computes the same operator
+without forming Q; with two column norms, where float64 is fast, not K and V either (S from the
+input's centred moments).
 
 ``causal=True``: ``z_i = q_i Σ_{j≤i} w_j k̃_j ṽ_jᵀ`` (linear attention with φ = identity and no
 normalizer; see [`petrov.operators.attention.mixers.causal`][]), in chunks of ``chunk_size`` tokens.  The
