@@ -406,16 +406,20 @@ def _forward_one(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         model.train(was_training)
 
 
+OUTPUT_NOT_TARGET = "the model outputs shape"
+
+
 def forward_error(model: torch.nn.Module, data: Any, device: torch.device) -> str | None:
     """The model's own error (ValueError or RuntimeError) on the first sample of ``data``, or an output
-    whose shape is not the target's (which cannot be scored); None if it takes it."""
-    batch = to_batch(next(iter(data_loader(data, 1))), data, device)
+    whose shape is not the target's (which cannot be scored: the message starts with ``OUTPUT_NOT_TARGET``);
+    None if it takes it."""
     try:
+        batch = to_batch(next(iter(data_loader(data, 1))), data, device)
         out = _forward_one(model, batch)
     except (RuntimeError, ValueError) as err:
         return str(err)
     if tuple(out.shape) != tuple(batch.y.shape):
-        return f"the model outputs shape {tuple(out.shape)} where the targets have shape {tuple(batch.y.shape)}"
+        return f"{OUTPUT_NOT_TARGET} {tuple(out.shape)} where the targets have shape {tuple(batch.y.shape)}"
     return None
 
 

@@ -13,7 +13,7 @@ from ..datasets.recipes import is_inverse, is_trajectory
 from ..datasets.sampling import allowed_resolutions
 from . import checkpoint as ckpt
 from . import distributed as dist_
-from .data import forward_error, is_point_data, open_split, without_advice
+from .data import OUTPUT_NOT_TARGET, forward_error, is_point_data, open_split, without_advice
 from .losses import per_time_relative_l2
 from .memory import evaluation_advice
 from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
@@ -50,7 +50,7 @@ def check_test_resolutions(cfg: Any, model: Any, train: Any, test_indices: Any, 
         why = resolution_refusal(cfg, model, index, res, transform, device)
         if why is None:
             continue
-        if why.startswith("the model outputs shape") and is_inverse(getattr(train, "kind", None)):
+        if why.startswith(OUTPUT_NOT_TARGET) and is_inverse(getattr(train, "kind", None)):
             why += (f"; {train.kind} pools every target to data.coarse_resolution: a model of the inverse problem "
                     f"(latent2d_inverse, its coarse_size that grid) outputs it from any input grid")
         reachable = allowed_resolutions(train.native_resolution, train.periodic, getattr(train, "cells", False))
