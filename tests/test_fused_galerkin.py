@@ -258,7 +258,7 @@ def test_column_norms_take_the_moment_form_under_autocast_close_to_float64(dtype
     layer.float()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = layer(x.to(dtype).requires_grad_(), pos.float())
-    out.float().sum().backward()  # the moments' backward runs under autocast too
+    out.float().sum().backward()  # through the moments' backward: float64 gradients back to x's dtype
     assert calls == [DT, dtype]
     assert out.dtype == torch.bfloat16  # the n-sized product in autocast's dtype
     # measured 3.0e-3 for either input (the generic path: 3.1e-3): the bfloat16 rounding of x and A
