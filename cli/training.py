@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
 from ..evaluate.resolutions import ResolutionChoiceError
+from ..evaluate.runs import slice_text
 from ..train.config import (
     apply_overrides,
     check_resumable,
@@ -125,17 +126,27 @@ def _train_hint(args: argparse.Namespace) -> str:
 def _run_evaluate(args: argparse.Namespace) -> int:
     check_minimums(args, batch_size=1)
     resolutions = as_usage_error(parse_resolutions, args.resolutions)
+    indices = parse_indices(args.indices)
     try:
         rows = run_evaluation(args.run_dir, args.data, resolutions,
-                              indices=parse_indices(args.indices), device=args.device, batch_size=args.batch_size,
+                              indices=indices, device=args.device, batch_size=args.batch_size,
                               plots=args.plots, out_dir=args.out, echo=False, overwrite=args.overwrite)
     except ResolutionChoiceError as err:
         if resolutions is None:  # the run's own resolutions do not fit --data: not a bad flag value
             raise
         raise UsageError(f"--resolutions: {err}") from None
     train_res = load_config_json(Path(args.run_dir) / "config.json", check_model=False).data.train_resolution
-    print(format_table(rows, train_res))
+    print(format_table(rows, train_res, _evaluated(indices)))
     return 0
+
+
+def _evaluated(indices) -> str:
+    """The samples ``--indices`` picked, as the table's title names them."""
+    if indices in (None, "test"):
+        return "the test samples"
+    if indices == "all":
+        return "all samples of the file"
+    return f"samples {slice_text(indices)} of the file"
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:

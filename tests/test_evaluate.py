@@ -101,6 +101,16 @@ def test_explicit_indices_and_same_result_for_same_samples(run):
         evaluate_resolutions(run_dir, data, [64], indices=slice(0, 3))
 
 
+def test_the_printed_table_names_the_samples_it_measured(run, capsys, tmp_path):
+    run_dir, data = run
+    for flag, title in ((["--indices", "0:3"], "relative L2 on samples 0:3 of the file"),
+                        (["--indices", "all"], "relative L2 on all samples of the file"),
+                        ([], "relative L2 on the test samples")):
+        code = cli_main(["evaluate", str(run_dir), "--data", str(data), "--resolutions", "64", "--no-plots",
+                         "--out", str(tmp_path / "ev"), "--overwrite", *flag])
+        assert code == 0 and title in capsys.readouterr().out.splitlines()
+
+
 def test_non_stridable_resolution_names_the_allowed_ones(run):
     run_dir, data = run
     with pytest.raises(ValueError, match=r"resolution 100 .*allowed resolutions: .*64, 128, 256"):
