@@ -47,6 +47,10 @@ validation epoch is tested):
   layer output).  The model still trains, but it is not the documented operator.  Both rows are
   reported; the table marks the shipped one "odd-grid fftshift bug active".
 
+Symmetries: ``--augment square`` trains every Darcy contender on samples moved by the unit square's
+quarter turns and reflections (``data.augment = "square"``; exact for these data, see
+``petrov.train.augmentation``); Burgers has no such symmetry and is refused with it.
+
 Parallel: ``--jobs N`` trains N contenders at a time, each in its own process pinned to its own
 CPU core with one torch thread (N at most the usable cores); every contender then gets the same
 single core for its budget.  ``--jobs 2`` halves the wall-clock of the full run on 2 cores.
@@ -306,7 +310,8 @@ def train_config(problem: Problem, contender: dict, args: argparse.Namespace, ep
     batch = contender.get("batch_size", args.batch_size)
     return {
         "data": {"path": problem.path, "train_resolution": problem.train_res, "eval_resolutions": problem.eval_res,
-                 "n_train": problem.n_train, "n_val": problem.n_val, "n_test": problem.n_test},
+                 "n_train": problem.n_train, "n_val": problem.n_val, "n_test": problem.n_test,
+                 "augment": args.augment},
         "model": {"name": contender["model"], "options": contender["options"]},
         "optim": {"optimizer": "adam", "lr": args.lr, "epochs": epochs, "batch_size": batch,
                   "grad_clip": 1.0, "min_warmup_steps": args.min_warmup_steps},
@@ -639,6 +644,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--compile", default="auto", choices=["auto", "off", "default", "cuda-graphs"],
                         help="run.compile of every contender (auto: CUDA graphs on one GPU, eager on the CPU)")
     parser.add_argument("--amp", action="store_true", help="run.amp = true (bfloat16 autocast) for every contender")
+    parser.add_argument("--augment", default="none", choices=["none", "square"],
+                        help="data.augment of every contender: 'square' moves each training sample by a random "
+                             "symmetry of the unit square in each epoch (Darcy only)")
     parser.add_argument("--lr", type=float, default=1e-3, help="OneCycle maximum learning rate (all contenders)")
     parser.add_argument("--min-warmup-steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=8)
@@ -674,6 +682,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         if args.threads not in (None, 1):
             parser.error("--jobs > 1 runs each contender with one thread on its own core; drop --threads")
         args.threads = 1
+    if args.augment != "none" and "burgers" in args.problems:
+        parser.error("--augment square moves samples by the symmetries of the unit square: Darcy only; "
+                     "add --problems darcy")
     if args.budget_minutes is None:
         args.budget_minutes = 0.05 if args.quick else 20.0
     if args.quick:

@@ -33,7 +33,9 @@ so its speed figures are not the headline ones.
 
 Implementations: ``reference``; ``petrov`` (same config); ``petrov+checkpoint`` (same config with
 ``checkpoint_layers=True``: identical numbers, each encoder layer recomputed in backward instead of
-keeping its activations — one more encoder forward per step for less memory); ``petrov+bf16`` (same
+keeping its activations — one more encoder forward per step for less memory); ``petrov+ffn-checkpoint``
+(``checkpoint_layers="ffn"``: only each feed-forward block's hidden activation recomputed, one more
+first linear layer per encoder layer, not run unless named in ``--impls``); ``petrov+bf16`` (same
 model, its forward under ``torch.autocast("cpu", dtype=torch.bfloat16)`` as ``run.amp = true`` trains:
 float32 weights, loss, gradients and Adam; the n-sized matrix products in bfloat16, the sums over the
 points, normalizations and FFTs in float32).  bfloat16 pays on CPUs with native bfloat16 matrix
@@ -77,7 +79,8 @@ EX1_BURGERS = dict(
     spacial_dim=1, spacial_fc=False, dropout=0.0, encoder_dropout=0.0, ffn_dropout=0.0,
     decoder_dropout=0.0, debug=False,
 )
-IMPLEMENTATIONS = ("reference", "petrov", "petrov+checkpoint", "petrov+bf16", "petrov+unfused")
+IMPLEMENTATIONS = ("reference", "petrov", "petrov+checkpoint", "petrov+bf16", "petrov+unfused", "petrov+ffn-checkpoint")
+RECOMPUTE = {"petrov+checkpoint": True, "petrov+ffn-checkpoint": "ffn"}  # implementation -> checkpoint_layers
 DEFAULT_IMPLEMENTATIONS = IMPLEMENTATIONS[:4]
 ALLOCATOR_ENV = {"default": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"}}
 SPEED_TARGET = 2.0
@@ -85,7 +88,8 @@ MEMORY_TARGETS = {8192: 0.6, 2048: 0.8}  # n -> peak extra memory, at most this 
 # n x n float32 matrices alive per layer at the peak of a training step of the dense Fourier kernel,
 # calibrated on the peaks measured at n = 2048 (reference +1.04 GB ~ 3.9 copies, petrov +0.60 GB ~ 2.2
 # copies) and rounded up; the +12-15 GB measured earlier for the reference at 8192 is ~3.5 copies.
-NN_COPIES = {"reference": 4, "petrov": 3, "petrov+checkpoint": 3, "petrov+bf16": 3, "petrov+unfused": 3}
+NN_COPIES = {"reference": 4, "petrov": 3, "petrov+checkpoint": 3, "petrov+bf16": 3, "petrov+unfused": 3,
+             "petrov+ffn-checkpoint": 3}
 # Measured earlier on a machine of this kind: reference peak extra memory at n = 8192.
 EARLIER_REFERENCE_MEMORY = {"galerkin": "+1.0 GB", "fourier": "+12-15 GB"}
 
@@ -112,7 +116,7 @@ def build(impl: str, mixer: str) -> torch.nn.Module:
     from petrov.operators.models.galerkin1d import REFERENCE_CONFIG
 
     model = build_model("galerkin1d", **{**REFERENCE_CONFIG, "mixer": mixer,
-                                         "checkpoint_layers": impl == "petrov+checkpoint"})
+                                         "checkpoint_layers": RECOMPUTE.get(impl, False)})
     if impl == "petrov+unfused":  # every attention layer through its plain path (the same operator)
         for module in model.modules():
             if hasattr(module, "fused_path"):

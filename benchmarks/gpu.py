@@ -4,7 +4,7 @@ at an equal GPU budget.
     python benchmarks/gpu.py                          # both parts on the GPU (estimated ~40 min)
     python benchmarks/gpu.py --part speed             # (a) only (~5 min)
     python benchmarks/gpu.py --part speed --n 8192 --precisions float32 --compile off --unfused   # fused or not
-    python benchmarks/gpu.py --part speed --n 8192 --precisions float32 --checkpoint   # and recomputing layers
+    python benchmarks/gpu.py --part speed --n 8192 --precisions float32 --checkpoint   # and recomputing (layers, FFNs)
     python benchmarks/gpu.py --part step              # (c) only: the trainer's step of darcy-gpu (~3 min)
     python benchmarks/gpu.py --part step --model-only # (c) and the step with the model alone compiled
     python benchmarks/gpu.py --part accuracy --budget-minutes 5
@@ -35,7 +35,8 @@ float32, on an AMD EPYC it put petrov eager at 0.66x the reference's memory and 
 (b) Accuracy at an equal GPU budget: ``benchmarks/compare_accuracy.py`` itself (its data, contenders,
 epoch planning and tables) on Darcy at 85 x 85 for ``latent2d`` (physics mixer), ``fno2d``,
 ``transolver2d`` and neuraloperator's FNO, ``--budget-minutes`` each, with ``--compile``'s first
-setting other than ``off`` (``auto``: CUDA graphs) for every contender.
+setting other than ``off`` (``auto``: CUDA graphs) for every contender, each trained on samples moved by
+the unit square's symmetries as ``darcy-gpu`` is (``--augment none``: as they are).
 
 (c) The trainer's own training step: ``petrov.train.trainer.Trainer`` built from the ``darcy-gpu`` preset
 (``latent2d`` with the physics mixer, 85 x 85, batch 8; its data file, generated on first use) with
@@ -104,7 +105,7 @@ def measure(spec: dict) -> dict:
     impl, b, n, mode = spec["impl"], spec["batch"], spec["n"], spec["compile"]
     torch.manual_seed(0)
     model = build(impl, "galerkin").to(device).train()
-    net = compile_module(model, mode) if impl in ("petrov", "petrov+checkpoint") else model
+    net = compile_module(model, mode) if impl in ("petrov", "petrov+checkpoint", "petrov+ffn-checkpoint") else model
     generator = torch.Generator().manual_seed(1)
     x, y = (torch.randn(b, n, 1, generator=generator).to(device) for _ in range(2))
     pos = (torch.arange(n, dtype=torch.float32) / n).expand(b, n)[..., None].contiguous().to(device)
@@ -237,7 +238,8 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
     if args.unfused:  # eager only: what the fused Galerkin path costs or saves on this device
         cases += [("petrov+unfused", p, "off") for p in args.precisions]
     if args.checkpoint:  # the memory lever, under the last --compile setting
-        cases += [("petrov+checkpoint", p, args.compile[-1]) for p in args.precisions]
+        cases += [(impl, p, args.compile[-1]) for impl in ("petrov+checkpoint", "petrov+ffn-checkpoint")
+                  for p in args.precisions]
     if not reference_installed():
         print("  reference: galerkin-transformer is not installed (pip install galerkin-transformer==0.2.1 "
               "ipython, or pip install -e '.[bench]'); petrov alone")
@@ -252,7 +254,7 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
             what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
                     f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row)}"
                     ) if "seconds_per_step" in row else row.get("error")
-            print(f"  {impl:<17} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
+            print(f"  {impl:<21} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
     return rows
 
 
@@ -275,7 +277,7 @@ def speed_report(rows: list[dict]) -> list[dict]:
     if ratios:
         print("\npetrov vs reference (same precision, same n): speed-up and peak-memory ratio")
         for q in ratios:
-            print(f"  {q['impl']:<17} {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} "
+            print(f"  {q['impl']:<21} {q['precision']:<7} compile={q['compile']:<11} n={q['n']:<7} "
                   f"{q['speedup']:5.2f}x faster, {q['memory_ratio']:5.2f}x the memory"
                   + ("" if q["agrees"] else "  (not counted: the compiled step computes another function)"))
     return ratios
@@ -290,7 +292,7 @@ def accuracy(args: argparse.Namespace, out: Path) -> None:
     mode = next((c for c in args.compile if c != "off"), "off")
     argv = ["--problems", "darcy", "--contenders", *ACCURACY_CONTENDERS, "--device", args.device,
             "--compile", mode, "--data-workers", str(args.data_workers), "--out", str(out),
-            "--data-dir", args.data_dir]
+            "--data-dir", args.data_dir, "--augment", args.augment]
     if args.budget_minutes is not None:
         argv += ["--budget-minutes", str(args.budget_minutes)]
     compare_accuracy.main(argv + (["--quick"] if args.quick else []))
@@ -309,7 +311,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="(a): also petrov eager with the Galerkin layers' fused path off (petrov+unfused)")
     parser.add_argument("--checkpoint", action="store_true",
                         help="(a): also petrov with checkpoint_layers (the encoder layers' activations recomputed in "
-                             "backward) under the last --compile setting (petrov+checkpoint)")
+                             "backward: petrov+checkpoint; the feed-forward hidden activations only: "
+                             "petrov+ffn-checkpoint) under the last --compile setting")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed block (3 blocks)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation, graph capture)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement process")
@@ -327,6 +330,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="(b): processes solving the Darcy data")
     parser.add_argument("--data-dir", default="data/bench")
     parser.add_argument("--out", default="bench-results/gpu.json", help="JSON of (a); (b) writes gpu-accuracy.json")
+    parser.add_argument("--augment", default="square", choices=["none", "square"],
+                        help="(b): data.augment of every contender (default: square, as darcy-gpu trains)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 steps: checks that everything runs")
     args = parser.parse_args(argv)
     if args.quick:

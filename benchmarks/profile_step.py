@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--mixer", default="galerkin")
     parser.add_argument("--impl", choices=IMPLEMENTATIONS, default="petrov",
-                        help="petrov+checkpoint: checkpoint_layers; petrov+bf16: the forward under bfloat16 "
+                        help="petrov+checkpoint: checkpoint_layers; petrov+ffn-checkpoint: checkpoint_layers='ffn'; petrov+bf16: the forward under bfloat16 "
                              "autocast (what run.amp does); reference: the reference SimpleTransformer")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5, help="unprofiled steps timed (median)")

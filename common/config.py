@@ -33,6 +33,9 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
                 return _check_type(value, arg, where)
             except TypeError as err:
                 errors.append(str(err))
+        if len(errors) > 1:  # e.g. Literal["ffn"] | bool: every accepted form named, not the first's alone
+            accepted = " or ".join(_accepted(arg) for arg in args if arg is not type(None))
+            raise TypeError(f"{where}: expected {accepted}, got {type(value).__name__} {value!r}")
         raise TypeError(errors[0] if errors else f"{where}: invalid value {value!r}")
     if origin is typing.Literal:
         if value not in args:
@@ -63,6 +66,13 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
             )
         return value
     return value
+
+
+def _accepted(annotation: Any) -> str:
+    """What a value of ``annotation`` is, in an error's words (``one of ['ffn']``, ``bool``)."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return f"one of {list(typing.get_args(annotation))}"
+    return getattr(annotation, "__name__", str(annotation))
 
 
 def _optional(annotation: Any) -> bool:

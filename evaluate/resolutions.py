@@ -103,7 +103,7 @@ def coarse_resolution(setup: EvalSetup) -> int | None:
 
 
 def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, Any], data_path: Path) -> None:
-    """ValueError naming the ``resolutions`` the data file cannot be read at for this operator
+    """[`ResolutionChoiceError`][] naming the ``resolutions`` the data file cannot be read at for this operator
     (``allowed_resolutions``) or the trained model cannot take (``model_refusals``, one sample each; its
     reason), and the resolutions of the file it takes (each tried only then).  A model that refuses every
     resolution of the file does not fit the data at all (channels, kind): left to the evaluation, which
@@ -130,7 +130,7 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
         near = [cased[str(r).lower()] for r in bad if isinstance(r, str) and str(r).lower() in cased]
         if near and not why:
             why = f" (did you mean {near[0]!r}?)"
-        raise ValueError(
+        raise ResolutionChoiceError(
             f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} not available for this "
             f"trained model from {data_path}{why}; allowed resolutions: "
             f"{', '.join(str(r) for r in allowed if r not in everywhere)}"

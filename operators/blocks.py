@@ -240,11 +240,13 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(c.d_model) if c.layer_norm else nn.Identity()
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, weights: torch.Tensor | None = None,
-                recompute: bool = False):
+                recompute: bool | str = False):
         """``recompute=True``: each branch keeps only its input for backward (``x`` and ``x + Attn(x)``)
-        and recomputes its activations there (see ``Attention.forward``, ``FeedForward.forward``)."""
-        x = self.norm1(_residual(x, self.drop1(self.attention(x, pos, weights, recompute=recompute))))
-        return self._feed_forward(x, recompute)
+        and recomputes its activations there (see ``Attention.forward``, ``FeedForward.forward``);
+        ``recompute="ffn"``: the feed-forward branch only (its hidden activation is the largest)."""
+        attention = self.attention(x, pos, weights, recompute=recompute is True)
+        x = self.norm1(_residual(x, self.drop1(attention)))
+        return self._feed_forward(x, bool(recompute))
 
     def _feed_forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
         return self.norm2(_residual(x, self.drop2(self.ffn(x, recompute=recompute))))

@@ -149,9 +149,10 @@ def test_every_model_traces_whole_in_forward_and_backward_with_the_eager_numbers
     assert_same_step(model, args, kwargs)
 
 
-def test_a_recomputing_galerkin1d_traces_whole():
+@pytest.mark.parametrize("recompute", [True, "ffn"])
+def test_a_recomputing_galerkin1d_traces_whole(recompute):
     torch.manual_seed(0)
-    model = build_model("galerkin1d", checkpoint_layers=True, norm="layer").double().train()
+    model = build_model("galerkin1d", checkpoint_layers=recompute, norm="layer").double().train()
     assert_same_step(model, (torch.randn(2, 32, 1, dtype=DT),), {})
 
 

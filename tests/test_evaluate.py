@@ -115,7 +115,8 @@ def test_non_stridable_resolution_names_the_allowed_ones(run):
     run_dir, data = run
     with pytest.raises(ValueError, match=r"resolution 100 .*allowed resolutions: .*64, 128, 256"):
         evaluate_resolutions(run_dir, data, [64, 100])
-    assert main_error(["evaluate", str(run_dir), "--data", str(data), "--resolutions", "100"]) == 1
+    # an explicit --resolutions the file cannot be read at is the command line's fault: a usage error
+    assert main_error(["evaluate", str(run_dir), "--data", str(data), "--resolutions", "100"]) == 2
     with pytest.raises(ValueError, match="integers"):
         parse_resolutions("64,abc")
 

@@ -282,7 +282,8 @@ USAGE = [
         ("64.0", "resolution '64.0' is not a whole number"),
         ("level0", "resolution 'level0' is not a whole number"),
         ("-64", "resolution -64 is not a grid size (a whole number of grid points)"),
-        ("64,0", "resolution 0 is not a grid size"))],
+        ("64,0", "resolution 0 is not a grid size"),
+        ("100", "--resolutions: resolution 100 not available for this trained model from b.h5"))],
 ]
 
 

@@ -289,15 +289,18 @@ def test_unknown_names_and_keys_raise():
         build_model("fno1d", widht=8)
     with pytest.raises(KeyError, match="unknown mixer"):
         build_model("galerkin1d", mixer="galerkn")
+    with pytest.raises(ValueError, match=r"checkpoint_layers: expected one of \['ffn'\] or bool, got str 'layers'"):
+        build_model("galerkin1d", checkpoint_layers="layers")
     with pytest.raises(ValueError, match="modes"):
         build_model("fno1d", modes=12)(torch.randn(1, 16, 1))  # 12 > 16 // 2 + 1
 
 
-@pytest.mark.parametrize("mixer", ["galerkin", "fourier"])
-def test_checkpointed_encoder_gives_the_same_outputs_and_gradients(mixer):
-    config = dict(ATTN_1D, n_layers=2, mixer=mixer, dropout=0.1)  # dropout: recomputation replays the RNG
+@pytest.mark.parametrize("mixer, dropout", [("galerkin", 0.0), ("galerkin", 0.1), ("fourier", 0.1)])
+def test_checkpointed_encoder_gives_the_same_outputs_and_gradients(mixer, dropout):
+    # dropout: recomputation replays the RNG (torch.utils.checkpoint); without it the FFN's own backward
+    config = dict(ATTN_1D, n_layers=2, mixer=mixer, dropout=dropout)
     runs, kept = [], []
-    for checkpoint_layers in (False, True):
+    for checkpoint_layers in (False, "ffn", True):
         torch.manual_seed(0)
         model = build_model("galerkin1d", **config, checkpoint_layers=checkpoint_layers).double().train()
         x = torch.randn(2, 16, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
@@ -307,12 +310,14 @@ def test_checkpointed_encoder_gives_the_same_outputs_and_gradients(mixer):
         out.square().sum().backward()
         runs.append((out.detach(), [p.grad for p in model.parameters()]))
         kept.append(sum(saved))
-    (out0, grads0), (out1, grads1) = runs
-    assert kept[1] < kept[0]
-    torch.testing.assert_close(out0, out1)
-    assert len(grads0) == len(grads1) and all(g is not None for g in grads1)
-    for a, b in zip(grads0, grads1):
-        torch.testing.assert_close(a, b)
+    # "ffn" keeps less than nothing recomputed (each layer's (b, n, dim_feedforward) hidden), True less still
+    assert kept[2] < kept[1] < kept[0]
+    (out0, grads0) = runs[0]
+    for out1, grads1 in runs[1:]:
+        torch.testing.assert_close(out0, out1)
+        assert len(grads0) == len(grads1) and all(g is not None for g in grads1)
+        for a, b in zip(grads0, grads1):
+            torch.testing.assert_close(a, b)
 
 
 def test_finite_check_can_be_switched_off_and_on():

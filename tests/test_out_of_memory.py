@@ -32,12 +32,13 @@ def test_a_training_step_out_of_memory_names_the_batch_and_what_to_lower(tmp_pat
     assert "in training at batch size 4" in text and "lower optim.batch_size (now 4)" in text
     assert "run.amp = true" in text and "checkpoint_layers" not in text  # fno1d has no such option
     assert "\n" not in text and err.value.__cause__ is None
-    galerkin = cases.tiny_config(model={"name": "galerkin1d", "options": {"d_model": 8, "n_layers": 1,
-                                                                          "decoder_width": 8, "modes": 4}},
-                                 run={"device": "cpu", "progress": False, "amp": True})
-    with pytest.raises(DeviceOutOfMemory, match="checkpoint_layers = true") as err:
-        train(galerkin, tmp_path / "run2", data=cases.tiny_data())
-    assert "run.amp" not in str(err.value)  # already on
+    for k, recompute in enumerate((False, "ffn")):  # "ffn" recomputes the feed-forward branches only
+        options = {"d_model": 8, "n_layers": 1, "decoder_width": 8, "modes": 4, "checkpoint_layers": recompute}
+        galerkin = cases.tiny_config(model={"name": "galerkin1d", "options": options},
+                                     run={"device": "cpu", "progress": False, "amp": True})
+        with pytest.raises(DeviceOutOfMemory, match="checkpoint_layers = true") as err:
+            train(galerkin, tmp_path / f"run{k + 2}", data=cases.tiny_data())
+        assert "run.amp" not in str(err.value)  # already on
 
 
 def test_validation_out_of_memory_names_the_evaluation_batch(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ def training_advice(cfg, model: torch.nn.Module, per_process: int) -> list[str]:
     world = f" ({per_process} per process)" if per_process != o.batch_size else ""
     advice = [f"lower optim.batch_size (now {o.batch_size}{world})"]
     options = getattr(model, "config", None)
-    if options is not None and getattr(options, "checkpoint_layers", True) is False:
+    if options is not None and getattr(options, "checkpoint_layers", True) is not True:  # False or "ffn"
         advice.append("set model.options.checkpoint_layers = true (each layer recomputed in backward)")
     if not r.amp:
         advice.append("set run.amp = true (bfloat16 activations)")

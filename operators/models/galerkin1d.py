@@ -18,7 +18,9 @@ The mixer is a config value: ``"galerkin"`` (the reference's 8192-point runs) or
 each layer keeps only the inputs of its two branches (``x`` and ``x + Attn(x)``) instead of ~6
 ``(b, n, d_model)`` tensors, recomputing the Galerkin K, V projections and normalizations and the
 FFN hidden activation (other mixers: the attention branch whole, ``torch.utils.checkpoint``), i.e.
-about half an encoder forward more per training step.
+about half an encoder forward more per training step.  ``checkpoint_layers="ffn"`` recomputes only the
+FFN's hidden activation ``σ(W_1 x + b_1)``, the largest tensor a layer keeps (``(b, n, dim_feedforward)``):
+less memory saved for one extra ``W_1 x`` per layer.
 
 The defaults are a small version (d_model 64, 2 layers, decoder width 32) that trains on a
 2-core CPU in minutes at n = 512-2048.  ``pos`` defaults to the periodic grid ``x_i = i/n``.
@@ -26,7 +28,7 @@ The defaults are a small version (d_model 64, 2 layers, decoder width 32) that t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional, Union
 
 import torch
 from torch import nn
@@ -47,7 +49,7 @@ class Galerkin1dConfig(SpectralDecoderFields, EncoderConfig):
     - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``).
     - ``checkpoint_layers``: recompute the encoder layers' activations in backward instead of
       keeping them: the same numbers, less training memory, about half an encoder forward more
-      per step.
+      per step; ``"ffn"``: only each FFN's hidden activation (its first linear layer recomputed).
     """
 
     lift_coordinates: bool = False
@@ -57,8 +59,8 @@ class Galerkin1dConfig(SpectralDecoderFields, EncoderConfig):
     periodic: bool = True
     # Recompute the encoder layers' activations during backward instead of keeping them (each
     # branch keeps its input): identical results, less training memory, about half an encoder
-    # forward more per step.  No effect without gradients.
-    checkpoint_layers: bool = False
+    # forward more per step; "ffn": the FFN's hidden activation only.  No effect without gradients.
+    checkpoint_layers: Union[Literal["ffn"], bool] = False
 
 
 REFERENCE_CONFIG = {
