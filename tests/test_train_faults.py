@@ -39,6 +39,13 @@ def error_line(err: str, command: str) -> str:
     return lines[0]
 
 
+def usage_error_line(err: str, command: str) -> str:
+    """A usage error (exit status 2): the error line, then where the usage is."""
+    first, _, hint = err.strip().partition("\n")
+    assert hint == f"run 'petrov {command} --help' for usage", err
+    return error_line(first, command)
+
+
 # --- 1. evaluation resolutions are checked before the training ----------------------------------------
 def test_an_evaluation_resolution_off_the_grid_is_refused_before_training(here, cli):
     code, _, err = cli("train", "tiny.toml", "--out", "r", "--set", "data.eval_resolutions=[1]")
@@ -77,10 +84,10 @@ def test_a_resumed_run_is_tested_at_its_new_resolutions_and_says_so(here, cli):
 # --- 2. evaluate names the resolutions the trained model takes -------------------------------------
 def test_evaluate_lists_only_resolutions_the_trained_model_takes(here, cli):
     code, _, err = cli("evaluate", "run1", "--resolutions", "1", "--no-plots")
-    line = error_line(err, "evaluate")
-    assert code != 0 and "allowed resolutions: 8, 16, 32, 64 (those of the file the trained model takes)" in line
+    line = usage_error_line(err, "evaluate")
+    assert code == 2 and "allowed resolutions: 8, 16, 32, 64 (those of the file the trained model takes)" in line
     code, _, err = cli("evaluate", "run1", "--resolutions", "2", "--no-plots")
-    line = error_line(err, "evaluate")
+    line = usage_error_line(err, "evaluate")
     assert "need at least 6 points, got 2" in line and "use modes" not in line
     assert "allowed resolutions: 8, 16, 32, 64 (those of the file the trained model takes)" in line
 
