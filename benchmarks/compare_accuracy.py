@@ -48,8 +48,9 @@ validation epoch is tested):
   reported; the table marks the shipped one "odd-grid fftshift bug active".
 
 Symmetries: ``--augment square`` trains every Darcy contender on samples moved by the unit square's
-quarter turns and reflections (``data.augment = "square"``; exact for these data, see
-``petrov.train.augmentation``); Burgers has no such symmetry and is refused with it.
+quarter turns and reflections (``data.augment = "square"``), ``--augment periodic`` every Burgers
+contender on samples shifted along the periodic grid (``data.augment = "periodic"``); each is exact for
+its problem's data (see ``petrov.train.augmentation``) and refused with the other problem.
 
 Parallel: ``--jobs N`` trains N contenders at a time, each in its own process pinned to its own
 CPU core with one torch thread (N at most the usable cores); every contender then gets the same
@@ -106,6 +107,7 @@ from _common import (
 
 NEURALOP_MODEL = "neuralop_fno"
 TARGET_UNSEEN_RATIO = 1.5
+AUGMENT_PROBLEM = {"square": "darcy", "periodic": "burgers"}  # --augment: the problem whose data it holds for
 # The attention operators' flatness over the unseen resolutions, per (problem, training grid): Darcy
 # trained at 85 within 1.10x at 61...211; trained at 43 (zero-shot super-resolution) within 1.20x;
 # Burgers trained at 1024 within 1.05x from 256 to 8192.
@@ -644,9 +646,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--compile", default="auto", choices=["auto", "off", "default", "cuda-graphs"],
                         help="run.compile of every contender (auto: CUDA graphs on one GPU, eager on the CPU)")
     parser.add_argument("--amp", action="store_true", help="run.amp = true (bfloat16 autocast) for every contender")
-    parser.add_argument("--augment", default="none", choices=["none", "square"],
+    parser.add_argument("--augment", default="none", choices=["none", *AUGMENT_PROBLEM],
                         help="data.augment of every contender: 'square' moves each training sample by a random "
-                             "symmetry of the unit square in each epoch (Darcy only)")
+                             "symmetry of the unit square in each epoch (Darcy only), 'periodic' shifts it along "
+                             "its periodic grid (Burgers only)")
     parser.add_argument("--lr", type=float, default=1e-3, help="OneCycle maximum learning rate (all contenders)")
     parser.add_argument("--min-warmup-steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=8)
@@ -682,9 +685,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         if args.threads not in (None, 1):
             parser.error("--jobs > 1 runs each contender with one thread on its own core; drop --threads")
         args.threads = 1
-    if args.augment != "none" and "burgers" in args.problems:
-        parser.error("--augment square moves samples by the symmetries of the unit square: Darcy only; "
-                     "add --problems darcy")
+    if args.augment != "none" and set(args.problems) != {AUGMENT_PROBLEM[args.augment]}:
+        only = AUGMENT_PROBLEM[args.augment]
+        parser.error(f"--augment {args.augment} holds for {only} data only (petrov.train.augmentation); "
+                     f"use --problems {only}")
     if args.budget_minutes is None:
         args.budget_minutes = 0.05 if args.quick else 20.0
     if args.quick:

@@ -93,7 +93,7 @@ def device_info(device: torch.device) -> dict:
 
 def measure(spec: dict) -> dict:
     """Worker: one (implementation, precision, compile, n) in this process."""
-    from compare_speed_memory import build, relative_l2
+    from compare_speed_memory import RECOMPUTE, build, relative_l2
 
     from petrov.train.compilation import AGREEMENT_TOLERANCE, compile_module, compiled_agreement, mark_step
     from petrov.train.precision import autocast
@@ -105,7 +105,7 @@ def measure(spec: dict) -> dict:
     impl, b, n, mode = spec["impl"], spec["batch"], spec["n"], spec["compile"]
     torch.manual_seed(0)
     model = build(impl, "galerkin").to(device).train()
-    net = compile_module(model, mode) if impl in ("petrov", "petrov+checkpoint", "petrov+ffn-checkpoint") else model
+    net = compile_module(model, mode) if impl == "petrov" or impl in RECOMPUTE else model
     generator = torch.Generator().manual_seed(1)
     x, y = (torch.randn(b, n, 1, generator=generator).to(device) for _ in range(2))
     pos = (torch.arange(n, dtype=torch.float32) / n).expand(b, n)[..., None].contiguous().to(device)

@@ -1,5 +1,7 @@
-"""Training data moved by the symmetries of the unit square (``data.augment = "square"``): the group,
-grids and points moved alike, Darcy solutions moved with their coefficients, the trainer's draws."""
+"""Training data moved by the symmetries of its problem: the unit square (``data.augment = "square"``:
+the group, grids and points moved alike, Darcy solutions moved with their coefficients) and the shifts
+of a periodic grid (``"periodic"``: Burgers solutions moved with their initial fields, a stationary
+initial law), the trainer's draws."""
 import itertools
 
 import numpy as np
@@ -7,11 +9,12 @@ import pytest
 import torch
 from skfem import MeshTri
 
+from petrov.datasets.burgers import solve_burgers
 from petrov.datasets.darcy import solve_darcy
-from petrov.datasets.grf import neumann_grf_std
+from petrov.datasets.grf import neumann_grf_std, periodic_grf_1d
 from petrov.datasets.mesh.fem import solve_darcy_fem
 from petrov.train.augmentation import (SQUARE_SYMMETRIES, SymmetryDraws, augment_batch, check_augmentable,
-                                       permute_square_grid, square_symmetry)
+                                       group_order, permute_square_grid, shift_periodic_grid, square_symmetry)
 from petrov.train.data import Batch
 
 ALL = torch.arange(SQUARE_SYMMETRIES)
@@ -145,6 +148,78 @@ def test_the_group_is_closed_under_composition():
         assert key(square_symmetry(square_symmetry(points, torch.tensor([g])), torch.tensor([h]))) in images
 
 
+# --- periodic shifts ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("grid", [(7,), (4, 6)])
+def test_a_shift_moves_every_sample_along_every_axis_on_its_own(grid):
+    # element g numbers the shifts (k_1, ..., k_d) row-major; the moved field is f(x - k/s), torch.roll's
+    field = torch.randn(5, *grid, 2, dtype=torch.float64)
+    order = int(np.prod(grid))
+    g = torch.tensor([0, 1, 5, 17, order + 4]) % order
+    moved = shift_periodic_grid(field, g)
+    for k in range(5):
+        shifts = np.unravel_index(int(g[k]), grid)
+        assert torch.equal(moved[k], torch.roll(field[k], shifts=tuple(int(t) for t in shifts),
+                                                dims=tuple(range(len(grid)))))
+    assert group_order("periodic", (field[0], field[0])) == order
+
+
+def test_burgers_solutions_move_with_their_initial_fields():
+    # periodic boundaries and a viscosity that does not depend on x: solving commutes with every shift
+    n = 64
+    u0 = torch.from_numpy(periodic_grf_1d(n, seed=5, indices=[0]))
+    shifts = torch.tensor([0, 1, 13, 40])
+    moved = shift_periodic_grid(u0[..., None].expand(4, n, 1), shifts)[..., 0]
+    u1 = solve_burgers(u0, nu=0.1)
+    expected = shift_periodic_grid(u1[..., None].expand(4, n, 1), shifts)[..., 0]
+    assert torch.allclose(solve_burgers(moved.contiguous(), nu=0.1), expected, rtol=0, atol=1e-12)
+
+
+def test_the_burgers_initial_law_is_stationary():
+    # the law every shift keeps: the covariance of u0(x_i), u0(x_j) depends on i - j only (sampled: its
+    # entries within sampling error of their diagonal's mean; a law with one phase would be far off)
+    n, samples = 8, 4000
+    u0 = periodic_grf_1d(n, seed=11, indices=range(samples))
+    cov = np.cov(u0, rowvar=False)
+    lag = (np.arange(n)[None, :] - np.arange(n)[:, None]) % n
+    by_lag = np.array([cov[lag == d].mean() for d in range(n)])
+    assert np.abs(cov - by_lag[lag]).max() < 0.1 * cov.diagonal().mean()
+
+
+def test_a_periodic_batch_moves_input_and_target_together(device):
+    b = Batch(torch.rand(3, 16, 1, device=device), torch.rand(3, 16, 2, device=device), torch.arange(3),
+              {"pos": torch.linspace(0, 1, 17, device=device)[:-1, None]}, sample_ids=torch.tensor([2, 0, 9]))
+    draws = SymmetryDraws(seed=1, n_ids=10, device=device, order=16)
+    g = draws.of(b, 0)
+    moved = augment_batch(b, g, "periodic")
+    for k in range(3):
+        shift = int(g[k])
+        assert torch.equal(moved.x[k].cpu(), torch.roll(b.x[k].cpu(), shift, 0))
+        assert torch.equal(moved.y[k].cpu(), torch.roll(b.y[k].cpu(), shift, 0))
+    assert moved.inputs["pos"] is b.inputs["pos"]  # the grid stays, the values move
+
+
+def test_draws_cover_a_group_of_any_order():
+    table = SymmetryDraws(seed=0, n_ids=2000, device=torch.device("cpu"), order=64).table(0)
+    assert set(table.tolist()) == set(range(64))
+
+
+@pytest.mark.parametrize("item, periodic, message", [
+    ((torch.rand(16, 1), torch.rand(16, 1)), False, "is not periodic"),
+    ({"pos": torch.rand(10, 1)}, True, "point sets"),
+    ((torch.rand(16, 1), torch.rand(8, 1)), True, "differ"),
+])
+def test_data_the_shifts_cannot_move_are_clear_errors(item, periodic, message):
+    with pytest.raises(ValueError, match=message) as err:
+        check_augmentable(item, set(), "data.h5", "periodic", periodic=periodic)
+    assert 'data.augment = "periodic"' in str(err.value)
+
+
+def test_a_periodic_grid_passes_the_check():
+    check_augmentable((torch.rand(16, 1), torch.rand(16, 3)), set(), "data.h5", "periodic", periodic=True)
+    check_augmentable((torch.rand(4, 6, 1), torch.rand(4, 6, 1)), set(), "data.h5", "periodic", periodic=True)
+
+
 # --- the trainer ------------------------------------------------------------------------------------
 
 def _grid_data(n_train=8, n_val=4, s=9):
@@ -171,28 +246,50 @@ def _grid_config(augment, **data):
     })
 
 
-def test_an_augmented_run_trains_on_moved_samples_and_repeats_itself(tmp_path):
+def _line_data(n_train=8, n_val=4, s=16, periodic=True):
+    from petrov.datasets import GridDataset, PointwiseGaussianNormalizer
+    from petrov.train.data import TrainingData
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(n_train + n_val, s, 1, generator=g)
+    y = x.cumsum(1) / s  # not shift-equivariant: moved samples are other samples
+    part = [GridDataset(x[k], y[k], kind="burgers", periodic=periodic, native_resolution=s, indices=np.asarray(k))
+            for k in (np.arange(n_train), np.arange(n_train, n_train + n_val))]
+    return TrainingData(part[0], part[1], PointwiseGaussianNormalizer.fit(part[0].x),
+                        PointwiseGaussianNormalizer.fit(part[0].y), noise=0.0)
+
+
+def _line_config(augment):
+    cfg = _grid_config(augment)
+    cfg.model.name, cfg.model.options = "fno1d", {"width": 4, "modes": 2, "n_layers": 1, "proj_hidden": 4}
+    return cfg
+
+
+@pytest.mark.parametrize("group", ["square", "periodic"])
+def test_an_augmented_run_trains_on_moved_samples_and_repeats_itself(tmp_path, group):
     from petrov.train import load_operator, train
 
+    config, data = (_grid_config, _grid_data) if group == "square" else (_line_config, _line_data)
     weights = {}
-    for name, augment in (("plain", "none"), ("moved", "square"), ("again", "square")):
-        train(_grid_config(augment), tmp_path / name, data=_grid_data())
+    for name, augment in (("plain", "none"), ("moved", group), ("again", group)):
+        train(config(augment), tmp_path / name, data=data())
         weights[name] = torch.cat([p.flatten() for p in load_operator(tmp_path / name).model.parameters()])
     assert not torch.equal(weights["plain"], weights["moved"])  # the option is not a no-op
     assert torch.equal(weights["moved"], weights["again"])  # the draws are seeded
 
 
-def test_augmenting_one_dimensional_data_is_a_clear_error(tmp_path):
-    from petrov.datasets import GridDataset
+def test_shifting_a_node_grid_is_a_clear_error(tmp_path):
     from petrov.train import train
-    from petrov.train.data import TrainingData
 
-    line = GridDataset(torch.rand(8, 16, 1), torch.rand(8, 16, 1), kind="burgers", periodic=True,
-                       native_resolution=16, indices=np.arange(8))
-    cfg = _grid_config("square")
-    cfg.model.name, cfg.model.options = "fno1d", {"width": 4, "modes": 2, "n_layers": 1, "proj_hidden": 4}
+    with pytest.raises(ValueError, match="not periodic"):
+        train(_line_config("periodic"), tmp_path / "run", data=_line_data(periodic=False))
+
+
+def test_augmenting_one_dimensional_data_by_the_square_is_a_clear_error(tmp_path):
+    from petrov.train import train
+
     with pytest.raises(ValueError, match="2-D square grids"):
-        train(cfg, tmp_path / "run", data=TrainingData(line, line, None, None, noise=0.0))
+        train(_line_config("square"), tmp_path / "run", data=_line_data())
 
 
 def test_an_unknown_augmentation_is_a_config_error():

@@ -1,29 +1,44 @@
-"""Training data augmented by the symmetries of the unit square (``data.augment = "square"``).
+"""Training data augmented by the symmetries of its problem: ``data.augment = "square"`` (the unit
+square's quarter turns and reflections) or ``"periodic"`` (shifts along a periodic grid).
 
-The square ``[0, 1]²`` has eight symmetries, the dihedral group D4: the identity, three quarter turns and
-four reflections, every one a composition of ``x ↔ y``, ``x → 1 − x`` and ``y → 1 − y``.  Element
+When a problem commutes with a map and its data are drawn from a law the map keeps, a sample moved by the
+map -- the pair ``(a ∘ g⁻¹, u ∘ g⁻¹)`` -- is a sample of the same law, and the training split is in
+effect as many times larger as the group has elements.
+
+The square.  ``[0, 1]²`` has eight symmetries, the dihedral group D4: the identity, three quarter turns
+and four reflections, every one a composition of ``x ↔ y``, ``x → 1 − x`` and ``y → 1 − y``.  Element
 ``g ∈ {0, …, 7}`` applies, in this order, the swap when bit 0 of ``g`` is set, ``x → 1 − x`` for bit 1
-and ``y → 1 − y`` for bit 2 (``square_symmetry``).
+and ``y → 1 − y`` for bit 2 (``square_symmetry``).  Darcy flow ``−∇·(a∇u) = f`` with constant ``f``
+and ``u = 0`` on the boundary commutes with every map that preserves distances, and petrov's Darcy data
+are drawn from laws invariant under D4: the coefficient thresholds a Gaussian cosine series
+``Σ ξ_k cos(πk₁x) cos(πk₂y)`` whose variances are symmetric in ``(k₁, k₂)`` (the swap) and whose signs
+are symmetric (a reflection changes the sign of the odd modes); ``darcy-mesh`` domains are turned by a
+random number of quarter turns, their holes and deformations drawn without a preferred direction.
 
-When a problem commutes with them, a sample moved by ``g`` -- the pair ``(a ∘ g⁻¹, u ∘ g⁻¹)`` -- is a
-sample of the same law, and the training split is in effect eight times larger.  Darcy flow
-``−∇·(a∇u) = f`` with constant ``f`` and ``u = 0`` on the boundary commutes with every map that
-preserves distances, and petrov's Darcy data are drawn from laws invariant under D4: the coefficient
-thresholds a Gaussian cosine series ``Σ ξ_k cos(πk₁x) cos(πk₂y)`` whose variances are symmetric in
-``(k₁, k₂)`` (the swap) and whose signs are symmetric (a reflection changes the sign of the odd
-modes); ``darcy-mesh`` domains are turned by a random number of quarter turns, their holes and
-deformations drawn without a preferred direction.  It does not hold for Burgers (1-D), for a forcing
-or boundary values that pick a direction, or for data of your own whose law you have not checked.
+Periodic shifts.  On a periodic grid of ``s₁ × … × s_d`` nodes (``x_j = j/s`` on ``[0, 1)``, the end
+left out) the shifts by whole nodes form the group ``Z_{s₁} × … × Z_{s_d}``; element ``g`` is the
+row-major number of its shifts ``(k₁, …, k_d)`` (``periodic_shift_index``), and the moved field is
+``f(x − k/s)``.  A PDE with periodic boundaries and coefficients that do not depend on ``x`` commutes
+with every shift, by any distance, so with the shifts of the grid exactly.  petrov's Burgers data
+(``u_t + (u²/2)_x = ν u_xx`` on the periodic ``[0, 1)``) qualify: the initial field is the Gaussian
+``Σ a_k cos(2πkx) + b_k sin(2πkx)`` with ``a_k`` and ``b_k`` of one variance, a law that every shift
+keeps (a shift turns each ``(a_k, b_k)`` by an angle).
 
-How a batch moves (``augment_batch``): grid fields ``(b, s, s, c)`` have their nodes permuted (the
-grid's coordinates stay: the values move), point sets have their points ``pos`` moved (values, weights,
-boundary flags and the distance to the boundary travel with their points).  Each training sample gets
-its own element in each epoch, drawn from ``(run seed, epoch)`` (``SymmetryDraws``): reproducible, the
-same after a resume in the middle of an epoch, the same on every process of a distributed run; read
-nothing back from the device.  Validation and test see the samples as they are.
+Neither holds for a forcing, coefficient or boundary value that picks a place or direction, nor for data
+of your own whose law you have not checked.  The trainer refuses what a group cannot move (a 1-D grid
+for the square, a node grid with both ends for the shifts, ...).
+
+How a batch moves (``augment_batch``): grid fields ``(b, *grid, c)`` have their nodes permuted (the
+grid's coordinates stay: the values move), point sets have their points ``pos`` moved by the square
+(values, weights, boundary flags and the distance to the boundary travel with their points).  Each
+training sample gets its own element in each epoch, drawn from ``(run seed, epoch)``
+(``SymmetryDraws``): reproducible, the same after a resume in the middle of an epoch, the same on every
+process of a distributed run; read nothing back from the device.  Validation and test see the samples
+as they are.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -81,19 +96,47 @@ def permute_square_grid(field: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     return flat.reshape(field.shape)
 
 
-class SymmetryDraws:
-    """The element of D4 each training sample gets in each epoch: a table over the samples' numbers
-    (``Batch.sample_ids``, ``n_ids`` of them) drawn from ``(seed, epoch)``, moved to the device once
-    per epoch."""
+def periodic_shift_index(grid: tuple[int, ...], g: torch.Tensor) -> torch.Tensor:
+    """``(b, s₁⋯s_d)`` flat node indices on the periodic ``grid = (s₁, …, s_d)``: row ``k`` of a field
+    shifted by ``g[k]``, the row-major number of the shifts ``(k₁, …, k_d)``, takes its value at node
+    ``i`` from node ``i − k`` (each axis modulo its size): the field ``f(x − k/s)``."""
+    shifts = torch.unravel_index(g, grid)
+    nodes = torch.meshgrid(*(torch.arange(size, device=g.device) for size in grid), indexing="ij")
+    per_sample = (-1,) + (1,) * len(grid)
+    flat = torch.zeros((), dtype=torch.long, device=g.device)
+    for node, size, shift in zip(nodes, grid, shifts):
+        flat = flat * size + (node - shift.view(per_sample)) % size
+    return flat.reshape(len(g), -1)
 
-    def __init__(self, seed: int, n_ids: int, device: torch.device):
-        self.seed, self.n_ids, self.device = int(seed), int(n_ids), device
+
+def shift_periodic_grid(field: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``field (b, *grid, c)`` with each sample shifted along its periodic grid by its element of
+    ``g (b,)`` (``periodic_shift_index``)."""
+    b, c = field.shape[0], field.shape[-1]
+    index = periodic_shift_index(tuple(field.shape[1:-1]), g.to(field.device))
+    flat = field.reshape(b, -1, c).gather(1, index[..., None].expand(-1, -1, c))
+    return flat.reshape(field.shape)
+
+
+def group_order(group: str, item: Any) -> int:
+    """The number of elements of ``group`` acting on a training sample ``item``: 8 for the square, the
+    number of grid nodes for the periodic shifts."""
+    return SQUARE_SYMMETRIES if group == "square" else math.prod(item[0].shape[:-1])
+
+
+class SymmetryDraws:
+    """The element of a group of ``order`` elements (D4 by default) each training sample gets in each
+    epoch: a table over the samples' numbers (``Batch.sample_ids``, ``n_ids`` of them) drawn from
+    ``(seed, epoch)``, moved to the device once per epoch."""
+
+    def __init__(self, seed: int, n_ids: int, device: torch.device, order: int = SQUARE_SYMMETRIES):
+        self.seed, self.n_ids, self.device, self.order = int(seed), int(n_ids), device, int(order)
         self._epoch, self._table = None, None
 
     def table(self, epoch: int) -> torch.Tensor:
         if epoch != self._epoch:
             generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._table = torch.randint(SQUARE_SYMMETRIES, (self.n_ids,), generator=generator).to(self.device)
+            self._table = torch.randint(self.order, (self.n_ids,), generator=generator).to(self.device)
             self._epoch = epoch
         return self._table
 
@@ -102,20 +145,29 @@ class SymmetryDraws:
         return self.table(epoch)[b.sample_ids.to(self.device, non_blocking=True)]
 
 
-def augment_batch(b: Batch, g: torch.Tensor) -> Batch:
-    """Batch ``b`` with its sample ``k`` moved by ``g[k]``: point sets' ``pos`` (``(b, n, 2)``, the
-    values with them), grids' fields ``x``, ``y`` (``(b, s, s, c)``, each its own ``s``) permuted."""
+def augment_batch(b: Batch, g: torch.Tensor, group: str = "square") -> Batch:
+    """Batch ``b`` with its sample ``k`` moved by element ``g[k]`` of ``group``: the square moves point
+    sets' ``pos`` (``(b, n, 2)``, the values with them) and permutes grids' fields ``x``, ``y``
+    (``(b, s, s, c)``, each its own ``s``); the periodic shifts move ``x`` and ``y`` (``(b, *grid, c)``,
+    one grid) along their grid."""
+    if group == "periodic":
+        return replace(b, x=shift_periodic_grid(b.x, g), y=shift_periodic_grid(b.y, g))
     if b.weights is not None:  # point sets
         return replace(b, inputs={**b.inputs, "pos": square_symmetry(b.inputs["pos"], g)})
     return replace(b, x=permute_square_grid(b.x, g), y=permute_square_grid(b.y, g))
 
 
-def check_augmentable(item: Any, model_inputs: set[str], where: str) -> None:
+def check_augmentable(item: Any, model_inputs: set[str], where: str, group: str = "square",
+                      periodic: bool = False) -> None:
     """``ValueError`` unless a training sample ``item`` (a grid item ``(x, y, ...)`` or a point-set
-    dict) can be moved by the square's symmetries: square 2-D grids, or points in ``[0, 1]²`` whose
-    model takes no per-sample input tied to the original points (``model_inputs``: the keys its data
-    loader adds)."""
+    dict) can be moved by ``group``.  The square: square 2-D grids, or points in ``[0, 1]²`` whose model
+    takes no per-sample input tied to the original points (``model_inputs``: the keys its data loader
+    adds).  The periodic shifts: a grid that is ``periodic`` (its dataset's flag: the file's
+    ``grid = "periodic"``), input and target on it."""
     advice = "train without it (data.augment = \"none\")"
+    if group == "periodic":
+        _check_shiftable(item, where, periodic, advice)
+        return
     if isinstance(item, dict):
         pos = item["pos"]
         if pos.shape[-1] != 2 or pos.min() < 0 or pos.max() > 1:
@@ -133,5 +185,21 @@ def check_augmentable(item: Any, model_inputs: set[str], where: str) -> None:
                              f"{tuple(field.shape)} (grid, channels); {advice}")
 
 
-__all__ = ["SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch", "check_augmentable", "permute_square_grid",
-           "square_grid_permutation", "square_symmetry"]
+def _check_shiftable(item: Any, where: str, periodic: bool, advice: str) -> None:
+    """``check_augmentable`` for ``group = "periodic"``."""
+    if isinstance(item, dict):
+        raise ValueError(f"data.augment = \"periodic\" shifts fields along a periodic grid, but {where} holds "
+                         f"point sets (meshes); {advice}")
+    if not periodic:
+        raise ValueError(f"data.augment = \"periodic\" shifts fields along a periodic grid, but {where}'s grid "
+                         f"is not periodic (its nodes include both ends of [0, 1], or it is a cell grid); train "
+                         f"Darcy data on the unit square with data.augment = \"square\", others with \"none\"")
+    x, y = item[:2]
+    if x.shape[:-1] != y.shape[:-1]:
+        raise ValueError(f"data.augment = \"periodic\" shifts input and target together, but {where}'s input grid "
+                         f"{tuple(x.shape[:-1])} and target grid {tuple(y.shape[:-1])} differ; {advice}")
+
+
+__all__ = ["SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch", "check_augmentable", "group_order",
+           "periodic_shift_index", "permute_square_grid", "shift_periodic_grid", "square_grid_permutation",
+           "square_symmetry"]

@@ -57,7 +57,7 @@ from ..operators.models import sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from . import failures, timing
-from .augmentation import SymmetryDraws, augment_batch, check_augmentable
+from .augmentation import SymmetryDraws, augment_batch, check_augmentable, group_order
 from .batches import Batches, resident
 from .compilation import (
     AGREEMENT_TOLERANCE, compile_module, compiled_agreement, evaluation_compile, resolve_compile, static_shapes,
@@ -160,7 +160,7 @@ class Trainer:
         self.train_batches = Batches(resident(data.train, ctx.device, data.noise) or data.train, self.batch,
                                      self.train_sampler, ctx.device, workers=cfg.run.num_workers,
                                      static=static_shapes(self.compile_mode))
-        self.symmetries = self._symmetry_draws(data.train) if cfg.data.augment == "square" else None
+        self.symmetries = self._symmetry_draws(data.train) if cfg.data.augment != "none" else None
         self.val_split = resident(data.val, ctx.device, data.noise) or data.val
         self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
                                    ctx.device, static=static_shapes(self.eval_compile_mode))
@@ -186,13 +186,13 @@ class Trainer:
                       len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
 
     def _symmetry_draws(self, train: Any) -> SymmetryDraws:
-        """``data.augment = "square"``: checked on the first training sample, then the draws
+        """``data.augment`` ("square", "periodic"): checked on the first training sample, then the draws
         (``petrov.train.augmentation``)."""
-        item = train[0]
+        item, group = train[0], self.cfg.data.augment
         added = set(self.transform(item)) if self.transform is not None and isinstance(item, dict) else set()
-        check_augmentable(item, added, self.cfg.data.path)
+        check_augmentable(item, added, self.cfg.data.path, group, periodic=bool(getattr(train, "periodic", False)))
         n_ids = max(len(train), int(sample_ids(train).max()) + 1)
-        return SymmetryDraws(self.cfg.run.seed, n_ids, self.ctx.device)
+        return SymmetryDraws(self.cfg.run.seed, n_ids, self.ctx.device, group_order(group, item))
 
     def _check_compiled(self) -> None:
         """The compiled batch loss against the eager one on the first training batch, its predictions and
@@ -395,7 +395,7 @@ class Trainer:
         done, steps = position.steps, self.epoch_steps()
         batches = itertools.islice(self.train_batches.iterate(done), max(0, steps - done))
         if self.symmetries is not None:
-            batches = (augment_batch(b, self.symmetries.of(b, self.epoch)) for b in batches)
+            batches = (augment_batch(b, self.symmetries.of(b, self.epoch), cfg.data.augment) for b in batches)
         bar = progress_bar(batches, total=steps, initial=done,
                            desc=f"epoch {self.epoch + 1}/{self.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
