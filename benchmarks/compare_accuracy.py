@@ -49,8 +49,9 @@ validation epoch is tested):
 
 Symmetries: ``--augment square`` trains every Darcy contender on samples moved by the unit square's
 quarter turns and reflections (``data.augment = "square"``), ``--augment periodic`` every Burgers
-contender on samples shifted along the periodic grid (``data.augment = "periodic"``); each is exact for
-its problem's data (see ``petrov.train.augmentation``) and refused with the other problem.
+contender on samples shifted along the periodic grid (``data.augment = "periodic"``; ``--augment
+periodic-odd`` adds the odd reflection ``u(x) → −u(−x)``); each is exact for its problem's data (see
+``petrov.train.augmentation``) and refused with the other problem.
 
 Parallel: ``--jobs N`` trains N contenders at a time, each in its own process pinned to its own
 CPU core with one torch thread (N at most the usable cores); every contender then gets the same
@@ -107,7 +108,8 @@ from _common import (
 
 NEURALOP_MODEL = "neuralop_fno"
 TARGET_UNSEEN_RATIO = 1.5
-AUGMENT_PROBLEM = {"square": "darcy", "periodic": "burgers"}  # --augment: the problem whose data it holds for
+# --augment: the problem whose data each group holds for
+AUGMENT_PROBLEM = {"square": "darcy", "periodic": "burgers", "periodic-odd": "burgers"}
 # The attention operators' flatness over the unseen resolutions, per (problem, training grid): Darcy
 # trained at 85 within 1.10x at 61...211; trained at 43 (zero-shot super-resolution) within 1.20x;
 # Burgers trained at 1024 within 1.05x from 256 to 8192.
@@ -649,7 +651,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--augment", default="none", choices=["none", *AUGMENT_PROBLEM],
                         help="data.augment of every contender: 'square' moves each training sample by a random "
                              "symmetry of the unit square in each epoch (Darcy only), 'periodic' shifts it along "
-                             "its periodic grid (Burgers only)")
+                             "its periodic grid (Burgers only), 'periodic-odd' shifts it or shifts and "
+                             "negates its mirror image (Burgers only)")
     parser.add_argument("--lr", type=float, default=1e-3, help="OneCycle maximum learning rate (all contenders)")
     parser.add_argument("--min-warmup-steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=8)

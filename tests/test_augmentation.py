@@ -1,7 +1,7 @@
 """Training data moved by the symmetries of its problem: the unit square (``data.augment = "square"``:
 the group, grids and points moved alike, Darcy solutions moved with their coefficients) and the shifts
 of a periodic grid (``"periodic"``: Burgers solutions moved with their initial fields, a stationary
-initial law), the trainer's draws."""
+initial law) and with them the odd reflection (``"periodic-odd"``: a centred law), the trainer's draws."""
 import itertools
 
 import numpy as np
@@ -186,6 +186,49 @@ def test_the_burgers_initial_law_is_stationary():
     assert np.abs(cov - by_lag[lag]).max() < 0.1 * cov.diagonal().mean()
 
 
+@pytest.mark.parametrize("grid", [(7,), (4, 6)])
+def test_the_odd_reflection_negates_the_mirror_image(grid):
+    # elements 0 .. N-1: the shifts; N .. 2N-1: f(x) -> -f(-x - k/s), node i from node -i - k per axis
+    field = torch.randn(6, *grid, 2, dtype=torch.float64)
+    order = int(np.prod(grid))
+    g = torch.tensor([0, 3, order - 1, order, order + 1, 2 * order - 1])
+    moved = shift_periodic_grid(field, g, odd=True)
+    for k in range(6):
+        shifts = np.unravel_index(int(g[k]) % order, grid)
+        if g[k] < order:
+            assert torch.equal(moved[k], torch.roll(field[k], tuple(int(t) for t in shifts), tuple(range(len(grid)))))
+        else:
+            source = np.ix_(*((-np.arange(size) - shift) % size for size, shift in zip(grid, shifts)))
+            assert torch.equal(moved[k], -field[k][source])
+    assert group_order("periodic-odd", (field[0], field[0])) == 2 * order
+
+
+def test_the_odd_group_has_as_many_distinct_elements_as_its_order():
+    field = torch.randn(1, 6, 1, dtype=torch.float64).expand(12, 6, 1)
+    moved = shift_periodic_grid(field, torch.arange(12), odd=True)
+    assert len({tuple(m.flatten().tolist()) for m in moved}) == 12
+
+
+def test_burgers_solutions_move_with_their_oddly_reflected_initial_fields():
+    # v(x, t) = -u(-x, t) solves Burgers when u does: the reflected, negated elements commute with solving
+    n = 64
+    u0 = torch.from_numpy(periodic_grf_1d(n, seed=7, indices=[0]))
+    g = torch.tensor([n, n + 1, n + 20, 2 * n - 1])
+    moved = shift_periodic_grid(u0[..., None].expand(4, n, 1), g, odd=True)[..., 0]
+    u1 = solve_burgers(u0, nu=0.1)
+    expected = shift_periodic_grid(u1[..., None].expand(4, n, 1), g, odd=True)[..., 0]
+    assert not torch.allclose(moved, u0.expand(4, n))  # the fields did move
+    assert torch.allclose(solve_burgers(moved.contiguous(), nu=0.1), expected, rtol=0, atol=1e-12)
+
+
+def test_the_burgers_initial_law_is_centred():
+    # negation keeps a Gaussian law only if its mean is zero (the covariance, stationary, is even already);
+    # sampled: every node's mean within 0.1 of the standard deviation (a mean of 0.5 std would be far off)
+    n, samples = 8, 4000
+    u0 = periodic_grf_1d(n, seed=12, indices=range(samples))
+    assert np.abs(u0.mean(0)).max() < 0.1 * u0.std(0).mean()
+
+
 def test_a_periodic_batch_moves_input_and_target_together(device):
     b = Batch(torch.rand(3, 16, 1, device=device), torch.rand(3, 16, 2, device=device), torch.arange(3),
               {"pos": torch.linspace(0, 1, 17, device=device)[:-1, None]}, sample_ids=torch.tensor([2, 0, 9]))
@@ -199,6 +242,16 @@ def test_a_periodic_batch_moves_input_and_target_together(device):
     assert moved.inputs["pos"] is b.inputs["pos"]  # the grid stays, the values move
 
 
+def test_an_odd_batch_negates_input_and_target_together(device):
+    b = Batch(torch.rand(4, 16, 1, device=device), torch.rand(4, 16, 2, device=device), torch.arange(4),
+              {"pos": torch.linspace(0, 1, 17, device=device)[:-1, None]}, sample_ids=torch.arange(4))
+    g = torch.tensor([2, 16, 21, 31])
+    moved = augment_batch(b, g, "periodic-odd")
+    for field, original in ((moved.x, b.x), (moved.y, b.y)):
+        assert torch.equal(field.cpu(), shift_periodic_grid(original.cpu(), g, odd=True))
+    assert (moved.x[1:] <= 0).all() and (moved.y[1:] <= 0).all()  # reflected: negated
+
+
 def test_draws_cover_a_group_of_any_order():
     table = SymmetryDraws(seed=0, n_ids=2000, device=torch.device("cpu"), order=64).table(0)
     assert set(table.tolist()) == set(range(64))
@@ -209,10 +262,11 @@ def test_draws_cover_a_group_of_any_order():
     ({"pos": torch.rand(10, 1)}, True, "point sets"),
     ((torch.rand(16, 1), torch.rand(8, 1)), True, "differ"),
 ])
-def test_data_the_shifts_cannot_move_are_clear_errors(item, periodic, message):
+@pytest.mark.parametrize("group", ["periodic", "periodic-odd"])
+def test_data_the_shifts_cannot_move_are_clear_errors(item, periodic, message, group):
     with pytest.raises(ValueError, match=message) as err:
-        check_augmentable(item, set(), "data.h5", "periodic", periodic=periodic)
-    assert 'data.augment = "periodic"' in str(err.value)
+        check_augmentable(item, set(), "data.h5", group, periodic=periodic)
+    assert f'data.augment = "{group}"' in str(err.value)
 
 
 def test_a_periodic_grid_passes_the_check():
@@ -265,7 +319,7 @@ def _line_config(augment):
     return cfg
 
 
-@pytest.mark.parametrize("group", ["square", "periodic"])
+@pytest.mark.parametrize("group", ["square", "periodic", "periodic-odd"])
 def test_an_augmented_run_trains_on_moved_samples_and_repeats_itself(tmp_path, group):
     from petrov.train import load_operator, train
 

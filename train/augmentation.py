@@ -1,5 +1,6 @@
 """Training data augmented by the symmetries of its problem: ``data.augment = "square"`` (the unit
-square's quarter turns and reflections) or ``"periodic"`` (shifts along a periodic grid).
+square's quarter turns and reflections), ``"periodic"`` (shifts along a periodic grid) or
+``"periodic-odd"`` (the shifts and the odd reflection ``u(x) → −u(−x)``).
 
 When a problem commutes with a map and its data are drawn from a law the map keeps, a sample moved by the
 map -- the pair ``(a ∘ g⁻¹, u ∘ g⁻¹)`` -- is a sample of the same law, and the training split is in
@@ -24,17 +25,27 @@ with every shift, by any distance, so with the shifts of the grid exactly.  petr
 ``Σ a_k cos(2πkx) + b_k sin(2πkx)`` with ``a_k`` and ``b_k`` of one variance, a law that every shift
 keeps (a shift turns each ``(a_k, b_k)`` by an angle).
 
-Neither holds for a forcing, coefficient or boundary value that picks a place or direction, nor for data
+The odd reflection.  ``"periodic-odd"`` adds to the shifts the reflection ``x → −x`` of the grid
+(node ``i`` to node ``−i``, each axis modulo its size) with every field negated: the group of
+``2 s₁⋯s_d`` maps ``f(x) → f(x − k/s)`` and ``f(x) → −f(−x − k/s)``, element ``g`` the shift number
+``g mod s₁⋯s_d``, reflected when ``g ≥ s₁⋯s_d``.  Burgers commutes with it: for ``v(x, t) =
+−u(−x, t)``, ``v_t + v v_x − ν v_xx`` is minus Burgers' residual of ``u`` at ``−x``; and the initial
+law keeps it (the reflection takes ``(a_k, b_k)`` to ``(a_k, −b_k)`` and the negation both to their
+negatives: a centred Gaussian with these variances is the same law).  Advection at a fixed velocity
+does not commute with it (the reflection reverses the flow), nor does a law with a non-zero mean: choose
+the group from the problem, not from the grid.
+
+None of them holds for a forcing, coefficient or boundary value that picks a place or direction, nor for data
 of your own whose law you have not checked.  The trainer refuses what a group cannot move (a 1-D grid
 for the square, a node grid with both ends for the shifts, ...).
 
 How a batch moves (``augment_batch``): grid fields ``(b, *grid, c)`` have their nodes permuted (the
-grid's coordinates stay: the values move), point sets have their points ``pos`` moved by the square
-(values, weights, boundary flags and the distance to the boundary travel with their points).  Each
-training sample gets its own element in each epoch, drawn from ``(run seed, epoch)``
-(``SymmetryDraws``): reproducible, the same after a resume in the middle of an epoch, the same on every
-process of a distributed run; read nothing back from the device.  Validation and test see the samples
-as they are.
+grid's coordinates stay: the values move; ``"periodic-odd"`` negates the reflected ones), point sets
+have their points ``pos`` moved by the square (values, weights, boundary flags and the distance to the
+boundary travel with their points).  Each training sample gets its own element in each epoch, drawn
+from ``(run seed, epoch)`` (``SymmetryDraws``): reproducible, the same after a resume in the middle of
+an epoch, the same on every process of a distributed run; read nothing back from the device.
+Validation and test see the samples as they are.
 """
 from __future__ import annotations
 
@@ -48,6 +59,7 @@ from ..operators.shape_cache import shape_cached
 from .data import Batch
 
 SQUARE_SYMMETRIES = 8
+PERIODIC_GROUPS = ("periodic", "periodic-odd")  # the groups that move fields along a periodic grid
 # per-sample inputs that a symmetry of the square leaves as they are (the distance to the boundary is
 # a distance); any other per-sample input of a model is tied to its sample's original points
 _INVARIANT_INPUTS = {"pos", "weights", "mask", "boundary", "boundary_distance"}
@@ -87,41 +99,64 @@ def _every_grid_permutation(size: int, device: torch.device) -> torch.Tensor:
     return square_grid_permutation(size, torch.arange(SQUARE_SYMMETRIES, device=device))
 
 
-def permute_square_grid(field: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """``field (b, s, s, c)`` with each sample's nodes permuted by its element of ``g (b,)``:
-    the field ``f ∘ g⁻¹`` on the same grid."""
-    b, s, _, c = field.shape
-    index = _every_grid_permutation(s, field.device)[g.to(field.device)]
-    flat = field.reshape(b, s * s, c).gather(1, index[..., None].expand(b, s * s, c))
-    return flat.reshape(field.shape)
-
-
-def periodic_shift_index(grid: tuple[int, ...], g: torch.Tensor) -> torch.Tensor:
-    """``(b, s₁⋯s_d)`` flat node indices on the periodic ``grid = (s₁, …, s_d)``: row ``k`` of a field
-    shifted by ``g[k]``, the row-major number of the shifts ``(k₁, …, k_d)``, takes its value at node
-    ``i`` from node ``i − k`` (each axis modulo its size): the field ``f(x − k/s)``."""
-    shifts = torch.unravel_index(g, grid)
-    nodes = torch.meshgrid(*(torch.arange(size, device=g.device) for size in grid), indexing="ij")
-    per_sample = (-1,) + (1,) * len(grid)
-    flat = torch.zeros((), dtype=torch.long, device=g.device)
-    for node, size, shift in zip(nodes, grid, shifts):
-        flat = flat * size + (node - shift.view(per_sample)) % size
-    return flat.reshape(len(g), -1)
-
-
-def shift_periodic_grid(field: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """``field (b, *grid, c)`` with each sample shifted along its periodic grid by its element of
-    ``g (b,)`` (``periodic_shift_index``)."""
+def gather_nodes(field: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``field (b, *grid, c)`` with sample ``k``'s value at node ``i`` (flat, row-major) taken from its
+    node ``index[k, i]`` (``index (b, s₁⋯s_d)``): the one gather behind every moved grid field."""
     b, c = field.shape[0], field.shape[-1]
-    index = periodic_shift_index(tuple(field.shape[1:-1]), g.to(field.device))
     flat = field.reshape(b, -1, c).gather(1, index[..., None].expand(-1, -1, c))
     return flat.reshape(field.shape)
 
 
+def permute_square_grid(field: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``field (b, s, s, c)`` with each sample's nodes permuted by its element of ``g (b,)``:
+    the field ``f ∘ g⁻¹`` on the same grid."""
+    return gather_nodes(field, _every_grid_permutation(field.shape[1], field.device)[g.to(field.device)])
+
+
+def periodic_shift_index(grid: tuple[int, ...], g: torch.Tensor,
+                         reflect: torch.Tensor | None = None) -> torch.Tensor:
+    """``(b, s₁⋯s_d)`` flat node indices on the periodic ``grid = (s₁, …, s_d)``: row ``k`` of a field
+    shifted by ``g[k]``, the row-major number of the shifts ``(k₁, …, k_d)``, takes its value at node
+    ``i`` from node ``i − k`` (each axis modulo its size): the field ``f(x − k/s)``.  Where
+    ``reflect (b,)`` (bool) is set, from node ``−i − k``: the field ``f(−x − k/s)``."""
+    shifts = torch.unravel_index(g, grid)
+    nodes = torch.meshgrid(*(torch.arange(size, device=g.device) for size in grid), indexing="ij")
+    per_sample = (-1,) + (1,) * len(grid)
+    direction = 1 if reflect is None else 1 - 2 * reflect.long().view(per_sample)
+    flat = torch.zeros((), dtype=torch.long, device=g.device)
+    for node, size, shift in zip(nodes, grid, shifts):
+        flat = flat * size + (direction * node - shift.view(per_sample)) % size
+    return flat.reshape(len(g), -1)
+
+
+def move_periodic(fields: tuple[torch.Tensor, ...], g: torch.Tensor,
+                  odd: bool = False) -> tuple[torch.Tensor, ...]:
+    """``fields`` (each ``(b, *grid, c)``, one grid) with sample ``k`` moved by element ``g[k]`` (``(b,)``)
+    of the periodic shifts (``odd``: of the shifts and the odd reflection; module docstring); the node
+    indices built once for all of them."""
+    grid = tuple(fields[0].shape[1:-1])
+    g, shifts = g.to(fields[0].device), math.prod(grid)
+    reflect = g >= shifts if odd else None
+    index = periodic_shift_index(grid, g % shifts, reflect)
+    moved = tuple(gather_nodes(field, index) for field in fields)
+    if not odd:
+        return moved
+    sign = (1 - 2 * reflect.to(fields[0].dtype)).view((-1,) + (1,) * (fields[0].dim() - 1))
+    return tuple(field * sign for field in moved)
+
+
+def shift_periodic_grid(field: torch.Tensor, g: torch.Tensor, odd: bool = False) -> torch.Tensor:
+    """``field (b, *grid, c)`` with each sample moved along its periodic grid by its element of
+    ``g (b,)`` (``move_periodic``)."""
+    return move_periodic((field,), g, odd)[0]
+
+
 def group_order(group: str, item: Any) -> int:
     """The number of elements of ``group`` acting on a training sample ``item``: 8 for the square, the
-    number of grid nodes for the periodic shifts."""
-    return SQUARE_SYMMETRIES if group == "square" else math.prod(item[0].shape[:-1])
+    number of grid nodes for the periodic shifts, twice that with the odd reflection."""
+    if group == "square":
+        return SQUARE_SYMMETRIES
+    return math.prod(item[0].shape[:-1]) * (2 if group == "periodic-odd" else 1)
 
 
 class SymmetryDraws:
@@ -148,10 +183,11 @@ class SymmetryDraws:
 def augment_batch(b: Batch, g: torch.Tensor, group: str = "square") -> Batch:
     """Batch ``b`` with its sample ``k`` moved by element ``g[k]`` of ``group``: the square moves point
     sets' ``pos`` (``(b, n, 2)``, the values with them) and permutes grids' fields ``x``, ``y``
-    (``(b, s, s, c)``, each its own ``s``); the periodic shifts move ``x`` and ``y`` (``(b, *grid, c)``,
+    (``(b, s, s, c)``, each its own ``s``); the periodic groups move ``x`` and ``y`` (``(b, *grid, c)``,
     one grid) along their grid."""
-    if group == "periodic":
-        return replace(b, x=shift_periodic_grid(b.x, g), y=shift_periodic_grid(b.y, g))
+    if group in PERIODIC_GROUPS:
+        x, y = move_periodic((b.x, b.y), g, odd=group == "periodic-odd")
+        return replace(b, x=x, y=y)
     if b.weights is not None:  # point sets
         return replace(b, inputs={**b.inputs, "pos": square_symmetry(b.inputs["pos"], g)})
     return replace(b, x=permute_square_grid(b.x, g), y=permute_square_grid(b.y, g))
@@ -162,11 +198,11 @@ def check_augmentable(item: Any, model_inputs: set[str], where: str, group: str 
     """``ValueError`` unless a training sample ``item`` (a grid item ``(x, y, ...)`` or a point-set
     dict) can be moved by ``group``.  The square: square 2-D grids, or points in ``[0, 1]²`` whose model
     takes no per-sample input tied to the original points (``model_inputs``: the keys its data loader
-    adds).  The periodic shifts: a grid that is ``periodic`` (its dataset's flag: the file's
+    adds).  The periodic groups: a grid that is ``periodic`` (its dataset's flag: the file's
     ``grid = "periodic"``), input and target on it."""
     advice = "train without it (data.augment = \"none\")"
-    if group == "periodic":
-        _check_shiftable(item, where, periodic, advice)
+    if group in PERIODIC_GROUPS:
+        _check_shiftable(item, where, periodic, advice, group)
         return
     if isinstance(item, dict):
         pos = item["pos"]
@@ -185,21 +221,22 @@ def check_augmentable(item: Any, model_inputs: set[str], where: str, group: str 
                              f"{tuple(field.shape)} (grid, channels); {advice}")
 
 
-def _check_shiftable(item: Any, where: str, periodic: bool, advice: str) -> None:
-    """``check_augmentable`` for ``group = "periodic"``."""
+def _check_shiftable(item: Any, where: str, periodic: bool, advice: str, group: str) -> None:
+    """``check_augmentable`` for the periodic groups."""
+    option = f"data.augment = \"{group}\""
     if isinstance(item, dict):
-        raise ValueError(f"data.augment = \"periodic\" shifts fields along a periodic grid, but {where} holds "
-                         f"point sets (meshes); {advice}")
+        raise ValueError(f"{option} moves fields along a periodic grid, but {where} holds point sets "
+                         f"(meshes); {advice}")
     if not periodic:
-        raise ValueError(f"data.augment = \"periodic\" shifts fields along a periodic grid, but {where}'s grid "
-                         f"is not periodic (its nodes include both ends of [0, 1], or it is a cell grid); train "
-                         f"Darcy data on the unit square with data.augment = \"square\", others with \"none\"")
+        raise ValueError(f"{option} moves fields along a periodic grid, but {where}'s grid is not periodic (its "
+                         f"nodes include both ends of [0, 1], or it is a cell grid); train Darcy data on the unit "
+                         f"square with data.augment = \"square\", others with \"none\"")
     x, y = item[:2]
     if x.shape[:-1] != y.shape[:-1]:
-        raise ValueError(f"data.augment = \"periodic\" shifts input and target together, but {where}'s input grid "
+        raise ValueError(f"{option} moves input and target together, but {where}'s input grid "
                          f"{tuple(x.shape[:-1])} and target grid {tuple(y.shape[:-1])} differ; {advice}")
 
 
-__all__ = ["SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch", "check_augmentable", "group_order",
-           "periodic_shift_index", "permute_square_grid", "shift_periodic_grid", "square_grid_permutation",
-           "square_symmetry"]
+__all__ = ["PERIODIC_GROUPS", "SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch", "check_augmentable",
+           "gather_nodes", "group_order", "move_periodic", "periodic_shift_index", "permute_square_grid",
+           "shift_periodic_grid", "square_grid_permutation", "square_symmetry"]

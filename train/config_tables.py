@@ -69,8 +69,9 @@ class DataConfig:
       stored as a mesh that is the grid itself, and the normalisers are the grid's point-wise ones.
     - ``augment``: ``"square"``: each training sample moved by a random symmetry of the unit square in
       each epoch (quarter turns and reflections); ``"periodic"``: shifted by a random whole number of
-      nodes along its periodic grid; ``"none"``: as they are.  ``petrov.train.augmentation`` says when a
-      problem allows which: petrov's Darcy data on grids and meshes the square, Burgers the shifts.
+      nodes along its periodic grid; ``"periodic-odd"``: shifted, or shifted and oddly reflected
+      (``u(x) → −u(−x)``); ``"none"``: as they are.  ``petrov.train.augmentation`` says when a problem
+      allows which: petrov's Darcy data on grids and meshes the square, Burgers both periodic groups.
     - ``generate``: how to generate ``path`` when it does not exist (the ``[data.generate]`` table,
       [`GenerateConfig`][]; ``None``: the file must exist).
     """
@@ -92,7 +93,7 @@ class DataConfig:
     normalize_x: bool = True
     normalize_y: bool = True
     normalizer_grid: int | None = None  # mesh files: nodes per axis of the normalisers' grid; None: the meshes'
-    augment: Literal["none", "square", "periodic"] = "none"  # training samples moved by a symmetry group
+    augment: Literal["none", "square", "periodic", "periodic-odd"] = "none"  # samples moved by a symmetry group
     generate: GenerateConfig | None = None
 
 
