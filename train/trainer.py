@@ -186,8 +186,8 @@ class Trainer:
                       len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
 
     def _symmetry_draws(self, train: Any) -> SymmetryDraws:
-        """``data.augment`` ("square", "periodic", "periodic-odd"): checked on the first training sample, then the draws
-        (``petrov.train.augmentation``)."""
+        """``data.augment`` ("square", "periodic", "periodic-odd"): checked on the first training sample,
+        then the draws (``petrov.train.augmentation``)."""
         item, group = train[0], self.cfg.data.augment
         added = set(self.transform(item)) if self.transform is not None and isinstance(item, dict) else set()
         check_augmentable(item, added, self.cfg.data.path, group, periodic=bool(getattr(train, "periodic", False)))
