@@ -18,11 +18,14 @@
 #            learns (the H200 of 2026-11-27 compiled a model that did not; estimated 3 minutes)
 #   train    petrov train darcy-gpu (10 minutes of training, ~13 with its data) and its evaluation; TRAIN_PRESET
 #            names another preset, TRAIN_MINUTES another budget (with a 10-minute limit per call: TRAIN_MINUTES=6,
-#            the Darcy data solved in ~1.5 minutes on 16 cores)
+#            the Darcy data solved in ~1.5 minutes on 16 cores), TRAIN_SET more overrides (KEY=VALUE words, each
+#            passed as one --set: TRAIN_SET='data.augment="square"'), TRAIN_NAME the run's folder under OUT_DIR
+#            (default: the preset's name)
 #   presets  darcy-gpu, burgers-gpu and darcy-inverse-gpu trained at once on the one GPU, each to its own time
 #            budget, then evaluated (~15 minutes with their data; logs presets-PRESET.log): sharing the GPU,
 #            each trains fewer epochs in its budget than it would alone, so what each reaches is a
-#            conservative figure for a GPU of its own
+#            conservative figure for a GPU of its own; PRESETS names others (the same three by default),
+#            PRESET_MINUTES sets one budget for all (PRESET_MINUTES=5: all three in one 10-minute call)
 #
 # petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
@@ -79,26 +82,34 @@ run_stage() {
         # TRAIN_PRESET (default darcy-gpu) trained for TRAIN_MINUTES (default: the preset's budget), its Darcy data
         # solved by one worker per core; the data are written under OUT_DIR
         train) preset=${TRAIN_PRESET:-darcy-gpu}
+               run=$out/${TRAIN_NAME:-$preset}
                options=(--set "data.path='$out/data/$preset.h5'")
                [ -n "${TRAIN_MINUTES:-}" ] && options+=(--set "run.time_budget_minutes=$TRAIN_MINUTES")
                case $preset in darcy*) options+=(--set "data.generate.options.workers=$(nproc)") ;; esac
-               "$py" -m petrov train "$preset" --out "$out/$preset" "${options[@]}" \
-                   && "$py" -m petrov evaluate "$out/$preset" --device cuda ;;
+               for override in ${TRAIN_SET:-}; do options+=(--set "$override"); done
+               "$py" -m petrov train "$preset" --out "$run" "${options[@]}" \
+                   && "$py" -m petrov evaluate "$run" --device cuda ;;
         # run from OUT_DIR: the presets' data paths (data/...) are relative to the working directory;
-        # darcy-inverse-gpu trains on darcy-gpu's file, so it starts once darcy-gpu has solved it
+        # darcy-inverse-gpu trains on darcy-gpu's file, so it starts once darcy-gpu (listed before it) has solved it
         presets) cd "$out" || return 1
+                 presets=(${PRESETS:-darcy-gpu burgers-gpu darcy-inverse-gpu})
+                 budget=()
+                 [ -n "${PRESET_MINUTES:-}" ] && budget=(--set "run.time_budget_minutes=$PRESET_MINUTES")
                  pids=()
-                 for preset in darcy-gpu burgers-gpu darcy-inverse-gpu; do
+                 darcy=
+                 for preset in "${presets[@]}"; do
                      (if [ "$preset" = darcy-inverse-gpu ]; then
-                          while [ ! -e data/darcy-421-1224.h5 ] && kill -0 "${pids[0]}" 2>/dev/null; do sleep 5; done
+                          while [ -n "$darcy" ] && [ ! -e data/darcy-421-1224.h5 ] && kill -0 "$darcy" 2>/dev/null
+                          do sleep 5; done
                       fi
-                      "$py" -m petrov train "$preset" --out "$out/$preset" \
+                      "$py" -m petrov train "$preset" --out "$out/$preset" "${budget[@]}" \
                           && "$py" -m petrov evaluate "$out/$preset") > "$out/presets-$preset.log" 2>&1 &
                      pids+=($!)
+                     [ "$preset" = darcy-gpu ] && darcy=$!
                  done
                  failed=0
                  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-                 for preset in darcy-gpu burgers-gpu darcy-inverse-gpu; do
+                 for preset in "${presets[@]}"; do
                      echo "--- $preset"; tail -n 12 "$out/presets-$preset.log"
                  done
                  return $failed ;;

@@ -1,0 +1,79 @@
+"""``benchmarks/gpu_checks.sh`` hands its settings to the commands it runs: the script is what a short GPU loan
+runs, untested there until the loan, so its plumbing is checked here with a stand-in ``PYTHON`` that only
+writes down how it was called (no stage computes anything)."""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_checks.sh"
+
+pytestmark = pytest.mark.skipif(shutil.which("setsid") is None, reason="gpu_checks.sh runs each stage under setsid")
+
+
+def run_checks(tmp_path, stages, **env):
+    """Run ``gpu_checks.sh`` with a ``PYTHON`` that prints its arguments, one per line after a ``call`` line;
+    return the output folder."""
+    stand_in = tmp_path / "python"
+    stand_in.write_text('#!/bin/sh\necho call\nfor a in "$@"; do echo "$a"; done\n')
+    stand_in.chmod(0o755)
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", str(SCRIPT), str(out), *stages], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHON": str(stand_in), **env})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def calls(log: Path) -> list[list[str]]:
+    """The stand-in's calls written into ``log``, each as its argument list."""
+    found = []
+    for line in log.read_text().splitlines():
+        if line == "call":
+            found.append([])
+        elif found:
+            found[-1].append(line)
+    return found
+
+
+def overrides(args: list[str]) -> list[str]:
+    """The values of the ``--set`` options in ``args``."""
+    return [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+
+
+def test_the_train_stage_passes_each_word_of_train_set_as_one_override(tmp_path):
+    out = run_checks(tmp_path, ["train"], TRAIN_PRESET="darcy-inverse-gpu", TRAIN_MINUTES="6",
+                     TRAIN_SET='data.augment="square" model.options.d_model=128', TRAIN_NAME="inverse-square")
+    train, evaluate = calls(out / "train.log")
+    assert train[:4] == ["-m", "petrov", "train", "darcy-inverse-gpu"]
+    assert train[train.index("--out") + 1] == str(out / "inverse-square")
+    assert overrides(train) == [f"data.path='{out}/data/darcy-inverse-gpu.h5'", "run.time_budget_minutes=6",
+                                f"data.generate.options.workers={len(os.sched_getaffinity(0))}", 'data.augment="square"',
+                                "model.options.d_model=128"]
+    assert evaluate == ["-m", "petrov", "evaluate", str(out / "inverse-square"), "--device", "cuda"]
+
+
+def test_the_train_stage_without_settings_trains_darcy_gpu_as_it_is(tmp_path):
+    out = run_checks(tmp_path, ["train"])
+    train, evaluate = calls(out / "train.log")
+    assert train[train.index("--out") + 1] == str(out / "darcy-gpu")
+    assert overrides(train) == [f"data.path='{out}/data/darcy-gpu.h5'",
+                                f"data.generate.options.workers={len(os.sched_getaffinity(0))}"]
+
+
+def test_the_presets_stage_trains_the_named_presets_each_to_the_one_budget(tmp_path):
+    out = run_checks(tmp_path, ["presets"], PRESETS="burgers-gpu darcy-inverse-gpu", PRESET_MINUTES="5")
+    assert not (out / "presets-darcy-gpu.log").exists()
+    for preset in ("burgers-gpu", "darcy-inverse-gpu"):
+        train, evaluate = calls(out / f"presets-{preset}.log")
+        assert train[:4] == ["-m", "petrov", "train", preset]
+        assert overrides(train) == ["run.time_budget_minutes=5"]
+        assert evaluate == ["-m", "petrov", "evaluate", str(out / preset)]
+
+
+def test_the_presets_stage_keeps_each_presets_own_budget_by_default(tmp_path):
+    out = run_checks(tmp_path, ["presets"])
+    for preset in ("darcy-gpu", "burgers-gpu", "darcy-inverse-gpu"):
+        train, _ = calls(out / f"presets-{preset}.log")
+        assert overrides(train) == []
