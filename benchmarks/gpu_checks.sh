@@ -25,7 +25,7 @@
 #            budget, then evaluated (~15 minutes with their data; logs presets-PRESET.log): sharing the GPU,
 #            each trains fewer epochs in its budget than it would alone, so what each reaches is a
 #            conservative figure for a GPU of its own; PRESETS names others (the same three by default),
-#            PRESET_MINUTES sets one budget for all (PRESET_MINUTES=5: all three in one 10-minute call)
+#            PRESET_MINUTES sets one budget for all (PRESET_MINUTES=4: all three in one 10-minute call)
 #
 # petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
