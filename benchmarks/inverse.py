@@ -91,8 +91,9 @@ SIZES = {
                  curve=[0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60]),
 }
 TRAINING_BUDGET_MINUTES = 60.0  # the learned inverse's target budget (CPU minutes per noise level)
-# learned: the darcy-inverse-quick architecture (d_model 64, fine width 32, 2 layers, latent 36) on 1000
-# samples of its own file (seed 1) + 100 for validation, 52 epochs (~1 CPU minute each: ~55 of the 60).
+# learned: the darcy-inverse-quick architecture without its stencil grid (d_model 64, fine width 32, 2 layers,
+# latent 36) on 1000 samples of its own file (seed 1) + 100 for validation, 52 epochs (~1 CPU minute each:
+# ~55 of the 60).
 # Evidence (1% noise, one thread): 1000 samples x 12 epochs took 12.5 CPU minutes for validation relL2
 # 9.12e-2 (1500 steps), 400 x 40 epochs (the earlier benchmark, 2000 steps, ~15 minutes) 7.98e-2 on the
 # held-out samples; train loss = validation loss in both: the error falls with the number of steps, not

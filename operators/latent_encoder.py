@@ -3,6 +3,7 @@ physical space, reached from the input grid of any size by maps that converge un
 
     x (b, *n, c_in), pos (b, *n, d)
       --lift--> f = MLP([x, pos])           (b, c_f, *n)   pointwise on the input grid (channels-first)
+      [--R_s--> s = R_s f, s + σ(Conv s)     (b, c_f, *k)   optional stencil grid of k points per axis]
       --R-----> R f                         (b, *m, c_f)   restriction to the latent grid (m per axis)
       --Linear, n_layers x EncoderLayer(attention(pos_dim=d) + FFN) [+ latent block: SpectralBlock
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the latent points
@@ -17,7 +18,11 @@ Transfers ([`petrov.operators.transfer`][]), chosen by ``periodic``:
   (smooth on the torus); the attention's are those of the uniform latent grid ``i/m``.
 
 Both make the latent features of one field the same (up to discretization error that vanishes under
-refinement) whatever grid it is given on, so every map after them acts on one continuous object.
+refinement) whatever grid it is given on, so every map after them acts on one continuous object.  The
+stencil grid (``stencil_size``, node grids only) is fixed in physical space too: a convolution there is
+a stencil of fixed physical width, finer than the latent grid's, on the lifted features before they are
+averaged onto the latent grid (an inverse problem reads its coefficient from such local derivatives of u:
+the latent convolution alone sees them at the latent spacing only).
 
 The two halves are also callable apart, for inputs that are not grids (``mesh_latent``: nodes of a
 mesh, restricted by [`restrict_points`][petrov.operators.transfer.restrict_points]): [`LatentEncoder.lift_features`][]
@@ -35,7 +40,7 @@ from torch import nn
 
 from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp, pointwise
 from .layout import cached_grid_coordinates, channels_first, channels_last, grid_to_points, points_to_grid
-from .transfer import fourier_resample, prolong, restrict
+from .transfer import check_restriction_sizes, fourier_resample, prolong, restrict
 
 
 @dataclass
@@ -54,6 +59,12 @@ class LatentGridConfig(EncoderConfig):
     - ``latent_kernel``: after every attention layer, a convolution this many latent points wide, in
       a residual branch (a stencil of fixed physical width: the derivatives an inverse problem
       needs; 0: off).
+    - ``stencil_size``: points per axis of a node grid fixed in physical space, between the input
+      grid and the latent grid, where the lifted features pass a ``stencil_kernel``-wide convolution
+      (``c_f`` channels, in a residual branch) before they are restricted to the latent grid: local
+      derivatives at a scale finer than the latent grid's, which an inverse problem reads its
+      coefficient from (0: off; node grids only).
+    - ``stencil_kernel``: taps per axis of that convolution (odd).
     - ``periodic``: periodic grids ``i/n`` (Fourier truncation and trigonometric interpolation,
       coordinates as ``(cos 2πx, sin 2πx)``) instead of node grids ``i/(n-1)`` (hat averages and
       linear interpolation).
@@ -70,6 +81,8 @@ class LatentGridConfig(EncoderConfig):
     # derivatives an inverse problem needs).  0 = off.
     latent_modes: int = 0
     latent_kernel: int = 0
+    stencil_size: int = 0
+    stencil_kernel: int = 3
     periodic: bool = False
 
 
@@ -148,13 +161,22 @@ class LatentEncoder(nn.Module):
         if c.latent_modes < 0 or 2 * c.latent_modes > c.latent_size:
             raise ValueError(f"latent_modes must be in [0, latent_size // 2], got {c.latent_modes} "
                              f"for latent_size {c.latent_size}")
-        if c.latent_kernel < 0 or (c.latent_kernel and c.latent_kernel % 2 == 0):
-            raise ValueError(f"latent_kernel must be 0 (off) or an odd size, got {c.latent_kernel}")
+        for name in ("latent_kernel", "stencil_kernel"):
+            k = getattr(c, name)
+            if k < 0 or (k and k % 2 == 0):
+                raise ValueError(f"{name} must be 0 (off) or an odd size, got {k}")
+        if c.stencil_size and (c.stencil_size < 2 or c.periodic or not c.stencil_kernel):
+            raise ValueError(f"stencil_size must be 0 (off) or >= 2 on a node grid (periodic = false) with an odd "
+                             f"stencil_kernel, got stencil_size {c.stencil_size}, stencil_kernel {c.stencil_kernel}, "
+                             f"periodic {c.periodic}")
         self.periodic = c.periodic
         self.latent = (c.latent_size,) * ndim
         self.coord_dim = 2 * ndim if c.periodic else ndim  # see coordinate_features
         self.lift = mlp(c.in_channels + self.coord_dim, c.fine_hidden or 2 * c.fine_width, c.fine_width,
                         c.lift_activation)
+        self.stencil_grid = (c.stencil_size,) * ndim
+        self.stencil = (nn.Sequential(GridConv(c.fine_width, c.stencil_kernel, ndim, periodic=False),
+                                      activation(c.lift_activation)) if c.stencil_size else None)
         self.to_latent = nn.Linear(c.fine_width, c.d_model)
         self.layers = encoder_stack(c, pos_dim=ndim)
         local = c.latent_modes or c.latent_kernel
@@ -162,8 +184,16 @@ class LatentEncoder(nn.Module):
         self.from_latent = nn.Linear(c.d_model, c.fine_width)
 
     def restrict(self, u: torch.Tensor) -> torch.Tensor:
-        """``(b, c, *n) -> (b, c, *m)`` onto the latent grid (Fourier truncation / hat averages)."""
-        return fourier_resample(u, self.latent) if self.periodic else restrict(u, self.latent)
+        """``(b, c, *n) -> (b, c, *m)`` onto the latent grid (Fourier truncation / hat averages); with a
+        stencil grid (``stencil_size``), through it: ``s = R_s u``, ``R (s + σ(Conv s))``."""
+        if self.periodic:
+            return fourier_resample(u, self.latent)
+        if self.stencil is not None:
+            for n, k in zip(u.shape[2:], self.stencil_grid):
+                check_restriction_sizes(k, n, "stencil grid", "stencil_size")
+            s = restrict(u, self.stencil_grid)
+            u = s + self.stencil(s)
+        return restrict(u, self.latent)
 
     def prolong(self, z: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
         """``(b, c, *m) -> (b, c, *size)`` from the latent grid (trigonometric / linear interpolation)."""

@@ -85,6 +85,17 @@ def hat_functions(m: int, x: torch.Tensor) -> torch.Tensor:
     return (1.0 - ((m - 1) * x.unsqueeze(0) - i.unsqueeze(1)).abs()).clamp_min(0.0)
 
 
+def check_restriction_sizes(m: int, n: int, grid: str = "latent grid", option: str = "latent_size") -> None:
+    """``ValueError`` unless every hat of an ``m``-point node grid covers a node of an ``n``-point one with
+    weight > 0: ``n - 1 > (m - 1) / 2`` (for ``m >= 3``), naming the ``grid`` and the config ``option`` to lower."""
+    if m >= 3 and not 2 * (n - 1) > m - 1:
+        raise ValueError(
+            f"input grid of {n} points per axis is too coarse for a {grid} of {m} points: "
+            f"some of its cells hold no input point; use an input grid with n - 1 > (m - 1)/2 "
+            f"(n >= {(m - 1) // 2 + 2}) or a smaller {option}"
+        )
+
+
 def restriction_matrix(m: int, n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
     """``(m, n)``: ``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k`` (see the module docstring).
 
@@ -93,12 +104,7 @@ def restriction_matrix(m: int, n: int, dtype: torch.dtype = torch.float64, devic
     of latent node 1 lies at distance 1/(m-1) from the fine node 0 and meets no fine node if the next
     one is as far: the condition is exact, and a fact of sizes, checked without reading a value.)
     """
-    if m >= 3 and not 2 * (n - 1) > m - 1:
-        raise ValueError(
-            f"input grid of {n} points per axis is too coarse for a latent grid of {m} points: "
-            f"some latent cells hold no input point; use an input grid with n - 1 > (m - 1)/2 "
-            f"(n >= {(m - 1) // 2 + 2}) or a smaller latent_size"
-        )
+    check_restriction_sizes(m, n)
     a = hat_functions(m, node_points(n, dtype, device)) * trapezoid_weights(n, dtype, device)
     return a / a.sum(dim=1, keepdim=True)
 

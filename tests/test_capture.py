@@ -156,6 +156,12 @@ def test_a_recomputing_galerkin1d_traces_whole(recompute):
     assert_same_step(model, (torch.randn(2, 32, 1, dtype=DT),), {})
 
 
+def test_latent2d_inverse_with_a_stencil_grid_traces_whole():
+    torch.manual_seed(0)
+    model = build_model("latent2d_inverse", stencil_size=31).double().train()
+    assert_same_step(model, (torch.randn(2, 24, 24, 1, dtype=DT),), {})
+
+
 # ---- the attention layer with every mixer -------------------------------------------------------------
 
 def attention_cases():

@@ -91,8 +91,18 @@ def test_every_registered_model_has_a_tiny_case():
     for name in sorted(TINY)
 ])
 def test_untrained_model_converges_under_refinement(name):
+    assert_converges_under_refinement(name, TINY[name])
+
+
+def test_latent2d_inverse_with_a_stencil_grid_converges_under_refinement():
+    # the stencil grid is fixed in physical space like the latent grid: a convolution there is one map
+    # at every input resolution
+    assert_converges_under_refinement("latent2d_inverse", dict(TINY["latent2d_inverse"], stencil_size=9))
+
+
+def assert_converges_under_refinement(name: str, config: dict):
     torch.manual_seed(0)
-    model = build_model(name, **TINY[name]).double().eval()
+    model = build_model(name, **config).double().eval()
     ndim = 1 if model.cfg.periodic else 2
     resolutions = RES_1D if ndim == 1 else RES_2D
     with torch.no_grad():

@@ -295,6 +295,7 @@ def test_checkpoint_round_trip(name, meshes, tmp_path):
     ("mesh_attention", dict(decoder_layers=0), "decoder_layers"),
     ("mesh_latent", dict(decoder_hidden=0), "decoder_hidden"),
     ("mesh_latent", dict(latent_size=1), "latent_size"),
+    ("mesh_latent", dict(stencil_size=9), "stencil_size"),
     ("mesh_attention", dict(bogus=1), "unknown key"),
 ])
 def test_bad_configs_raise(name, options, match):

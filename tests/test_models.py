@@ -146,6 +146,43 @@ def test_the_latent_convolution_is_torchs_padded_convolution(ndim, periodic):
     torch.testing.assert_close(torch.autograd.grad(out.sum(), x)[0], torch.autograd.grad(ref.sum(), x)[0])
 
 
+def test_the_stencil_grid_is_a_convolution_between_two_restrictions():
+    # stencil_size: R_latent (s + σ(Conv s)), s = R_stencil f, written here with dense matrices and torch's
+    # replicate-padded convolution; latent2d_inverse's output sees it (its latent features change)
+    from petrov.operators.transfer import restriction_matrix
+
+    config, shape, (n, _) = TINY["latent2d_inverse"]
+    config = dict(config, stencil_size=7, stencil_kernel=3)
+    torch.manual_seed(0)
+    model = build_model("latent2d_inverse", **config).double()
+    encoder = model.encoder
+    f = torch.randn(2, config["fine_width"], n, n, dtype=torch.float64)
+    rs, rl = restriction_matrix(7, n), restriction_matrix(config["latent_size"], 7)
+    s = torch.einsum("in,bcnm,jm->bcij", rs, f, rs)
+    conv = encoder.stencil[0]
+    t = torch.nn.functional.gelu(torch.nn.functional.conv2d(
+        torch.nn.functional.pad(s, (1, 1, 1, 1), mode="replicate"), conv.weight, conv.bias))
+    want = torch.einsum("in,bcnm,jm->bcij", rl, s + t, rl)
+    torch.testing.assert_close(encoder.restrict(f), want, rtol=1e-12, atol=1e-12)
+    x = torch.randn(shape(n), dtype=torch.float64)
+    plain = build_model("latent2d_inverse", **dict(config, stencil_size=0)).double()
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if "stencil" not in k})
+    assert (model(x) - plain(x)).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="too coarse for a stencil grid of 21 points.*smaller stencil_size"):
+        build_model("latent2d_inverse", **dict(config, stencil_size=21)).double()(x)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(stencil_size=1), "stencil_size"),
+    (dict(stencil_size=9, stencil_kernel=2), "stencil_kernel"),
+    (dict(stencil_size=9, stencil_kernel=0), "stencil_size"),
+    (dict(stencil_size=9, periodic=True), "stencil_size"),
+])
+def test_a_stencil_grid_the_encoder_cannot_use_is_refused(options, match):
+    with pytest.raises(ValueError, match=match):
+        build_model("latent2d_inverse", **dict(TINY["latent2d_inverse"][0], **options))
+
+
 def test_the_latent_convolution_compiles_forward_and_backward_on_the_cpu():
     # nn.Conv2d(padding_mode="replicate") stopped compiled steps here: its backward's gradient had
     # channels-last strides where the compiled graph expected contiguous ones

@@ -6,6 +6,7 @@ is a discretization of one continuous operator and converges as the input grid i
 
     x (b, *n, c_in), pos (b, *n, d)
       --lift--> f = MLP([x, c(pos)])                 (b, c_f, *n)   pointwise on the input grid (channels-first)
+      [--R_s--> s + σ(Conv s), s = R_s f             (b, c_f, *k)   optional: on a stencil grid (stencil_size)]
       --R-----> R f                                  (b, *m, c_f)   restriction to the latent grid
       --Linear, n_layers x EncoderLayer(attention(pos_dim=d) + FFN) [+ latent block: SpectralBlock
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the m^d latent points
@@ -42,7 +43,9 @@ not grow with the input grid; transfers are small matrix products per axis (O(n�
 solution at ν = 0.1 has almost no energy above frequency 32, so m = 64 latent points lose nothing the
 decoder's 16 modes would keep.  The latent convolution (``latent_kernel``) is a stencil of fixed
 physical width; the inverse model needs it, since a coefficient is recovered from derivatives of u,
-which neither pointwise maps nor averages provide.  (Measured effects of these choices:
+which neither pointwise maps nor averages provide; a stencil grid (``stencil_size``, e.g. 71 points
+for a 36-point latent grid) gives it those derivatives at half the latent spacing, on the ``c_f``-wide
+lifted features, before the average onto the latent grid.  (Measured effects of these choices:
 benchmarks/README.md.)
 
 Defaults are small (CPU-trainable in minutes); the presets ``burgers-latent``, ``darcy-quick``,

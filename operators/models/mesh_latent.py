@@ -88,6 +88,9 @@ class MeshLatentConfig(LatentGridConfig):
         if self.periodic:
             raise ValueError(f"{type(self).__name__}: periodic=True is for periodic grids; a mesh's latent "
                              "grid is the node grid of [0, 1]² (periodic=False)")
+        if self.stencil_size:
+            raise ValueError(f"{type(self).__name__}: stencil_size is for inputs on a grid (latent2d, "
+                             "latent2d_inverse); a mesh's nodes reach the latent grid directly (stencil_size = 0)")
 
 
 def latent_coverage(mass: torch.Tensor) -> torch.Tensor:
