@@ -136,7 +136,7 @@ def spectral_real(x: torch.Tensor, weight: torch.Tensor, modes: tuple[int, ...])
     n = grid[-1]
     # complex values as (real, imaginary) pairs in a last axis; one product per transform and for the modes
     # (spelled out in real and imaginary parts they took four products each: more, smaller GPU kernels)
-    # (the matrices depend on sizes only: built once per size, dtype and device in eager runs)
+    # (the matrices depend on sizes only: built once per size, dtype and device, compiled graphs take them as inputs)
     z = (x @ _cached_rdft_matrix(n, modes[-1], dtype, device)).unflatten(-1, (modes[-1], 2))
     others = [(2 + a, grid[a], modes[a]) for a in range(len(grid) - 1)]
     for axis, size, m in others:

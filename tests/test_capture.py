@@ -156,6 +156,27 @@ def test_a_recomputing_galerkin1d_traces_whole(recompute):
     assert_same_step(model, (torch.randn(2, 32, 1, dtype=DT),), {})
 
 
+def test_a_compiled_head_layer_norm_is_one_layer_norm_over_every_head():
+    # per-head calls multiplied the kernels of a compiled step (burgers-gpu's: 728 generated kernels on a CPU,
+    # 300 with one call); the numbers are the eager ones
+    from petrov.operators.attention.norms import HeadLayerNorm
+
+    norm = HeadLayerNorm(4, 6).double()
+    with torch.no_grad():
+        norm.weight.normal_(), norm.bias.normal_()
+    x = torch.randn(2, 4, 9, 6, dtype=DT, requires_grad=True)
+    r = torch.randn(2, 4, 9, 6, dtype=DT)
+    backend = EagerAndRecordGraphs()
+    results = []
+    for net in (torch.compile(norm, backend=backend, fullgraph=True), norm):
+        out = net(x)
+        results.append((out, *torch.autograd.grad((out * r).sum(), (x, norm.weight, norm.bias))))
+    calls = [n for g in backend.graphs for n in g.graph.nodes if n.op == "call_function" and "layer_norm" in str(n.target)]
+    assert len(calls) == 1
+    for compiled, eager in zip(*results):  # the output, then the gradients of x, gamma and beta
+        torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=1e-12)
+
+
 def test_latent2d_inverse_with_a_stencil_grid_traces_whole():
     torch.manual_seed(0)
     model = build_model("latent2d_inverse", stencil_size=31).double().train()
@@ -304,6 +325,60 @@ def test_the_cache_is_left_alone_while_compiling():
     assert not cached_restriction_matrix.cache  # built inside the graph, not stored
     torch.testing.assert_close(out, restrict(u, (4, 4)), rtol=0, atol=0)
     assert cached_restriction_matrix.cache
+
+
+def graph_inputs_and_ops(backend: EagerAndRecordGraphs) -> tuple[list[torch.Size], list[str]]:
+    nodes = [n for g in backend.graphs for n in g.graph.nodes]
+    inputs = [n.meta["example_value"].shape for n in nodes if n.op == "placeholder"
+              and torch.is_tensor(n.meta.get("example_value"))]
+    return inputs, [str(n.target) for n in nodes if n.op in ("call_function", "call_method")]
+
+
+def test_a_compiled_graph_takes_the_tensor_the_cache_holds_as_an_input():
+    cached_restriction_matrix.cache_clear()
+    u = torch.randn(1, 1, 11, 11, dtype=DT)
+    want = restrict(u, (4, 4))  # eager: builds the entry
+    backend = EagerAndRecordGraphs()
+    got = torch.compile(lambda t: restrict(t, (4, 4)), backend=backend, fullgraph=True)(u)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    inputs, ops = graph_inputs_and_ops(backend)
+    assert inputs == [u.shape, (4, 11)]  # the field and the matrix, nothing built in the graph
+    assert not [op for op in ops if "linspace" in op or "arange" in op]
+    # traced without the entry, the builder is in the graph
+    cached_restriction_matrix.cache_clear()
+    torch._dynamo.reset()
+    backend = EagerAndRecordGraphs()
+    torch.compile(lambda t: restrict(t, (4, 4)), backend=backend, fullgraph=True)(u)
+    inputs, ops = graph_inputs_and_ops(backend)
+    assert inputs == [u.shape] and [op for op in ops if "linspace" in op or "arange" in op]
+
+
+def test_a_compiled_graph_recompiles_when_the_cache_is_cleared():
+    u = torch.randn(1, 1, 11, 11, dtype=DT)
+    restrict(u, (4, 4))
+    fn = compiled(lambda t: restrict(t, (4, 4)))
+    first = fn(u)
+    clear_shape_caches()
+    torch.testing.assert_close(fn(2 * u), 2 * first, rtol=1e-14, atol=0)  # the guard sends it to a new graph
+
+
+def test_symbolic_sizes_trace_the_builder():
+    # under dynamic shapes the sizes are symbols: no key to look up, the matrix is built in the graph
+    fn = torch.compile(lambda t: restrict(t, (4, 4)), backend="eager", fullgraph=True, dynamic=True)
+    for n in (11, 13):
+        u = torch.randn(2, 1, n, n, dtype=DT)
+        restrict(u, (4, 4))
+        torch.testing.assert_close(fn(u), restrict(u, (4, 4)), rtol=1e-14, atol=1e-14)
+
+
+def test_cached_tensors_carry_torchs_static_address_mark():
+    from petrov.operators.shape_cache import static_address
+
+    marked = torch.zeros(3)
+    torch._dynamo.mark_static_address(marked)
+    assert vars(static_address(torch.zeros(3))) == vars(marked)  # as torch marks it, without its import
+    cached_restriction_matrix.cache_clear()
+    assert vars(cached_restriction_matrix(4, 11, DT, torch.device("cpu"))) == vars(marked)
 
 
 def test_a_too_coarse_input_grid_is_refused_from_the_sizes_alone():

@@ -94,15 +94,21 @@ class HeadLayerNorm(_HeadAffine):
         super().__init__(n_heads, head_dim, eps)
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
-        # One fused layer_norm (affine included) per head: autograd then keeps only the input and
-        # the per-point mean and 1/std, not the normalized matrix as well (a separate affine
+        # Eager: one fused layer_norm (affine included) per head: autograd then keeps only the input
+        # and the per-point mean and 1/std, not the normalized matrix as well (a separate affine
         # step would save it for the gradient of gamma).
         # (squeeze/unbind rather than indexing: their backward is a view / one stack, not a
         # zero-filled tensor per head)
+        # Compiled: one layer_norm over every head and the affine broadcast over the points, which
+        # inductor fuses and whose saved tensors it chooses itself. The per-head calls, compiled, are
+        # kernels per head: the trainer's compiled step of burgers-gpu took 728 generated kernels instead
+        # of 300, darcy-inverse-gpu's 714 instead of 368 (inductor on a CPU, benchmarks/gpu.py --part step).
         d, dtype = x.shape[-1], x.dtype
         # statistics and the normalized values in float32 (module doc)
         x, weight, bias = upcast(x), upcast(self.weight), upcast(self.bias)
-        if x.shape[-3] == 1:
+        if torch.compiler.is_compiling():
+            out = F.layer_norm(x, (d,), None, None, self.eps) * weight.unsqueeze(-2) + bias.unsqueeze(-2)
+        elif x.shape[-3] == 1:
             out = F.layer_norm(x.squeeze(-3), (d,), weight[0], bias[0], self.eps).unsqueeze(-3)
         else:
             out = torch.stack([F.layer_norm(t, (d,), weight[i], bias[i], self.eps)
