@@ -44,7 +44,14 @@ the unit square's symmetries as ``darcy-gpu`` is (``--augment none``: as they ar
 own process: ``Stepper.step`` on the run's own batches (the training split resident on the device,
 noise, loss, backward, clipping, Adam, schedule), ``--warmup`` untimed steps, then the median over 3 blocks
 of ``--steps`` steps between device synchronizations, and the peak memory as in (a).  This is what
-``petrov train darcy-gpu`` pays per step, validation and checkpoints aside.  A compiled run compiles the
+``petrov train darcy-gpu`` pays per step, validation and checkpoints aside.  A compiled setting also prints
+the kernels inductor generated for the step (``torch._inductor.metrics.generated_kernel_count`` over every
+graph compiled while the trainer is built and warmed up: the batch loss's forward and backward), which on a
+GPU are the launches a CUDA graph replays besides the library calls (matrix products, FFTs, convolutions;
+clipping and Adam run outside it).
+``--device cpu --compile default`` counts them without a GPU (``--step-preset``, ``--step-set`` for a small
+data file), in inductor's C++ kernels, one of which may run loops that a GPU runs as several kernels:
+compare counts made on one device.  A compiled run compiles the
 step's whole batch loss (normalisation, noise, model, decoding, loss); ``--model-only`` adds the last
 ``--compile`` setting with the model alone compiled inside the eager batch loss, as runs were compiled
 before 2026-11-28 (the step's 7.61 ms with ``cuda-graphs`` on the H200 then).
@@ -163,6 +170,8 @@ def trainer_step(spec: dict) -> dict:
     """Worker: the trainer's step of ``spec["preset"]`` with ``run.compile = spec["compile"]``."""
     import tempfile
 
+    from torch._inductor import metrics as inductor_metrics
+
     from petrov.train import distributed as dist_
     from petrov.train.config import load_config
     from petrov.train.step import EpochTotals
@@ -172,6 +181,7 @@ def trainer_step(spec: dict) -> dict:
     cfg = load_config(spec["preset"], [f"run.compile={spec['compile']!r}", f"run.amp={str(spec['amp']).lower()}",
                                        "run.progress=false", f"run.device={spec['device']!r}", *spec["set"]])
     ctx = dist_.setup(cfg.run.device)
+    inductor_metrics.reset()  # the kernels of every graph compiled from here to the end of the warm-up
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = Trainer(cfg, Path(run_dir) / "run", ctx, None, [])
     if spec["model_only"] and trainer.compile_mode != "off":  # the model compiled inside the eager batch loss
@@ -197,11 +207,12 @@ def trainer_step(spec: dict) -> dict:
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
     warmup = steps(spec["warmup"])
+    kernels = inductor_metrics.generated_kernel_count if trainer.compile_mode != "off" else None
     blocks = [steps(spec["steps"]) / spec["steps"] for _ in range(3)]
     peak = torch.cuda.max_memory_allocated(device) - base if cuda else allocated_peak_bytes(lambda: steps(1))
     loss, bad = totals.finish(ctx)
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
-            "batch": cfg.optim.batch_size, "resolution": cfg.data.train_resolution, "resident":
+            "kernels": kernels, "batch": cfg.optim.batch_size, "resolution": cfg.data.train_resolution, "resident":
             bool(trainer.train_batches.resident), "finite": bad is None and loss == loss,
             "parameters": sum(p.numel() for p in trainer.model.parameters())}
 
@@ -216,9 +227,10 @@ def step(args: argparse.Namespace, device: torch.device) -> list[dict]:
         row = {"compile": mode + (" (model only)" if model_only else ""), "amp": "bf16" if amp else "off"}
         row.update(run_worker(__file__, spec, timeout=args.timeout))
         rows.append(row)
+        kernels = f", {row['kernels']} kernels generated" if row.get("kernels") is not None else ""
         what = (f"{row['seconds_per_step'] * 1e3:8.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
                 f"(warm-up {row['warmup_seconds']:.1f} s; batch {row['batch']} at {row['resolution']}, data "
-                f"{'on the device' if row['resident'] else 'loaded per batch'}, finite loss {row['finite']})"
+                f"{'on the device' if row['resident'] else 'loaded per batch'}, finite loss {row['finite']}{kernels})"
                 if "seconds_per_step" in row else row.get("error"))
         print(f"  {args.step_preset} compile={row['compile']:<11} amp={row['amp']:<4} {what}", flush=True)
     return rows
