@@ -48,10 +48,9 @@ of ``--steps`` steps between device synchronizations, and the peak memory as in 
 the kernels inductor generated for the step (``torch._inductor.metrics.generated_kernel_count`` over every
 graph compiled while the trainer is built and warmed up: the batch loss's forward and backward), which on a
 GPU are the launches a CUDA graph replays besides the library calls (matrix products, FFTs, convolutions;
-clipping and Adam run outside it).
-``--device cpu --compile default`` counts them without a GPU (``--step-preset``, ``--step-set`` for a small
-data file), in inductor's C++ kernels, one of which may run loops that a GPU runs as several kernels:
-compare counts made on one device.  A compiled run compiles the
+clipping and Adam run outside it).  ``--device cpu --compile default`` counts them without a GPU
+(``--step-preset``, ``--step-set`` for a small data file), in inductor's C++ kernels, one of which may run
+loops that a GPU runs as several kernels: compare counts made on one device.  A compiled run compiles the
 step's whole batch loss (normalisation, noise, model, decoding, loss); ``--model-only`` adds the last
 ``--compile`` setting with the model alone compiled inside the eager batch loss, as runs were compiled
 before 2026-11-28 (the step's 7.61 ms with ``cuda-graphs`` on the H200 then).
