@@ -53,7 +53,11 @@ clipping and Adam run outside it).  ``--device cpu --compile default`` counts th
 loops that a GPU runs as several kernels: compare counts made on one device.  A compiled run compiles the
 step's whole batch loss (normalisation, noise, model, decoding, loss); ``--model-only`` adds the last
 ``--compile`` setting with the model alone compiled inside the eager batch loss, as runs were compiled
-before 2026-11-28 (the step's 7.61 ms with ``cuda-graphs`` on the H200 then).
+before 2026-11-28 (the step's 7.61 ms with ``cuda-graphs`` on the H200 then).  ``--profile N`` (here and in (a)) traces N more
+steps of each setting with ``torch.profiler`` and prints where the device's time went
+(``device_profile.py``): the time it was busy against the wall-clock time (the rest is the device waiting
+for the host), its kernels by kind (inductor's, convolutions, matrix products, FFTs, optimizer, copies)
+and the largest of them.
 
 Targets (from the H100 measurements of 2026-11-25, torch 2.11, CUDA 13, before the training step was made
 sync-free): galerkin1d at n = 8192 about 2x the reference's speed (the reference's step took 14.5 ms,
@@ -75,6 +79,7 @@ from _common import (
     allocated_peak_bytes, emit_result, format_table, machine_info, minutes, print_machine, run_worker, worker_spec,
     write_json,
 )
+from device_profile import format_profile, profile_steps
 
 N_FULL = [8192, 16384, 32768, 65536, 131072, 262144]
 N_QUICK = [256, 512]
@@ -153,8 +158,16 @@ def measure(spec: dict) -> dict:
             step()
         blocks.append((clock(device) - start) / spec["steps"])
     peak = torch.cuda.max_memory_allocated(device) - base if cuda else allocated_peak_bytes(step)
+
+    def traced() -> float:
+        start = clock(device)
+        for _ in range(spec["profile"]):
+            step()
+        return clock(device) - start
+
+    profile = profile_steps(traced, spec["profile"], device) if spec.get("profile") else None
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
-            "parameters": sum(p.numel() for p in params), **checked}
+            "parameters": sum(p.numel() for p in params), "profile": profile, **checked}
 
 
 def agreement(row: dict) -> str:
@@ -190,7 +203,7 @@ def trainer_step(spec: dict) -> dict:
     device, totals = ctx.device, EpochTotals(ctx.device)
     trainer.model.train()
     batches = []
-    while len(batches) < spec["warmup"] + 3 * spec["steps"] + 1:  # and one for the CPU memory peak
+    while len(batches) < spec["warmup"] + 3 * spec["steps"] + 1 + spec["profile"]:  # + the CPU memory peak's
         batches += list(trainer.train_batches.iterate())
     feed = iter(enumerate(batches, start=1))
 
@@ -209,9 +222,10 @@ def trainer_step(spec: dict) -> dict:
     kernels = inductor_metrics.generated_kernel_count if trainer.compile_mode != "off" else None
     blocks = [steps(spec["steps"]) / spec["steps"] for _ in range(3)]
     peak = torch.cuda.max_memory_allocated(device) - base if cuda else allocated_peak_bytes(lambda: steps(1))
+    profile = profile_steps(lambda: steps(spec["profile"]), spec["profile"], device) if spec["profile"] else None
     loss, bad = totals.finish(ctx)
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
-            "kernels": kernels, "batch": cfg.optim.batch_size, "resolution": cfg.data.train_resolution, "resident":
+            "kernels": kernels, "profile": profile, "batch": cfg.optim.batch_size, "resolution": cfg.data.train_resolution, "resident":
             bool(trainer.train_batches.resident), "finite": bad is None and loss == loss,
             "parameters": sum(p.numel() for p in trainer.model.parameters())}
 
@@ -222,7 +236,8 @@ def step(args: argparse.Namespace, device: torch.device) -> list[dict]:
     rows = []
     for mode, amp, model_only in cases:
         spec = {"part": "step", "preset": args.step_preset, "compile": mode, "amp": amp, "steps": args.steps,
-                "warmup": args.warmup, "device": device.type, "set": args.step_set, "model_only": model_only}
+                "warmup": args.warmup, "device": device.type, "set": args.step_set, "model_only": model_only,
+                "profile": args.profile}
         row = {"compile": mode + (" (model only)" if model_only else ""), "amp": "bf16" if amp else "off"}
         row.update(run_worker(__file__, spec, timeout=args.timeout))
         rows.append(row)
@@ -232,6 +247,8 @@ def step(args: argparse.Namespace, device: torch.device) -> list[dict]:
                 f"{'on the device' if row['resident'] else 'loaded per batch'}, finite loss {row['finite']}{kernels})"
                 if "seconds_per_step" in row else row.get("error"))
         print(f"  {args.step_preset} compile={row['compile']:<11} amp={row['amp']:<4} {what}", flush=True)
+        if row.get("profile"):
+            print(format_profile(row["profile"]), flush=True)
     return rows
 
 
@@ -258,7 +275,7 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
     for n in args.n:
         for impl, precision, mode in cases:
             spec = {"impl": impl, "precision": precision, "compile": mode, "n": n, "batch": args.batch,
-                    "steps": args.steps, "warmup": args.warmup, "device": str(device)}
+                    "steps": args.steps, "warmup": args.warmup, "device": str(device), "profile": args.profile}
             row = {k: spec[k] for k in ("impl", "precision", "compile", "n")}
             row.update(run_worker(__file__, spec, timeout=args.timeout))
             rows.append(row)
@@ -266,6 +283,8 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
                     f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row)}"
                     ) if "seconds_per_step" in row else row.get("error")
             print(f"  {impl:<21} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
+            if row.get("profile"):
+                print(format_profile(row["profile"]), flush=True)
     return rows
 
 
@@ -333,6 +352,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-only", action="store_true",
                         help="(c): also the last --compile setting with the model alone compiled, the rest of the "
                              "batch loss eager around it (how the step was compiled before 2026-11-28)")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="(a), (c): after the timing, trace this many more steps with torch.profiler and print "
+                             "where the device's time went: busy against wall-clock time, kernels by kind, the "
+                             "largest (device_profile.py)")
     parser.add_argument("--step-set", action="append", default=[], metavar="KEY=VALUE",
                         help="(c): an override of the preset (as petrov train --set)")
     parser.add_argument("--budget-minutes", type=minutes, default=None,
@@ -345,6 +368,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="(b): data.augment of every contender (default: square, as darcy-gpu trains)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 steps: checks that everything runs")
     args = parser.parse_args(argv)
+    if args.profile < 0:
+        parser.error(f"--profile: the steps to trace must be 0 (none) or more, got {args.profile}")
     if args.quick:
         args.n = args.n or N_QUICK
         # (c) on a small file solved at 85 itself (the preset's 421 grid takes minutes to solve)

@@ -7,10 +7,12 @@
 # Stages (OUT_DIR/<stage>.log each, the JSON of the benchmarks beside them):
 #   compile  benchmarks/compile_check.py: the GPU presets' models compiled by inductor against eager, part by part
 #   step     benchmarks/gpu.py --part step: the trainer's step of darcy-gpu per run.compile, with bfloat16, and
-#            with the model alone compiled (--model-only) (on 64 training samples of its data: the same step)
+#            with the model alone compiled (--model-only) (on 64 training samples of its data: the same step),
+#            each then traced for 10 steps (--profile): device busy against wall-clock time, kernels by kind
 #   speed    benchmarks/gpu.py --part speed at n = 8192 and 65,536, float32 and bfloat16, against the reference
 #            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise),
-#            and galerkin1d recomputing its layers or its FFNs only (--checkpoint) with CUDA graphs
+#            and galerkin1d recomputing its layers or its FFNs only (--checkpoint) with CUDA graphs, each traced
+#            for 5 steps (--profile)
 #   tests    pytest -m cuda: the CUDA-marked tests (CLI flows on the GPU, sync-free steps, CPU evaluation of a
 #            CUDA-trained checkpoint)
 #   learn    darcy-gpu trained eagerly and with CUDA graphs side by side, the same seed, 10 epochs on 200 samples
@@ -64,9 +66,9 @@ run_stage() {
         # a small file of the preset's data: the step needs a few batches, not the 1224 samples (2 minutes to solve)
         step) (cd "$here" && "$py" gpu.py --part step --out "$out/gpu-step.json" --step-set "data.path='$out/darcy-step.h5'" \
                 --step-set data.generate.n_samples=80 --step-set data.n_train=64 --step-set data.n_val=8 \
-                --step-set data.n_test=8 --model-only) ;;
+                --step-set data.n_test=8 --model-only --profile 10) ;;
         speed) (cd "$here" && "$py" gpu.py --part speed --n 8192 65536 --precisions float32 bf16 --checkpoint \
-                --out "$out/gpu-speed.json") ;;
+                --profile 5 --out "$out/gpu-speed.json") ;;
         # -v: each test's verdict as it ends, so a stage cut short still names the tests that never finished;
         # with pytest-timeout a test stuck for TEST_SECONDS fails with its stack instead of taking the stage
         tests) (cd "$here/.." && "$py" -m pytest -m cuda -v -p no:cacheprovider --rootdir=tests --durations=20 \
