@@ -27,7 +27,9 @@ compile, n) runs in its own process: ``--warmup`` untimed steps (cuFFT plans, au
 graph capture), then the median over 3 blocks of ``--steps`` steps, each block between two device
 synchronizations.  Peak memory: ``torch.cuda.max_memory_allocated`` during the steps minus the memory
 allocated before them (model, optimizer, inputs) -- the activations kept for backward, gradients, Adam
-state and temporaries; on the CPU, the most torch's CPU allocator held above its start during one more
+state and temporaries -- printed with its two parts, the warm-up's and the timed steps' (with CUDA graphs
+the capture allocates what the replays reuse, and the cuBLAS workspaces move into the graphs' memory pool:
+the split says whether a compiled row's extra memory is the warm-up's); on the CPU, the most torch's CPU allocator held above its start during one more
 step (``_common.allocated_peak_bytes``: allocation by allocation, compiled code's included; at n = 8192,
 float32, on an AMD EPYC it put petrov eager at 0.66x the reference's memory and with the fused path off at
 0.92x, where the H200 measured 0.68x and 0.91x).
@@ -102,6 +104,33 @@ def device_info(device: torch.device) -> dict:
 
 # --- (a) one training step --------------------------------------------------------------------------
 
+def cuda_peak(device: torch.device, base: int) -> int:
+    """The most bytes allocated on ``device`` above ``base`` since the peak was last reset; resets it."""
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - base
+    torch.cuda.reset_peak_memory_stats(device)
+    return peak
+
+
+def peaks(warm: int | None, steady: int) -> dict:
+    """A row's memory: ``peak_extra_bytes``, the most of the run (warm-up included: the figure compared), and
+    on a GPU its two parts, ``peak_warmup_bytes`` (compilation, CUDA graph warm-up and capture) and
+    ``peak_steady_bytes`` (the timed steps: a CUDA graph's replays allocate nothing, so there what its
+    pool holds between steps).  On the CPU (``warm`` None) the peak of one step after the timed ones."""
+    if warm is None:
+        return {"peak_extra_bytes": steady}
+    return {"peak_extra_bytes": max(warm, steady), "peak_warmup_bytes": warm, "peak_steady_bytes": steady}
+
+
+def memory_text(row: dict) -> str:
+    """``peak +X GiB``, with the warm-up's and the timed steps' peaks where they were measured apart."""
+    text = f"peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB"
+    if "peak_warmup_bytes" in row:
+        text += (f" (warm-up +{row['peak_warmup_bytes'] / 2**30:.2f}, timed steps "
+                 f"+{row['peak_steady_bytes'] / 2**30:.2f})")
+    return text
+
+
 def measure(spec: dict) -> dict:
     """Worker: one (implementation, precision, compile, n) in this process."""
     from compare_speed_memory import RECOMPUTE, build, relative_l2
@@ -151,13 +180,14 @@ def measure(spec: dict) -> dict:
     for _ in range(spec["warmup"]):
         step()
     warmup = clock(device) - start
+    warm_peak = cuda_peak(device, base) if cuda else None
     blocks = []
     for _ in range(3):
         start = clock(device)
         for _ in range(spec["steps"]):
             step()
         blocks.append((clock(device) - start) / spec["steps"])
-    peak = torch.cuda.max_memory_allocated(device) - base if cuda else allocated_peak_bytes(step)
+    steady_peak = cuda_peak(device, base) if cuda else allocated_peak_bytes(step)
 
     def traced() -> float:
         start = clock(device)
@@ -166,8 +196,9 @@ def measure(spec: dict) -> dict:
         return clock(device) - start
 
     profile = profile_steps(traced, spec["profile"], device) if spec.get("profile") else None
-    return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
-            "parameters": sum(p.numel() for p in params), "profile": profile, **checked}
+    return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup,
+            **peaks(warm_peak, steady_peak), "parameters": sum(p.numel() for p in params), "profile": profile,
+            **checked}
 
 
 def agreement(row: dict) -> str:
@@ -219,14 +250,16 @@ def trainer_step(spec: dict) -> dict:
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
     warmup = steps(spec["warmup"])
+    warm_peak = cuda_peak(device, base) if cuda else None
     kernels = inductor_metrics.generated_kernel_count if trainer.compile_mode != "off" else None
     blocks = [steps(spec["steps"]) / spec["steps"] for _ in range(3)]
-    peak = torch.cuda.max_memory_allocated(device) - base if cuda else allocated_peak_bytes(lambda: steps(1))
+    steady_peak = cuda_peak(device, base) if cuda else allocated_peak_bytes(lambda: steps(1))
     profile = profile_steps(lambda: steps(spec["profile"]), spec["profile"], device) if spec["profile"] else None
     loss, bad = totals.finish(ctx)
-    return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, "peak_extra_bytes": peak,
-            "kernels": kernels, "profile": profile, "batch": cfg.optim.batch_size, "resolution": cfg.data.train_resolution, "resident":
-            bool(trainer.train_batches.resident), "finite": bad is None and loss == loss,
+    return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, **peaks(warm_peak, steady_peak),
+            "kernels": kernels, "profile": profile, "batch": cfg.optim.batch_size,
+            "resolution": cfg.data.train_resolution, "resident": bool(trainer.train_batches.resident),
+            "finite": bad is None and loss == loss,
             "parameters": sum(p.numel() for p in trainer.model.parameters())}
 
 
@@ -242,7 +275,7 @@ def step(args: argparse.Namespace, device: torch.device) -> list[dict]:
         row.update(run_worker(__file__, spec, timeout=args.timeout))
         rows.append(row)
         kernels = f", {row['kernels']} kernels generated" if row.get("kernels") is not None else ""
-        what = (f"{row['seconds_per_step'] * 1e3:8.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
+        what = (f"{row['seconds_per_step'] * 1e3:8.2f} ms/step  {memory_text(row)}  "
                 f"(warm-up {row['warmup_seconds']:.1f} s; batch {row['batch']} at {row['resolution']}, data "
                 f"{'on the device' if row['resident'] else 'loaded per batch'}, finite loss {row['finite']}{kernels})"
                 if "seconds_per_step" in row else row.get("error"))
@@ -279,7 +312,7 @@ def speed(args: argparse.Namespace, device: torch.device) -> list[dict]:
             row = {k: spec[k] for k in ("impl", "precision", "compile", "n")}
             row.update(run_worker(__file__, spec, timeout=args.timeout))
             rows.append(row)
-            what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  peak +{row['peak_extra_bytes'] / 2**30:.2f} GiB  "
+            what = (f"{row['seconds_per_step'] * 1e3:9.2f} ms/step  {memory_text(row)}  "
                     f"(warm-up {row['warmup_seconds']:.1f} s) {agreement(row)}"
                     ) if "seconds_per_step" in row else row.get("error")
             print(f"  {impl:<21} {precision:<7} compile={mode:<11} n={n:<7} {what}", flush=True)
