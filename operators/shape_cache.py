@@ -68,7 +68,8 @@ def static_address(t: torch.Tensor) -> torch.Tensor:
     """``t``, marked as ``torch._dynamo.mark_static_address(t)`` marks it (without a guard), without importing
     ``torch._dynamo`` (seconds of start-up of every command that compiles nothing): a compiled graph taking it
     as an input reads it where it is (a CUDA graph does not copy it at every replay; ``tests/test_capture.py``
-    checks the mark is torch's)."""
+    checks the mark is torch's, and that a compiled model's static inputs, which inductor's CUDA graphs read in
+    place, are every input but the call's own tensors)."""
     t._dynamo_static_input_type = "unguarded"
     return t
 

@@ -381,6 +381,54 @@ def test_cached_tensors_carry_torchs_static_address_mark():
     assert vars(cached_restriction_matrix(4, 11, DT, torch.device("cpu"))) == vars(marked)
 
 
+def static_and_copied_inputs(fn, args, kwargs) -> tuple[list, list]:
+    """Compile ``fn`` (AOT autograd, no code generated) and call it on ``args, kwargs`` with a gradient:
+    the inputs of its forward graph that a CUDA graph reads in place (static) and those it copies."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    seen = {}
+
+    def forward_compiler(gm, example_inputs):
+        seen["static"] = set(torch._guards.TracingContext.get().fw_metadata.static_input_indices)
+        return make_boxed_func(gm.forward)
+
+    def backend(gm, example_inputs):
+        seen["inputs"] = list(example_inputs)
+        return aot_autograd(fw_compiler=forward_compiler)(gm, example_inputs)
+
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend=backend, fullgraph=True)(*args, **kwargs)
+    out.sum().backward()
+    tensors = [(i, t) for i, t in enumerate(seen["inputs"]) if torch.is_tensor(t)]
+    return [t for i, t in tensors if i in seen["static"]], [t for i, t in tensors if i not in seen["static"]]
+
+
+def test_the_compiler_reads_the_cached_matrix_in_place_and_copies_the_field():
+    """CUDA graphs copy every input of a replayed graph into their own memory except the static ones, which
+    inductor takes from AOT autograd's ``static_input_indices``: the cached matrix must be one of them (read
+    where the cache holds it, no copy per step), the field must not (a new batch each step)."""
+    cached_restriction_matrix.cache_clear()
+    u = torch.randn(2, 1, 11, 11, dtype=DT, requires_grad=True)
+    restrict(u, (4, 4))
+    matrix = cached_restriction_matrix(4, 11, DT, u.device)
+    static, copied = static_and_copied_inputs(lambda t: restrict(t, (4, 4)), (u,), {})
+    assert any(t is matrix for t in static) and not any(t is matrix for t in copied)
+    assert any(t is u for t in copied) and not any(t is u for t in static)
+
+
+@pytest.mark.parametrize("name, teacher", MODEL_CASES)
+def test_a_compiled_model_copies_only_what_it_was_called_with(name, teacher, meshes):
+    """Every input of a model's compiled forward graph other than the call's own tensors -- its parameters
+    and buffers, the cached size-only matrices -- is static: a CUDA graph of it copies the batch alone."""
+    model = _model(name)
+    args, kwargs = model_inputs(name, model, meshes, "cpu", teacher)
+    model(*args, **kwargs)  # eager first, as the trainer's check of the compiled model: the caches filled
+    _, copied = static_and_copied_inputs(model, args, kwargs)
+    called = [t for t in (*args, *kwargs.values()) if torch.is_tensor(t)]
+    assert copied and all(any(t is c for c in called) for t in copied)
+
+
 def test_a_too_coarse_input_grid_is_refused_from_the_sizes_alone():
     with pytest.raises(ValueError, match=r"n >= 9"):
         restriction_matrix(16, 8)
