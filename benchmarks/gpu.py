@@ -231,6 +231,7 @@ def trainer_step(spec: dict) -> dict:
         from petrov.train.compilation import compile_module
         trainer.batch_loss.net = compile_module(trainer.model, trainer.compile_mode)
         trainer.stepper.batch_loss = trainer.batch_loss
+        inductor_metrics.reset()  # the kernels of the model's graphs alone (the batch loss's were compiled above)
     device, totals = ctx.device, EpochTotals(ctx.device)
     trainer.model.train()
     batches = []
