@@ -1,5 +1,6 @@
 """Training data moved by the symmetries of its problem: the unit square (``data.augment = "square"``:
-the group, grids and points moved alike, Darcy solutions moved with their coefficients) and the shifts
+the group, grids and points moved alike, Darcy solutions moved with their coefficients; refused where an
+even pooling kernel makes the inverse problem's targets break it, and ``"diagonal"`` exact there) and the shifts
 of a periodic grid (``"periodic"``: Burgers solutions moved with their initial fields, a stationary
 initial law) and with them the odd reflection (``"periodic-odd"``: a centred law), the trainer's draws."""
 import itertools
@@ -13,6 +14,7 @@ from petrov.datasets.burgers import solve_burgers
 from petrov.datasets.darcy import solve_darcy
 from petrov.datasets.grf import neumann_grf_std, periodic_grf_1d
 from petrov.datasets.mesh.fem import solve_darcy_fem
+from petrov.datasets.sampling import average_pool
 from petrov.train.augmentation import (SQUARE_SYMMETRIES, SymmetryDraws, augment_batch, check_augmentable,
                                        group_order, permute_square_grid, shift_periodic_grid, square_symmetry)
 from petrov.train.data import Batch
@@ -136,6 +138,53 @@ def test_data_the_symmetries_cannot_move_are_clear_errors(item, inputs, message)
 def test_movable_data_passes_the_check():
     check_augmentable((torch.rand(9, 9, 1), torch.rand(5, 5, 2)), set(), "data.h5")
     check_augmentable({"pos": torch.rand(10, 2)}, {"boundary_distance"}, "data.h5")
+
+
+def _numpy_square_map(a: np.ndarray, g: int) -> np.ndarray:
+    """Element ``g`` of D4 on fields ``a (b, s, s)`` written with numpy's flips: the swap (bit 0), then
+    ``x → 1 − x`` (bit 1, axis 1), then ``y → 1 − y`` (bit 2, axis 2)."""
+    if g & 1:
+        a = a.transpose(0, 2, 1)
+    if g & 2:
+        a = a[:, ::-1]
+    if g & 4:
+        a = a[:, :, ::-1]
+    return np.ascontiguousarray(a)
+
+
+@pytest.mark.parametrize("fine, coarse, kernel", [(13, 5, 3), (13, 4, 4), (141, 36, 4), (141, 29, 5), (13, 7, 2)])
+def test_pooling_commutes_with_the_square_for_odd_kernels_and_only_with_the_swap_for_even_ones(fine, coarse,
+                                                                                                 kernel):
+    """The inverse problem's target is pooled from the input grid: moving a sample moves the fine
+    coefficient, so a symmetry is exact only where pooling the moved coefficient gives the moved pooled one."""
+    a = np.random.default_rng(0).uniform(3, 12, size=(3, fine, fine))
+    commutes = [np.allclose(_numpy_square_map(average_pool(a, coarse), g),
+                            average_pool(_numpy_square_map(a, g), coarse), rtol=1e-13, atol=0)
+                for g in range(SQUARE_SYMMETRIES)]
+    assert commutes == ([True] * 8 if kernel % 2 else [True, True] + [False] * 6)
+    moved = permute_square_grid(torch.from_numpy(a[..., None]), ALL[:3]).numpy()[..., 0]  # the trainer's moves
+    assert all(np.array_equal(moved[k], _numpy_square_map(a[k:k + 1], k)[0]) for k in range(3))
+
+
+def test_the_square_is_refused_for_a_target_pooled_by_an_even_kernel_and_the_diagonal_is_not():
+    item = (torch.rand(141, 141, 1), torch.rand(36, 36, 1))
+    with pytest.raises(ValueError, match="not centred") as err:
+        check_augmentable(item, set(), "darcy.h5", "square", pooling=4)
+    assert 'data.augment = "diagonal"' in str(err.value) and "141 to 36" in str(err.value)
+    check_augmentable(item, set(), "darcy.h5", "diagonal", pooling=4)
+    check_augmentable((torch.rand(141, 141, 1), torch.rand(29, 29, 1)), set(), "darcy.h5", "square", pooling=5)
+
+
+def test_the_diagonal_draws_the_identity_and_the_swap_only():
+    assert group_order("diagonal", (torch.rand(9, 9, 1),)) == 2
+    draws = SymmetryDraws(seed=3, n_ids=64, device="cpu", order=group_order("diagonal", None))
+    g = draws.table(0)
+    assert set(g.tolist()) == {0, 1}
+    field = torch.rand(64, 5, 5, 1)
+    b = Batch(field, field.clone(), torch.arange(64), {}, sample_ids=torch.arange(64))
+    moved = augment_batch(b, g, "diagonal")
+    expected = torch.where(g[:, None, None, None].bool(), field.transpose(1, 2), field)
+    assert torch.equal(moved.x, expected) and torch.equal(moved.y, expected)
 
 
 def test_the_group_is_closed_under_composition():
@@ -344,6 +393,42 @@ def test_augmenting_one_dimensional_data_by_the_square_is_a_clear_error(tmp_path
 
     with pytest.raises(ValueError, match="2-D square grids"):
         train(_line_config("square"), tmp_path / "run", data=_line_data())
+
+
+def _pooled_data(n_train=8, n_val=4, fine=13, coarse=4):
+    """An inverse problem's splits: inputs on ``fine`` x ``fine``, targets pooled to ``coarse`` x ``coarse``."""
+    from petrov.datasets import GridDataset, PointwiseGaussianNormalizer
+    from petrov.train.data import TrainingData
+
+    g = torch.Generator().manual_seed(2)
+    a = torch.rand(n_train + n_val, fine, fine, generator=g, dtype=torch.float64)
+    u = a.cumsum(1) / fine
+    y = torch.from_numpy(average_pool(a.numpy(), coarse)).float()[..., None]
+    part = [GridDataset(u[k].float()[..., None], y[k], kind="darcy-inverse", periodic=False, native_resolution=fine,
+                        indices=np.asarray(k), coarse_resolution=coarse)
+            for k in (np.arange(n_train), np.arange(n_train, n_train + n_val))]
+    return TrainingData(part[0], part[1], PointwiseGaussianNormalizer.fit(part[0].x),
+                        PointwiseGaussianNormalizer.fit(part[0].y), noise=0.0)
+
+
+def test_the_trainer_refuses_the_square_for_targets_an_even_kernel_pooled_and_trains_the_diagonal(tmp_path):
+    from petrov.train import load_operator, train
+
+    def config(augment, coarse=4):
+        cfg = _grid_config(augment)
+        cfg.model.name = "latent2d_inverse"
+        cfg.model.options = {"coarse_size": coarse, "d_model": 8, "n_layers": 1, "n_heads": 2, "dim_feedforward": 8,
+                             "latent_size": 4, "fine_width": 4, "decoder_hidden": 8}
+        return cfg
+
+    with pytest.raises(ValueError, match="blocks of 4 x 4"):
+        train(config("square"), tmp_path / "square", data=_pooled_data())
+    weights = {}
+    for name, augment in (("plain", "none"), ("diagonal", "diagonal")):
+        train(config(augment), tmp_path / name, data=_pooled_data())
+        weights[name] = torch.cat([p.flatten() for p in load_operator(tmp_path / name).model.parameters()])
+    assert not torch.equal(weights["plain"], weights["diagonal"])
+    train(config("square", coarse=5), tmp_path / "odd", data=_pooled_data(fine=13, coarse=5))  # k = 3: exact
 
 
 def test_an_unknown_augmentation_is_a_config_error():

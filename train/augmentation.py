@@ -1,6 +1,6 @@
 """Training data augmented by the symmetries of its problem: ``data.augment = "square"`` (the unit
-square's quarter turns and reflections), ``"periodic"`` (shifts along a periodic grid) or
-``"periodic-odd"`` (the shifts and the odd reflection ``u(x) → −u(−x)``).
+square's quarter turns and reflections), ``"diagonal"`` (the reflection ``x ↔ y`` alone), ``"periodic"``
+(shifts along a periodic grid) or ``"periodic-odd"`` (the shifts and the odd reflection ``u(x) → −u(−x)``).
 
 When a problem commutes with a map and its data are drawn from a law the map keeps, a sample moved by the
 map -- the pair ``(a ∘ g⁻¹, u ∘ g⁻¹)`` -- is a sample of the same law, and the training split is in
@@ -15,6 +15,16 @@ are drawn from laws invariant under D4: the coefficient thresholds a Gaussian co
 ``Σ ξ_k cos(πk₁x) cos(πk₂y)`` whose variances are symmetric in ``(k₁, k₂)`` (the swap) and whose signs
 are symmetric (a reflection changes the sign of the odd modes); ``darcy-mesh`` domains are turned by a
 random number of quarter turns, their holes and deformations drawn without a preferred direction.
+
+Pooled targets.  The inverse problem's target is the coefficient average-pooled from the input grid to a
+coarse one (``petrov.datasets.sampling.average_pool``, the reference's pooling): with a kernel ``k`` of even
+size, the block of coarse node ``j`` covers fine nodes ``jk − k/2 + 1 … jk + k/2`` (one more after the node
+than before), and a reflection ``x → 1 − x`` maps it to a block one fine node off the one pooled there.  The
+pooled target of a reflected sample is then not the reflected pooled target: for ``darcy-inverse-gpu``'s
+141 → 36 (``k = 4``) the two differ by 4.9e-2 to 7.0e-2 in relative L² (the reflections and quarter turns;
+64 samples of its data), twice the error the model is trained to reach.  Only the exchange ``x ↔ y`` (and
+the identity) keeps such a pooling: ``"diagonal"``, the subgroup of D4 of these two elements, is exact
+there, ``"square"`` is refused.  An odd kernel (``k = 5``: 141 → 29) is centred, and the square is exact.
 
 Periodic shifts.  On a periodic grid of ``s₁ × … × s_d`` nodes (``x_j = j/s`` on ``[0, 1)``, the end
 left out) the shifts by whole nodes form the group ``Z_{s₁} × … × Z_{s_d}``; element ``g`` is the
@@ -59,6 +69,9 @@ from ..operators.shape_cache import shape_cached
 from .data import Batch
 
 SQUARE_SYMMETRIES = 8
+# the groups of the square's symmetries, by their number of elements: D4's elements are numbered so that
+# the first two are the identity and the exchange x <-> y (bit 0), the subgroup "diagonal"
+SQUARE_GROUPS = {"square": SQUARE_SYMMETRIES, "diagonal": 2}
 PERIODIC_GROUPS = ("periodic", "periodic-odd")  # the groups that move fields along a periodic grid
 # per-sample inputs that a symmetry of the square leaves as they are (the distance to the boundary is
 # a distance); any other per-sample input of a model is tied to its sample's original points
@@ -152,10 +165,10 @@ def shift_periodic_grid(field: torch.Tensor, g: torch.Tensor, odd: bool = False)
 
 
 def group_order(group: str, item: Any) -> int:
-    """The number of elements of ``group`` acting on a training sample ``item``: 8 for the square, the
-    number of grid nodes for the periodic shifts, twice that with the odd reflection."""
-    if group == "square":
-        return SQUARE_SYMMETRIES
+    """The number of elements of ``group`` acting on a training sample ``item``: 8 for the square, 2 for
+    the diagonal, the number of grid nodes for the periodic shifts, twice that with the odd reflection."""
+    if group in SQUARE_GROUPS:
+        return SQUARE_GROUPS[group]
     return math.prod(item[0].shape[:-1]) * (2 if group == "periodic-odd" else 1)
 
 
@@ -181,10 +194,10 @@ class SymmetryDraws:
 
 
 def augment_batch(b: Batch, g: torch.Tensor, group: str = "square") -> Batch:
-    """Batch ``b`` with its sample ``k`` moved by element ``g[k]`` of ``group``: the square moves point
-    sets' ``pos`` (``(b, n, 2)``, the values with them) and permutes grids' fields ``x``, ``y``
-    (``(b, s, s, c)``, each its own ``s``); the periodic groups move ``x`` and ``y`` (``(b, *grid, c)``,
-    one grid) along their grid."""
+    """Batch ``b`` with its sample ``k`` moved by element ``g[k]`` of ``group``: the square and the
+    diagonal (``g`` numbered as D4's elements) move point sets' ``pos`` (``(b, n, 2)``, the values with them)
+    and permute grids' fields ``x``, ``y`` (``(b, s, s, c)``, each its own ``s``); the periodic groups move
+    ``x`` and ``y`` (``(b, *grid, c)``, one grid) along their grid."""
     if group in PERIODIC_GROUPS:
         x, y = move_periodic((b.x, b.y), g, odd=group == "periodic-odd")
         return replace(b, x=x, y=y)
@@ -194,31 +207,41 @@ def augment_batch(b: Batch, g: torch.Tensor, group: str = "square") -> Batch:
 
 
 def check_augmentable(item: Any, model_inputs: set[str], where: str, group: str = "square",
-                      periodic: bool = False) -> None:
+                      periodic: bool = False, pooling: int = 1) -> None:
     """``ValueError`` unless a training sample ``item`` (a grid item ``(x, y, ...)`` or a point-set
-    dict) can be moved by ``group``.  The square: square 2-D grids, or points in ``[0, 1]²`` whose model
-    takes no per-sample input tied to the original points (``model_inputs``: the keys its data loader
-    adds).  The periodic groups: a grid that is ``periodic`` (its dataset's flag: the file's
-    ``grid = "periodic"``), input and target on it."""
+    dict) can be moved by ``group``.  The square and the diagonal: square 2-D grids, or points in
+    ``[0, 1]²`` whose model takes no per-sample input tied to the original points (``model_inputs``: the
+    keys its data loader adds); the square also needs a target pooled by a kernel of odd size
+    (``pooling``: its size, 1 for none; module docstring).  The periodic groups: a grid that is
+    ``periodic`` (its dataset's flag: the file's ``grid = "periodic"``), input and target on it."""
     advice = "train without it (data.augment = \"none\")"
     if group in PERIODIC_GROUPS:
         _check_shiftable(item, where, periodic, advice, group)
         return
+    option = f"data.augment = \"{group}\""
     if isinstance(item, dict):
         pos = item["pos"]
         if pos.shape[-1] != 2 or pos.min() < 0 or pos.max() > 1:
-            raise ValueError(f"data.augment = \"square\" moves the points by the symmetries of [0, 1]², but "
+            raise ValueError(f"{option} moves the points by symmetries of [0, 1]², but "
                              f"{where}'s points are not in [0, 1]² (coordinates {float(pos.min()):.3g} to "
                              f"{float(pos.max()):.3g}); {advice}")
         tied = sorted(model_inputs - _INVARIANT_INPUTS)
         if tied:
-            raise ValueError(f"data.augment = \"square\" moves the points, but the model's per-sample inputs "
+            raise ValueError(f"{option} moves the points, but the model's per-sample inputs "
                              f"{tied} are computed once at each sample's original points; {advice}")
         return
     for name, field in zip(("input", "target"), item[:2]):
         if field.dim() != 3 or field.shape[0] != field.shape[1]:
-            raise ValueError(f"data.augment = \"square\" needs 2-D square grids, but {where}'s {name} has shape "
+            raise ValueError(f"{option} needs 2-D square grids, but {where}'s {name} has shape "
                              f"{tuple(field.shape)} (grid, channels); {advice}")
+    if group == "square" and pooling % 2 == 0:
+        fine, coarse = item[0].shape[0], item[1].shape[0]
+        raise ValueError(f"data.augment = \"square\" is not a symmetry of {where}'s samples: their target is "
+                         f"average-pooled from {fine} to {coarse} points per axis by blocks of {pooling} x "
+                         f"{pooling}, which are not centred on their coarse nodes, so a reflected sample's "
+                         f"pooled target is not the reflected pooled target; use data.augment = \"diagonal\" "
+                         f"(the exchange x <-> y, exact here), a data.coarse_resolution pooled by an odd kernel "
+                         f"({fine} - 1 = k (coarse - 1) with k odd), or \"none\"")
 
 
 def _check_shiftable(item: Any, where: str, periodic: bool, advice: str, group: str) -> None:
@@ -237,6 +260,6 @@ def _check_shiftable(item: Any, where: str, periodic: bool, advice: str, group: 
                          f"{tuple(x.shape[:-1])} and target grid {tuple(y.shape[:-1])} differ; {advice}")
 
 
-__all__ = ["PERIODIC_GROUPS", "SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch", "check_augmentable",
+__all__ = ["PERIODIC_GROUPS", "SQUARE_GROUPS", "SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch", "check_augmentable",
            "gather_nodes", "group_order", "move_periodic", "periodic_shift_index", "permute_square_grid",
            "shift_periodic_grid", "square_grid_permutation", "square_symmetry"]

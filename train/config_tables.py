@@ -68,7 +68,9 @@ class DataConfig:
       the median node spacing, the square root of a node's quadrature weight). On a uniform grid
       stored as a mesh that is the grid itself, and the normalisers are the grid's point-wise ones.
     - ``augment``: ``"square"``: each training sample moved by a random symmetry of the unit square in
-      each epoch (quarter turns and reflections); ``"periodic"``: shifted by a random whole number of
+      each epoch (quarter turns and reflections); ``"diagonal"``: reflected across the diagonal ``x = y``
+      or not (the exact one where ``"square"`` is not: targets pooled by an even kernel, as
+      ``darcy-inverse-gpu``'s); ``"periodic"``: shifted by a random whole number of
       nodes along its periodic grid; ``"periodic-odd"``: shifted, or shifted and oddly reflected
       (``u(x) → −u(−x)``); ``"none"``: as they are.  ``petrov.train.augmentation`` says when a problem
       allows which: petrov's Darcy data on grids and meshes the square, Burgers both periodic groups.
@@ -93,7 +95,7 @@ class DataConfig:
     normalize_x: bool = True
     normalize_y: bool = True
     normalizer_grid: int | None = None  # mesh files: nodes per axis of the normalisers' grid; None: the meshes'
-    augment: Literal["none", "square", "periodic", "periodic-odd"] = "none"  # samples moved by a symmetry group
+    augment: Literal["none", "square", "diagonal", "periodic", "periodic-odd"] = "none"  # moved by a symmetry group
     generate: GenerateConfig | None = None
 
 

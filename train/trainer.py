@@ -52,6 +52,7 @@ from ..common.interrupts import deferred_interrupts, raise_interrupt
 from ..common.outputs import claim_outputs
 from ..common.progress import progress_bar
 from ..datasets.identity import data_identity, identity_change
+from ..datasets.sampling import pool_kernel
 from ..operators import build_model
 from ..operators.models import sample_transform
 from . import checkpoint as ckpt
@@ -186,11 +187,14 @@ class Trainer:
                       len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
 
     def _symmetry_draws(self, train: Any) -> SymmetryDraws:
-        """``data.augment`` ("square", "periodic", "periodic-odd"): checked on the first training sample,
-        then the draws (``petrov.train.augmentation``)."""
+        """``data.augment`` ("square", "diagonal", "periodic", "periodic-odd"): checked on the first training
+        sample, then the draws (``petrov.train.augmentation``)."""
         item, group = train[0], self.cfg.data.augment
         added = set(self.transform(item)) if self.transform is not None and isinstance(item, dict) else set()
-        check_augmentable(item, added, self.cfg.data.path, group, periodic=bool(getattr(train, "periodic", False)))
+        coarse = getattr(train, "coarse_resolution", None)
+        pooling = pool_kernel(train.resolution, coarse) if coarse else 1
+        check_augmentable(item, added, self.cfg.data.path, group, periodic=bool(getattr(train, "periodic", False)),
+                          pooling=pooling)
         n_ids = max(len(train), int(sample_ids(train).max()) + 1)
         return SymmetryDraws(self.cfg.run.seed, n_ids, self.ctx.device, group_order(group, item))
 
