@@ -29,8 +29,8 @@ synchronizations.  Peak memory: ``torch.cuda.max_memory_allocated`` during the s
 allocated before them (model, optimizer, inputs) -- the activations kept for backward, gradients, Adam
 state and temporaries -- printed with its two parts, the warm-up's and the timed steps' (with CUDA graphs
 the capture allocates what the replays reuse, and the cuBLAS workspaces move into the graphs' memory pool:
-the split says whether a compiled row's extra memory is the warm-up's); on the CPU, the most torch's CPU allocator held above its start during one more
-step (``_common.allocated_peak_bytes``: allocation by allocation, compiled code's included; at n = 8192,
+the split says whether a compiled row's extra memory is the warm-up's); on the CPU, the most torch's CPU
+allocator held above its start during one more step (``_common.allocated_peak_bytes``: allocation by allocation, compiled code's included; at n = 8192,
 float32, on an AMD EPYC it put petrov eager at 0.66x the reference's memory and with the fused path off at
 0.92x, where the H200 measured 0.68x and 0.91x).
 
@@ -55,8 +55,8 @@ clipping and Adam run outside it).  ``--device cpu --compile default`` counts th
 loops that a GPU runs as several kernels: compare counts made on one device.  A compiled run compiles the
 step's whole batch loss (normalisation, noise, model, decoding, loss); ``--model-only`` adds the last
 ``--compile`` setting with the model alone compiled inside the eager batch loss, as runs were compiled
-before 2026-11-28 (the step's 7.61 ms with ``cuda-graphs`` on the H200 then).  ``--profile N`` (here and in (a)) traces N more
-steps of each setting with ``torch.profiler`` and prints where the device's time went
+before 2026-11-28 (the step's 7.61 ms with ``cuda-graphs`` on the H200 then).  ``--profile N`` (here and
+in (a)) traces N more steps of each setting with ``torch.profiler`` and prints where the device's time went
 (``device_profile.py``): the time it was busy against the wall-clock time (the rest is the device waiting
 for the host), its kernels by kind (inductor's, convolutions, matrix products, FFTs, optimizer, copies)
 and the largest of them.
@@ -176,26 +176,19 @@ def measure(spec: dict) -> dict:
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-    start = clock(device)
-    for _ in range(spec["warmup"]):
-        step()
-    warmup = clock(device) - start
-    warm_peak = cuda_peak(device, base) if cuda else None
-    blocks = []
-    for _ in range(3):
-        start = clock(device)
-        for _ in range(spec["steps"]):
-            step()
-        blocks.append((clock(device) - start) / spec["steps"])
-    steady_peak = cuda_peak(device, base) if cuda else allocated_peak_bytes(step)
 
-    def traced() -> float:
+    def steps(k: int) -> float:
+        """``k`` steps; their seconds between device synchronizations."""
         start = clock(device)
-        for _ in range(spec["profile"]):
+        for _ in range(k):
             step()
         return clock(device) - start
 
-    profile = profile_steps(traced, spec["profile"], device) if spec.get("profile") else None
+    warmup = steps(spec["warmup"])
+    warm_peak = cuda_peak(device, base) if cuda else None
+    blocks = [steps(spec["steps"]) / spec["steps"] for _ in range(3)]
+    steady_peak = cuda_peak(device, base) if cuda else allocated_peak_bytes(step)
+    profile = profile_steps(lambda: steps(spec["profile"]), spec["profile"], device) if spec.get("profile") else None
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup,
             **peaks(warm_peak, steady_peak), "parameters": sum(p.numel() for p in params), "profile": profile,
             **checked}
