@@ -57,9 +57,11 @@ def test_retained_memory_takes_no_page_faults_once_warm():
     applied, retained = steady_faults("retain")
     default_applied, default = steady_faults("system")
     assert applied and not default_applied
-    # glibc's own thresholds hand freed blocks back and fault them in again every step (thousands of
-    # 4-KiB pages per step); retained, the blocks are reused
-    assert retained < 50 and default > 500, (retained, default)
+    # retained, the freed blocks are reused: a warm step touches no new page.  glibc's own thresholds hand
+    # them back and fault them in again every step on most machines (600-6,000 faults a step on a 2-core
+    # AMD EPYC, with huge pages or without), not on all (one CI machine: 1 a step), so that side is only
+    # held to never taking fewer faults than the setting
+    assert retained < 50 and retained <= max(default, 1.0), (retained, default)
 
 
 @GLIBC
