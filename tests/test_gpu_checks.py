@@ -44,14 +44,14 @@ def overrides(args: list[str]) -> list[str]:
 
 def test_the_train_stage_passes_each_word_of_train_set_as_one_override(tmp_path):
     out = run_checks(tmp_path, ["train"], TRAIN_PRESET="darcy-inverse-gpu", TRAIN_MINUTES="6",
-                     TRAIN_SET='data.augment="square" model.options.d_model=128', TRAIN_NAME="inverse-square")
+                     TRAIN_SET='data.augment="diagonal" model.options.d_model=128', TRAIN_NAME="inverse-diagonal")
     train, evaluate = calls(out / "train.log")
     assert train[:4] == ["-m", "petrov", "train", "darcy-inverse-gpu"]
-    assert train[train.index("--out") + 1] == str(out / "inverse-square")
+    assert train[train.index("--out") + 1] == str(out / "inverse-diagonal")
     assert overrides(train) == [f"data.path='{out}/data/darcy-inverse-gpu.h5'", "run.time_budget_minutes=6",
-                                f"data.generate.options.workers={len(os.sched_getaffinity(0))}", 'data.augment="square"',
+                                f"data.generate.options.workers={len(os.sched_getaffinity(0))}", 'data.augment="diagonal"',
                                 "model.options.d_model=128"]
-    assert evaluate == ["-m", "petrov", "evaluate", str(out / "inverse-square"), "--device", "cuda"]
+    assert evaluate == ["-m", "petrov", "evaluate", str(out / "inverse-diagonal"), "--device", "cuda"]
 
 
 def test_the_train_stage_without_settings_trains_darcy_gpu_as_it_is(tmp_path):
