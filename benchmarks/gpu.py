@@ -30,9 +30,9 @@ allocated before them (model, optimizer, inputs) -- the activations kept for bac
 state and temporaries -- printed with its two parts, the warm-up's and the timed steps' (with CUDA graphs
 the capture allocates what the replays reuse, and the cuBLAS workspaces move into the graphs' memory pool:
 the split says whether a compiled row's extra memory is the warm-up's); on the CPU, the most torch's CPU
-allocator held above its start during one more step (``_common.allocated_peak_bytes``: allocation by allocation, compiled code's included; at n = 8192,
-float32, on an AMD EPYC it put petrov eager at 0.66x the reference's memory and with the fused path off at
-0.92x, where the H200 measured 0.68x and 0.91x).
+allocator held above its start during one more step (``_common.allocated_peak_bytes``: allocation by
+allocation, compiled code's included; at n = 8192, float32, on an AMD EPYC it put petrov eager at 0.66x the
+reference's memory and with the fused path off at 0.92x, where the H200 measured 0.68x and 0.91x).
 
 (b) Accuracy at an equal GPU budget: ``benchmarks/compare_accuracy.py`` itself (its data, contenders,
 epoch planning and tables) on Darcy at 85 x 85 for ``latent2d`` (physics mixer), ``fno2d``,

@@ -82,13 +82,14 @@ run_stage() {
                done
                "$py" -c "$learn_table" "$out" ${LEARN_MODES:-off cuda-graphs} ;;
         # TRAIN_PRESET (default darcy-gpu) trained for TRAIN_MINUTES (default: the preset's budget), its Darcy data
-        # solved by one worker per core this process may use (nproc would count OMP_NUM_THREADS instead); the data
-        # are written under OUT_DIR
+        # solved by one worker per core this process may use (nproc alone would count OMP_NUM_THREADS); the
+        # data are written under OUT_DIR
         train) preset=${TRAIN_PRESET:-darcy-gpu}
+               cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
                run=$out/${TRAIN_NAME:-$preset}
                options=(--set "data.path='$out/data/$preset.h5'")
                [ -n "${TRAIN_MINUTES:-}" ] && options+=(--set "run.time_budget_minutes=$TRAIN_MINUTES")
-               case $preset in darcy*) options+=(--set "data.generate.options.workers=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)") ;; esac
+               case $preset in darcy*) options+=(--set "data.generate.options.workers=$cores") ;; esac
                for override in ${TRAIN_SET:-}; do options+=(--set "$override"); done
                "$py" -m petrov train "$preset" --out "$run" "${options[@]}" \
                    && "$py" -m petrov evaluate "$run" --device cuda ;;

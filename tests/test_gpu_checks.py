@@ -49,8 +49,8 @@ def test_the_train_stage_passes_each_word_of_train_set_as_one_override(tmp_path)
     assert train[:4] == ["-m", "petrov", "train", "darcy-inverse-gpu"]
     assert train[train.index("--out") + 1] == str(out / "inverse-diagonal")
     assert overrides(train) == [f"data.path='{out}/data/darcy-inverse-gpu.h5'", "run.time_budget_minutes=6",
-                                f"data.generate.options.workers={len(os.sched_getaffinity(0))}", 'data.augment="diagonal"',
-                                "model.options.d_model=128"]
+                                f"data.generate.options.workers={len(os.sched_getaffinity(0))}",
+                                'data.augment="diagonal"', "model.options.d_model=128"]
     assert evaluate == ["-m", "petrov", "evaluate", str(out / "inverse-diagonal"), "--device", "cuda"]
 
 

@@ -260,6 +260,6 @@ def _check_shiftable(item: Any, where: str, periodic: bool, advice: str, group: 
                          f"{tuple(x.shape[:-1])} and target grid {tuple(y.shape[:-1])} differ; {advice}")
 
 
-__all__ = ["PERIODIC_GROUPS", "SQUARE_GROUPS", "SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch", "check_augmentable",
-           "gather_nodes", "group_order", "move_periodic", "periodic_shift_index", "permute_square_grid",
-           "shift_periodic_grid", "square_grid_permutation", "square_symmetry"]
+__all__ = ["PERIODIC_GROUPS", "SQUARE_GROUPS", "SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch",
+           "check_augmentable", "gather_nodes", "group_order", "move_periodic", "periodic_shift_index",
+           "permute_square_grid", "shift_periodic_grid", "square_grid_permutation", "square_symmetry"]
