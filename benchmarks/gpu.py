@@ -252,7 +252,7 @@ def trainer_step(spec: dict) -> dict:
     loss, bad = totals.finish(ctx)
     return {"seconds_per_step": statistics.median(blocks), "warmup_seconds": warmup, **peaks(warm_peak, steady_peak),
             "kernels": kernels, "profile": profile, "batch": cfg.optim.batch_size,
-            "resolution": cfg.data.train_resolution, "resident": bool(trainer.train_batches.resident),
+            "resolution": cfg.data.train_resolution or cfg.data.level, "resident": bool(trainer.train_batches.resident),
             "finite": bad is None and loss == loss,
             "parameters": sum(p.numel() for p in trainer.model.parameters())}
 

@@ -13,6 +13,8 @@
 #            Galerkin Transformer (galerkin-transformer 0.2.1 installed; its rows fail with a message otherwise),
 #            and galerkin1d recomputing its layers or its FFNs only (--checkpoint) with CUDA graphs, each traced
 #            for 5 steps (--profile)
+#   mesh     benchmarks/gpu.py --part step of darcy-mesh-quick (mesh_latent on level1 meshes, batch 16), eager and with
+#            CUDA graphs (every batch padded to the split's largest mesh), on 120 samples of its data; on request
 #   tests    pytest -m cuda: the CUDA-marked tests (CLI flows on the GPU, sync-free steps, CPU evaluation of a
 #            CUDA-trained checkpoint)
 #   learn    darcy-gpu trained eagerly and with CUDA graphs side by side, the same seed, 10 epochs on 200 samples
@@ -36,7 +38,7 @@
 # runs on into the next stage's timings); PYTHON (default python) runs them.  Taken on one H200
 # (2026-11-28): compile 230 s (with pytest beside it), step 149 s, tests over 200 s (one test did not finish).
 set -u
-out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|speed|tests|learn|train|presets ...]}
+out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|mesh|speed|tests|learn|train|presets ...]}
 shift
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(compile step speed tests learn)
@@ -67,6 +69,10 @@ run_stage() {
         step) (cd "$here" && "$py" gpu.py --part step --out "$out/gpu-step.json" --step-set "data.path='$out/darcy-step.h5'" \
                 --step-set data.generate.n_samples=80 --step-set data.n_train=64 --step-set data.n_val=8 \
                 --step-set data.n_test=8 --model-only --profile 10) ;;
+        mesh) (cd "$here" && "$py" gpu.py --part step --step-preset darcy-mesh-quick --compile off cuda-graphs \
+                --step-amp 0 --step-set "data.path='$out/darcy-mesh-step.h5'" --step-set data.generate.n_samples=120 \
+                --step-set data.n_train=96 --step-set data.n_val=12 --step-set data.n_test=12 --profile 5 \
+                --out "$out/gpu-mesh-step.json") ;;
         speed) (cd "$here" && "$py" gpu.py --part speed --n 8192 65536 --precisions float32 bf16 --checkpoint \
                 --profile 5 --out "$out/gpu-speed.json") ;;
         # -v: each test's verdict as it ends, so a stage cut short still names the tests that never finished;
@@ -117,7 +123,7 @@ run_stage() {
                      echo "--- $preset"; tail -n 12 "$out/presets-$preset.log"
                  done
                  return $failed ;;
-        *) echo "unknown stage '$1': use compile, step, speed, tests, learn, train or presets"; return 2 ;;
+        *) echo "unknown stage '$1': use compile, step, mesh, speed, tests, learn, train or presets"; return 2 ;;
     esac
 }
 

@@ -77,3 +77,21 @@ def test_the_presets_stage_keeps_each_presets_own_budget_by_default(tmp_path):
     for preset in ("darcy-gpu", "burgers-gpu", "darcy-inverse-gpu"):
         train, _ = calls(out / f"presets-{preset}.log")
         assert overrides(train) == []
+
+
+def test_the_mesh_stage_times_the_mesh_presets_step_eager_and_with_cuda_graphs(tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+
+    out = run_checks(tmp_path, ["mesh"])
+    (args,) = calls(out / "mesh.log")
+    assert args[0] == "gpu.py"
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # gpu.py imports its neighbours (_common, device_profile)
+    spec = importlib.util.spec_from_file_location("_gpu_benchmark", SCRIPT.parent / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "_gpu_benchmark", gpu)
+    spec.loader.exec_module(gpu)
+    parsed = gpu.parse(args[1:])  # what the stage passes is what gpu.py takes
+    assert (parsed.part, parsed.step_preset, parsed.compile, parsed.step_amp) == (
+        "step", "darcy-mesh-quick", ["off", "cuda-graphs"], 0)
+    assert f"data.path='{out}/darcy-mesh-step.h5'" in parsed.step_set

@@ -245,3 +245,74 @@ def test_models_with_inputs_tied_to_the_points_refuse_to_move_them(mesh_file, tm
     assert cli_main(["train", str(cfg), "--out", str(tmp_path / "bad"), "--set=data.augment=square"]) == 1
     err = capsys.readouterr().err
     assert "grid_barycentric" in err and "data.augment" in err and "Traceback" not in err
+
+
+def _static_batches(dataset, model, batch):
+    from petrov.operators.models import node_inputs, sample_transform
+    from petrov.train import distributed as dist_
+    from petrov.train.batches import Batches
+
+    dataset = dataset.with_transform(sample_transform(model))
+    order = dist_.sampler(dataset, dist_.Context(), shuffle=False)
+    cpu = torch.device("cpu")
+    return (list(Batches(dataset, batch, order, cpu)),
+            list(Batches(dataset, batch, order, cpu, static=True, node_inputs=node_inputs(model))))
+
+
+@pytest.mark.parametrize("name, options", [
+    ("mesh_latent", dict(d_model=8, n_layers=1, n_heads=2, latent_size=6, fine_width=4, decoder_hidden=8)),
+    ("mesh_fno", dict(grid_size=8, width=4, modes=2, n_layers=1, proj_hidden=4)),
+])
+def test_static_mesh_batches_pad_to_the_largest_mesh_of_the_split_and_change_no_output(mesh_file, name, options):
+    """Under CUDA graphs every batch of a split has one shape: its rows padded to the batch size, its nodes
+    to the split's largest mesh (zero-weight, masked nodes; the per-node inputs padded with them, the
+    fixed-shape ones as they are), and the model's outputs on the real nodes are those of the batch
+    padded to its own largest mesh (float64)."""
+    torch.manual_seed(0)
+    model = build_model(name, **options).double().eval()
+    data = open_mesh_dataset(mesh_file, "level0", range(7))
+    counts = data.node_counts
+    assert len(set(counts.tolist())) > 1  # meshes of different sizes: the padding is real
+    plain, static = _static_batches(data, model, batch=3)
+    assert [b.n for b in static] == [3, 3, 1] and all(b.x.shape[:2] == (3, counts.max()) for b in static)
+    assert any(b.x.shape[1] < counts.max() for b in plain)
+    for a, b in zip(plain, static):
+        n, m = a.n, a.x.shape[1]
+        assert b.inputs["mask"][:n].sum(dim=1).tolist() == counts[a.positions.numpy()].tolist()
+        assert not b.inputs["mask"][:, m:].any() and float(b.weights[:, m:].abs().sum()) == 0.0
+        for key, value in a.inputs.items():
+            if value.dim() >= 2 and value.shape[1] == m and key not in ("grid_index", "grid_barycentric"):
+                assert torch.equal(b.inputs[key][:n, :m], value), key  # per node: padded with the nodes
+            else:
+                assert torch.equal(b.inputs[key][:n], value), key  # one shape per sample: as it was
+        with torch.no_grad():
+            inputs_a = {k: v.double() if v.is_floating_point() else v for k, v in a.inputs.items()}
+            inputs_b = {k: v.double() if v.is_floating_point() else v for k, v in b.inputs.items()}
+            out_a, out_b = model(a.x.double(), **inputs_a), model(b.x.double(), **inputs_b)
+        torch.testing.assert_close(out_b[:n, :m], out_a, rtol=1e-12, atol=1e-12)
+        assert float(out_b[:, m:].abs().sum()) == 0.0  # exact zeros on the padding
+        w = a.weights.double()
+        torch.testing.assert_close(relative_l2_per_sample(out_b[:n], b.y[:n].double(), b.weights[:n].double()),
+                                   relative_l2_per_sample(out_a, a.y.double(), w), rtol=1e-12, atol=0)
+
+
+def test_a_mesh_run_with_cuda_graphs_trains_as_an_eager_run_does(mesh_file, tmp_path, monkeypatch):
+    """The cuda-graphs code path on the CPU (every batch padded to the split's largest mesh, marked steps;
+    compiled by dynamo's eager backend): the run ends where the eager run ends, to rounding."""
+    from petrov.train import compilation, trainer as trainer_module
+
+    torch.set_num_threads(1)
+    eager = train(load_config(_config(tmp_path, mesh_file)), tmp_path / "eager")
+    monkeypatch.setattr(compilation, "resolve_compile", lambda *args, **kwargs: "cuda-graphs")
+    monkeypatch.setattr(compilation, "compile_options", lambda mode: {"backend": "eager"})
+    monkeypatch.setattr(trainer_module, "resolve_compile", compilation.resolve_compile)
+    seen = []
+    graphs = train(load_config(_config(tmp_path, mesh_file)), tmp_path / "graphs",
+                   callbacks=[lambda trainer, record: seen.append(trainer.train_batches.n_points) or False])
+    assert seen == [int(open_mesh_dataset(mesh_file, "level0", range(6)).node_counts.max())] * 2
+    a, b = (torch.load(tmp_path / run / "last.pt", weights_only=True)["state_dict"] for run in ("eager", "graphs"))
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5)
+    assert graphs.best_val_rel_l2 == pytest.approx(eager.best_val_rel_l2, rel=1e-4)
+    for x, y in zip(graphs.test, eager.test):
+        assert x["mean"] == pytest.approx(y["mean"], rel=1e-4)

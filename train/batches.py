@@ -22,6 +22,10 @@ Padding rather than dropping keeps the optimization of an eager run: every sampl
 number of steps per epoch (the OneCycle schedule) is unchanged, and the step's loss -- the weighted mean
 over the real samples -- is the eager step's loss.  The copies are real samples, so their losses are
 finite and a zero weight removes them exactly.  Evaluation scores the first ``Batch.n`` rows only.
+Point sets (meshes) are padded per batch to its largest mesh, a node count that changes from batch to
+batch; with static shapes every batch of a split is padded to the split's largest mesh instead
+(``pad_points``: the padding ``collate_points`` adds, more of it -- zero values and quadrature weights,
+``mask`` False), which changes no integral a model takes and no relative L² (quadrature-weighted).
 """
 from __future__ import annotations
 
@@ -168,14 +172,38 @@ def pad_batch(b: Batch, size: int) -> Batch:
                  n=b.n, sample_ids=pad(b.sample_ids), sample_weight=sample_weight(b.n, size, device))
 
 
+def pad_points(b: Batch, n_points: int, node_inputs: tuple[str, ...] = ()) -> Batch:
+    """A point-set batch ``b`` with its node axis padded to ``n_points`` nodes: zeros (values, coordinates,
+    quadrature weights, the boundary flags; the mask False) in ``x``, ``y``, ``pos``, ``weights``, ``mask``,
+    ``boundary`` and the model's per-node inputs ``node_inputs``; its other inputs (one shape per sample)
+    as they are."""
+    extra = n_points - b.x.shape[1]
+    if extra < 0:
+        raise ValueError(f"pad_points: the batch has {b.x.shape[1]} nodes, more than the {n_points} to pad to")
+    if extra == 0:
+        return b
+    nodal = {"pos", "weights", "mask", "boundary", *node_inputs}
+
+    def pad(t: torch.Tensor) -> torch.Tensor:
+        return torch.cat([t, t.new_zeros((t.shape[0], extra, *t.shape[2:]))], dim=1)
+
+    inputs = {k: pad(v) if k in nodal else v for k, v in b.inputs.items()}
+    return Batch(pad(b.x), pad(b.y), b.positions, inputs, inputs.get("weights"), n=b.n, sample_ids=b.sample_ids,
+                 sample_weight=b.sample_weight)
+
+
 class Batches:
     """One epoch of batches of ``dataset`` (a ``ResidentSplit`` or any dataset the loader reads) in
-    ``sampler``'s order, on ``device`` (``static``: every batch ``batch`` rows, see the module docstring)."""
+    ``sampler``'s order, on ``device`` (``static``: every batch ``batch`` rows and, for point sets, as many
+    nodes as the largest mesh of ``dataset``, padded with the model's per-node inputs ``node_inputs``;
+    see the module docstring)."""
 
     def __init__(self, dataset: Any, batch: int, sampler, device: torch.device, *, workers: int = 0,
-                 static: bool = False):
+                 static: bool = False, node_inputs: tuple[str, ...] = ()):
         self.dataset, self.batch, self.sampler, self.device, self.static = dataset, batch, sampler, device, static
         self.workers = workers
+        self.node_inputs = tuple(node_inputs)
+        self.n_points = int(np.max(dataset.node_counts)) if static and is_point_data(dataset) else None
         self.resident = isinstance(dataset, ResidentSplit)
         if not self.resident:
             self.loader = data_loader(dataset, batch, sampler, workers, pin=device.type == "cuda")
@@ -215,8 +243,10 @@ class Batches:
         for raw in loader_batches(loader):
             b = to_batch(raw, self.dataset, self.device, self.coords)
             b.sample_ids = self.ids[b.positions]
+            if self.n_points is not None:
+                b = pad_points(b, self.n_points, self.node_inputs)
             yield pad_batch(b, self.batch) if self.static else b
 
 
-__all__ = ["Batches", "RESIDENT_BLOCK", "RESIDENT_FRACTION", "ResidentSplit", "fits_on_device", "pad_batch", "resident",
-           "split_bytes"]
+__all__ = ["Batches", "RESIDENT_BLOCK", "RESIDENT_FRACTION", "ResidentSplit", "fits_on_device", "pad_batch",
+           "pad_points", "resident", "split_bytes"]

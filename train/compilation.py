@@ -27,8 +27,10 @@ the ``darcy-budget-85`` sizes, 85 × 85, batch 8):
   FFTs).  ``"auto"`` stays ``"off"`` on the CPU: inductor needs a C++ compiler there and tens of seconds
   to compile, and the 1.06x is one preset's; set ``"default"`` to take it;
 - point sets (meshes) are padded per batch to its largest mesh, so their shapes change from batch to
-  batch (a CUDA graph, or a recompilation, per shape): ``"auto"`` is ``"off"`` for them, and
-  ``"cuda-graphs"`` is refused;
+  batch; under ``"cuda-graphs"`` every batch of a split is padded to the split's largest mesh instead
+  (``petrov.train.batches.pad_points``: zero-weight nodes, which change no integral and no metric), so
+  each split replays one shape.  How much that buys on a GPU is not measured yet, so ``"auto"`` is
+  ``"off"`` for them;
 - in a distributed run (DDP) ``"auto"`` is ``"off"``: CUDA graphs with DDP's gradient hooks are not
   measured here, and torch reports crashes of ``"reduce-overhead"`` with DDP when training and
   inference alternate (pytorch/pytorch issue 128218).
@@ -70,9 +72,6 @@ def resolve_compile(setting: str, device: torch.device, point_data: bool = False
     if setting == "cuda-graphs" and device.type != "cuda":
         raise ValueError(f"run.compile = 'cuda-graphs' needs a CUDA device (this run trains on {device}); "
                          f"use 'default' or 'off'")
-    if setting == "cuda-graphs" and point_data:
-        raise ValueError("run.compile = 'cuda-graphs' replays one shape, but point-set batches are padded to their "
-                         "largest mesh, which changes from batch to batch; use 'default' or 'off'")
     return setting
 
 

@@ -169,7 +169,8 @@ class RunConfig:
       every evaluation stay float32.
     - ``compile``: ``torch.compile`` of the model in training and validation: ``"off"``, ``"default"``,
       ``"cuda-graphs"`` (``mode="reduce-overhead"``: each step replayed as captured CUDA graphs, the
-      last partial batch padded with zero-weight copies); ``"auto"``: eager on the CPU, for meshes and
+      last partial batch padded with zero-weight copies, a mesh batch to its split's largest mesh);
+      ``"auto"``: eager on the CPU, for meshes and
       under torchrun, CUDA graphs on one CUDA device for grid data ([`compilation`][petrov.train.compilation]).
       A marching model's validation (free rollouts) runs eager under every setting.
     - ``matmul_precision``: ``torch.set_float32_matmul_precision`` during the run: ``"highest"``

@@ -21,6 +21,7 @@ import torch
 
 from ..common.files import write_csv, write_json
 from ..datasets import InputNoise
+from ..operators.models import node_inputs
 from . import distributed as dist_
 from .batches import Batches
 from .compilation import mark_step, static_shapes
@@ -61,7 +62,8 @@ def evaluate_relative_l2(
     with); a bare level is taken with ``noise_seed``.  In a distributed run each rank evaluates its
     share and every rank receives the full, de-duplicated result.  ``net``: the network in place of
     ``operator.model`` (the trainer's compiled one, ``compile_mode`` its resolved ``run.compile``: under
-    CUDA graphs every batch is padded to ``batch_size`` and only its real rows are scored).
+    CUDA graphs every batch is padded to ``batch_size``, a point set's to the largest mesh of ``dataset``, and
+    only its real rows are scored).
     ``after_batch(number)``: called after each batch (numbered from 1; the trainer stops there on a signal).
     """
     check_batch_size(batch_size, "evaluate_relative_l2")
@@ -77,7 +79,7 @@ def evaluate_relative_l2(
     elif not isinstance(noise, InputNoise):
         noise = InputNoise(float(noise), int(noise_seed))
     source = Batches(dataset, batch_size, dist_.sampler(dataset, ctx, shuffle=False), device,
-                     static=static_shapes(compile_mode))
+                     static=static_shapes(compile_mode), node_inputs=node_inputs(operator.model))
     noise = source.noise_for(noise)
     was_training = operator.training
     operator.eval()

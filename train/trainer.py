@@ -54,7 +54,7 @@ from ..common.progress import progress_bar
 from ..datasets.identity import data_identity, identity_change
 from ..datasets.sampling import pool_kernel
 from ..operators import build_model
-from ..operators.models import sample_transform
+from ..operators.models import node_inputs, sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from . import failures, timing
@@ -160,11 +160,12 @@ class Trainer:
         self.train_sampler = dist_.sampler(data.train, ctx, shuffle=True, seed=cfg.run.seed)
         self.train_batches = Batches(resident(data.train, ctx.device, data.noise) or data.train, self.batch,
                                      self.train_sampler, ctx.device, workers=cfg.run.num_workers,
-                                     static=static_shapes(self.compile_mode))
+                                     static=static_shapes(self.compile_mode), node_inputs=node_inputs(model))
         self.symmetries = self._symmetry_draws(data.train) if cfg.data.augment != "none" else None
         self.val_split = resident(data.val, ctx.device, data.noise) or data.val
         self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
-                                   ctx.device, static=static_shapes(self.eval_compile_mode))
+                                   ctx.device, static=static_shapes(self.eval_compile_mode),
+                                   node_inputs=node_inputs(model))
         self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
         self.batch_loss = BatchLoss(self.operator, self.train_net, self.mode, h1_weight=cfg.loss.h1_weight,
                                     periodic=self.periodic, amp_dtype=self.amp_dtype, device=ctx.device,

@@ -78,6 +78,15 @@ def sample_transform(model):
     return None if make is None else make()
 
 
+def node_inputs(model) -> tuple[str, ...]:
+    """The names of the per-node tensors ``(b, n, ...)`` among ``model``'s extra point-set inputs (what
+    [`sample_transform`][] adds and a batch padded to more nodes pads with them, e.g. ``boundary_distance``);
+    the others (``mesh_fno``'s grid interpolation) have one shape whatever the node count.  Empty for grid
+    models."""
+    names = getattr(model, "node_inputs", None)
+    return () if names is None else tuple(names())
+
+
 def point_set_models() -> list[str]:
     """Names of the registered models that take point sets (``forward(x, pos, weights, mask=None,
     boundary=None)``, [`petrov.operators.models.base`][]) rather than grids."""

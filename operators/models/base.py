@@ -175,6 +175,11 @@ class PointSetOperator(Operator):
         nothing (None)."""
         return boundary_distance_inputs if getattr(self.config, "boundary_features", False) else None
 
+    def node_inputs(self) -> tuple[str, ...]:
+        """The per-node tensors among what [`sample_transform`][] adds (``boundary_distance (n, 1)``):
+        padded with the nodes when a batch is padded to more nodes."""
+        return ("boundary_distance",) if getattr(self.config, "boundary_features", False) else ()
+
     def features(self, x: torch.Tensor, pos: torch.Tensor, boundary: torch.Tensor | None,
                  mask: torch.Tensor | None = None, distance: torch.Tensor | None = None) -> torch.Tensor:
         """``x (b, n, c_in)`` [+ the distance to the boundary with ``config.boundary_features``:
