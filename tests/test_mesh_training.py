@@ -262,6 +262,8 @@ def _static_batches(dataset, model, batch):
 @pytest.mark.parametrize("name, options", [
     ("mesh_latent", dict(d_model=8, n_layers=1, n_heads=2, latent_size=6, fine_width=4, decoder_hidden=8)),
     ("mesh_fno", dict(grid_size=8, width=4, modes=2, n_layers=1, proj_hidden=4)),
+    ("mesh_attention", dict(d_model=8, n_layers=1, n_heads=2, decoder_hidden=8)),
+    ("mesh_transolver", dict(d_model=8, n_layers=1, n_heads=2, n_slices=4)),
 ])
 def test_static_mesh_batches_pad_to_the_largest_mesh_of_the_split_and_change_no_output(mesh_file, name, options):
     """Under CUDA graphs every batch of a split has one shape: its rows padded to the batch size, its nodes
