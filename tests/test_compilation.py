@@ -106,3 +106,53 @@ def test_a_compiled_model_that_agrees_trains_compiled(tmp_path, monkeypatch):
     train(cfg, tmp_path / "run", data=cases.tiny_data(),
           callbacks=[lambda trainer, record: seen.append(trainer.compile_mode) or False])
     assert seen == ["default"]
+
+
+class _OtherStream(torch.nn.Module):
+    """A stand-in for a compiled module whose dropout draws its masks from another random stream than eager's
+    (inductor's own generator): the module run on a stream of its own, the caller's left as it was."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args, **kwargs):
+        with torch.random.fork_rng():
+            torch.manual_seed(12345)
+            return self.model(*args, **kwargs)
+
+
+# dropout 0.5 behind attention weights of O(1) (init_gain 1): what the masks drop moves the output
+DROPPING = {"name": "galerkin1d", "options": {"d_model": 8, "n_layers": 2, "n_heads": 2, "decoder_width": 4,
+                                              "modes": 3, "dropout": 0.5, "init_gain": 1.0}}
+
+
+def test_dropout_is_left_out_of_the_comparison_of_a_compiled_model():
+    """Other masks make a model with dropout 'another model' to the comparison; its copy without dropout
+    (the model the trainer compares) is the same model, and the model itself keeps its dropout."""
+    from petrov.operators import build_model
+    from petrov.train.compilation import drops, without_dropout
+
+    torch.manual_seed(0)
+    model = build_model("galerkin1d", **DROPPING["options"]).double().train()
+    x = torch.randn(3, 32, 1, dtype=torch.float64)
+    outputs, grads = compiled_agreement(lambda net: net(x), model, _OtherStream(model), "off")
+    assert outputs > 1e-2 and grads > 1e-2  # the masks alone: beyond the tolerance for a compiler fault
+    twin = without_dropout(model)
+    assert drops(model) and not drops(twin) and not drops(build_model("galerkin1d", **{**DROPPING["options"],
+                                                                                     "dropout": 0.0}))
+    assert compiled_agreement(lambda net: net(x), twin, _OtherStream(twin), "off") == (0.0, 0.0)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), twin.state_dict().values()))
+
+
+def test_a_model_with_dropout_trains_compiled(tmp_path, monkeypatch):
+    import petrov.train.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "resolve_compile", lambda setting, *a, **k: "default")
+    monkeypatch.setattr(trainer_module, "compile_module", lambda module, mode: _OtherStream(module))
+    cfg = cases.tiny_config(model=DROPPING, optim={"epochs": 1},
+                            run={"device": "cpu", "progress": False, "compile": "default"})
+    seen = []
+    train(cfg, tmp_path / "run", data=cases.tiny_data(),
+          callbacks=[lambda trainer, record: seen.append(trainer.compile_mode) or False])
+    assert seen == ["default"]  # not refused as a compiler fault

@@ -50,7 +50,8 @@ when compiled (``petrov.operators.fourier_modes``) the two agreed on an H200 the
 another model or torch version may meet another such bug, before a run trains compiled
 [`compiled_agreement`][] compares one forward and backward of the compiled model with the eager one on
 the run's first batch (the trainer does: ``"auto"`` falls back to eager with a warning, an explicit
-setting stops with an error).
+setting stops with an error).  A model with dropout is compared through a copy without it
+([`without_dropout`][]): compiled dropout draws other masks than eager from the same seed.
 """
 from __future__ import annotations
 
@@ -133,6 +134,25 @@ def compiled_agreement(predict: Callable[[torch.nn.Module], torch.Tensor], model
                 b.copy_(saved)
 
 
+def drops(module: torch.nn.Module) -> bool:
+    """Whether ``module`` holds a dropout layer that drops anything (``p > 0``)."""
+    return any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in module.modules())
+
+
+def without_dropout(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``module`` whose dropout layers drop nothing (``p = 0``), for [`compiled_agreement`][]: a
+    compiled dropout draws its masks from another random stream than eager's (inductor's own generator), so
+    the same seed gives other masks, and a model with active dropout differs from its compiled self by what
+    the masks drop (``galerkin1d`` with dropout 0.05 on an AMD EPYC: 4.3e-2 outputs, 1.1e-1 gradients) --
+    not a compiler fault.  The copy is compared instead: the same model, compiler and device, without the
+    noise."""
+    twin = copy.deepcopy(module)
+    for m in twin.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+    return twin
+
+
 def _agreement(predict, reference: torch.nn.Module, compiled: torch.nn.Module, mode: str,
                model: torch.nn.Module) -> tuple[float, float]:
     outputs, grads = [], []
@@ -152,4 +172,4 @@ def _agreement(predict, reference: torch.nn.Module, compiled: torch.nn.Module, m
 
 
 __all__ = ["AGREEMENT_TOLERANCE", "COMPILE_SETTINGS", "compile_module", "compile_options", "compiled_agreement",
-           "evaluation_compile", "mark_step", "resolve_compile", "static_shapes"]
+           "drops", "evaluation_compile", "mark_step", "resolve_compile", "static_shapes", "without_dropout"]

@@ -61,7 +61,8 @@ from . import failures, timing
 from .augmentation import SymmetryDraws, augment_batch, check_augmentable, group_order
 from .batches import Batches, resident
 from .compilation import (
-    AGREEMENT_TOLERANCE, compile_module, compiled_agreement, evaluation_compile, resolve_compile, static_shapes,
+    AGREEMENT_TOLERANCE, compile_module, compiled_agreement, drops, evaluation_compile, resolve_compile, static_shapes,
+    without_dropout,
 )
 from .config import (
     TrainConfig, check_resumable, config_from_dict, config_to_dict, load_config_json, save_config_json,
@@ -207,9 +208,13 @@ class Trainer:
         b = next(iter(self.train_batches.iterate()))
         self.operator.prepare(b.x, b.y)  # the compiled code reads the restricted normalisers, never builds them
         self.model.train()
+        eager, compiled = self.batch_loss, self.step_loss
+        if drops(self.model):  # compiled dropout draws other masks: compare a copy without it (without_dropout)
+            eager = without_dropout(self.batch_loss)
+            compiled = compile_module(eager, self.compile_mode)
         with self.out_of_memory("the check of the compiled model", self.batch, self._training_advice()):
-            outputs, grads = compiled_agreement(lambda loss: batch_loss_of(loss, b)[1], self.batch_loss,
-                                                self.step_loss, self.compile_mode)
+            outputs, grads = compiled_agreement(lambda loss: batch_loss_of(loss, b)[1], eager, compiled,
+                                                self.compile_mode)
         tol_out, tol_grad = AGREEMENT_TOLERANCE[self.amp_dtype]
         if outputs <= tol_out and grads <= tol_grad:
             log.debug("compiled model agrees with the eager one: outputs %.2e, gradients %.2e", outputs, grads)
