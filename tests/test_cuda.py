@@ -206,7 +206,8 @@ def test_a_cell_normaliser_on_the_gpu_is_taken_to_a_coarser_grid():
     torch.testing.assert_close(gpu.std.cpu(), cpu.std)
 
 
-@pytest.mark.parametrize("preset, grid", [("darcy-gpu", (85, 85)), ("burgers-gpu", (1024,))])
+@pytest.mark.parametrize("preset, grid", [("darcy-gpu", (85, 85)), ("burgers-gpu", (1024,)),
+                                          ("darcy-inverse-gpu", (141, 141))])
 def test_the_gpu_presets_models_compile_to_the_eager_model(preset, grid):
     # inductor on CUDA once computed another latent2d than eager (H200, torch 2.11): the trainer checks
     # this before it trains compiled; this test names the models where it happens
