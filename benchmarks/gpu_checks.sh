@@ -31,7 +31,9 @@
 #            conservative figure for a GPU of its own; PRESETS names others (the same three by default),
 #            PRESET_MINUTES sets one budget for all (PRESET_MINUTES=4: all three in one 10-minute call)
 #
-# petrov must be importable by `python` (pip install ., or the folder above a `petrov` link on PYTHONPATH).
+# petrov is taken from this checkout where `python` cannot import it (a `petrov` link to it on PYTHONPATH).  WHEELS=DIR
+# first installs DIR's wheels without an index (an offline GPU machine: what its image lacks, pyamg, scikit-fem and
+# meshio, and the reference galerkin-transformer 0.2.1 with torchinfo and plotly for `speed`) into OUT_DIR/.site.
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
 # Each stage is capped (seconds: compile 300, step 240, speed 420, tests 420, learn 300, train and presets 1000;
 # STAGE_SECONDS sets one cap for all), and stopped whole at its cap (its process group: no worker of it
@@ -127,6 +129,14 @@ run_stage() {
     esac
 }
 
+if [ -n "${WHEELS:-}" ]; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target "$out/.site" "$WHEELS"/*.whl || exit 1
+    export PYTHONPATH=$out/.site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if ! "$py" -c "import petrov" 2>/dev/null; then
+    mkdir -p "$out/.petrov-link" && ln -sfn "$(cd "$here/.." && pwd)" "$out/.petrov-link/petrov" || exit 1
+    export PYTHONPATH=$out/.petrov-link${PYTHONPATH:+:$PYTHONPATH}
+fi
 "$py" -c "import torch, petrov; print('torch', torch.__version__, 'CUDA', torch.version.cuda, '|', \
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
 summary=()

@@ -95,3 +95,34 @@ def test_the_mesh_stage_times_the_mesh_presets_step_eager_and_with_cuda_graphs(t
     assert (parsed.part, parsed.step_preset, parsed.compile, parsed.step_amp) == (
         "step", "darcy-mesh-quick", ["off", "cuda-graphs"], 0)
     assert f"data.path='{out}/darcy-mesh-step.h5'" in parsed.step_set
+
+
+def test_wheels_are_installed_first_without_an_index(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "pyamg-5.4.1-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    stand_in = tmp_path / "python"
+    stand_in.write_text('#!/bin/sh\necho call\nfor a in "$@"; do echo "$a"; done\n')
+    stand_in.chmod(0o755)
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", str(SCRIPT), str(out), "nothing"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHON": str(stand_in), "WHEELS": str(wheels)})
+    first = result.stdout.split("call\n")[1].split()
+    assert first[:3] == ["-m", "pip", "install"] and "--no-index" in first and "--no-deps" in first
+    assert first[first.index("--target") + 1] == str(out / ".site")
+    assert first[-1] == str(wheels / "pyamg-5.4.1-cp312-cp312-manylinux_2_28_x86_64.whl")
+
+
+def test_petrov_is_taken_from_the_checkout_where_python_cannot_import_it(tmp_path):
+    import sys
+
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # a python without petrov: the interpreter running the tests, isolated from its site-packages (-S)
+    stand_in = tmp_path / "python"
+    stand_in.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    stand_in.chmod(0o755)
+    subprocess.run(["bash", str(SCRIPT), str(out), "nothing"], capture_output=True, text=True, timeout=120,
+                   env={**env, "PYTHON": str(stand_in)})
+    link = out / ".petrov-link" / "petrov"
+    assert link.is_symlink() and link.resolve() == SCRIPT.parents[1]
