@@ -87,6 +87,8 @@ def test_the_mesh_stage_times_the_mesh_presets_step_eager_and_with_cuda_graphs(t
     (args,) = calls(out / "mesh.log")
     assert args[0] == "gpu.py"
     monkeypatch.syspath_prepend(str(SCRIPT.parent))  # gpu.py imports its neighbours (_common, device_profile)
+    for neighbour in ("_common", "device_profile"):  # not the examples' _common, which another test may have imported
+        monkeypatch.delitem(sys.modules, neighbour, raising=False)
     spec = importlib.util.spec_from_file_location("_gpu_benchmark", SCRIPT.parent / "gpu.py")
     gpu = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "_gpu_benchmark", gpu)
