@@ -21,6 +21,22 @@ def pytest_collection_modifyitems(config, items):
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
+@pytest.fixture
+def eager_compile(monkeypatch):
+    """``eager_compile(mode)``: the run's ``run.compile`` resolved to ``mode`` on the CPU, compiled with dynamo's
+    eager backend (the graph capture and the wrapping without code generation: the compiled code paths, cuda-graphs'
+    static shapes included, in seconds)."""
+    from petrov.train import compilation, trainer as trainer_module
+
+    def use(mode: str) -> None:
+        monkeypatch.setattr(compilation, "resolve_compile", lambda setting, device, point_data=False,
+                            distributed=False: mode)
+        monkeypatch.setattr(compilation, "compile_options", lambda m: {"backend": "eager"})
+        monkeypatch.setattr(trainer_module, "resolve_compile", compilation.resolve_compile)
+
+    return use
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     """Each device a numerical test should hold on: the CPU always, CUDA where there is one (with TF32

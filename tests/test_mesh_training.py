@@ -298,16 +298,12 @@ def test_static_mesh_batches_pad_to_the_largest_mesh_of_the_split_and_change_no_
                                    relative_l2_per_sample(out_a, a.y.double(), w), rtol=1e-12, atol=0)
 
 
-def test_a_mesh_run_with_cuda_graphs_trains_as_an_eager_run_does(mesh_file, tmp_path, monkeypatch):
+def test_a_mesh_run_with_cuda_graphs_trains_as_an_eager_run_does(mesh_file, tmp_path, eager_compile):
     """The cuda-graphs code path on the CPU (every batch padded to the split's largest mesh, marked steps;
     compiled by dynamo's eager backend): the run ends where the eager run ends, to rounding."""
-    from petrov.train import compilation, trainer as trainer_module
-
     torch.set_num_threads(1)
     eager = train(load_config(_config(tmp_path, mesh_file)), tmp_path / "eager")
-    monkeypatch.setattr(compilation, "resolve_compile", lambda *args, **kwargs: "cuda-graphs")
-    monkeypatch.setattr(compilation, "compile_options", lambda mode: {"backend": "eager"})
-    monkeypatch.setattr(trainer_module, "resolve_compile", compilation.resolve_compile)
+    eager_compile("cuda-graphs")
     seen = []
     graphs = train(load_config(_config(tmp_path, mesh_file)), tmp_path / "graphs",
                    callbacks=[lambda trainer, record: seen.append(trainer.train_batches.n_points) or False])

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from petrov.datasets import InputNoise
-from petrov.train import compilation, distributed as dist_
+from petrov.train import distributed as dist_
 from petrov.train.batches import Batches, ResidentSplit, pad_batch
 from petrov.train.checkpoint import load_run_checkpoint
 from petrov.train.step import BatchLoss, EpochTotals, Stepper
@@ -222,22 +222,13 @@ def test_every_rank_stops_together_when_one_rank_diverges(tmp_path):
     assert load_run_checkpoint(tmp_path / "run" / "last.pt")["epoch"] == 1
 
 
-def eager_compile(monkeypatch, mode):
-    """``run.compile`` resolved to ``mode`` on the CPU, compiled with dynamo's eager backend (the graph
-    capture and the wrapping without code generation)."""
-    monkeypatch.setattr(compilation, "resolve_compile", lambda setting, device, point_data=False, distributed=False: mode)
-    monkeypatch.setattr(compilation, "compile_options", lambda m: {"backend": "eager"})
-    from petrov.train import trainer as trainer_module
-    monkeypatch.setattr(trainer_module, "resolve_compile", compilation.resolve_compile)
-
-
-def test_a_compiled_run_captures_its_whole_batch_loss_as_one_graph_with_the_eager_numbers(tmp_path, monkeypatch):
+def test_a_compiled_run_captures_its_whole_batch_loss_as_one_graph_with_the_eager_numbers(tmp_path, eager_compile):
     """In one process a compiled run compiles the step's whole batch loss, not the model alone: input
     normalisation, the tabled input noise, the model, decoding and relL2 + γ·relH1 trace as one graph
     (dynamo with fullgraph: a graph break raises), and that graph gives the eager per-sample losses and
     gradients."""
     torch.set_num_threads(1)
-    eager_compile(monkeypatch, "default")
+    eager_compile("default")
     data = cases.tiny_data()
     data.noise = InputNoise(0.05, 1)
     seen = []
@@ -260,7 +251,7 @@ def test_a_compiled_run_captures_its_whole_batch_loss_as_one_graph_with_the_eage
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
-def test_static_shapes_train_as_an_eager_run_does(tmp_path, monkeypatch):
+def test_static_shapes_train_as_an_eager_run_does(tmp_path, eager_compile):
     """The cuda-graphs code path on the CPU (padded batches, marked steps; compiled by dynamo's eager
     backend): 18 training samples in batches of 4 and 5 validation samples in batches of 4 end in
     partial batches, padded; the run ends where the eager run ends, to rounding."""
@@ -269,7 +260,7 @@ def test_static_shapes_train_as_an_eager_run_does(tmp_path, monkeypatch):
                                                                  "eval_batch_size": 4})
     eager = train(cfg, tmp_path / "eager", data=cases.tiny_data(18, 5))
     seen = []
-    eager_compile(monkeypatch, "cuda-graphs")
+    eager_compile("cuda-graphs")
     graphs = train(cfg, tmp_path / "graphs", data=cases.tiny_data(18, 5),
                    callbacks=[lambda trainer, record: seen.append(type(trainer.stepper.batch_loss).__name__) or False])
     assert seen == ["OptimizedModule"] * 3
@@ -280,9 +271,9 @@ def test_static_shapes_train_as_an_eager_run_does(tmp_path, monkeypatch):
     assert graphs.best_val_rel_l2 == pytest.approx(eager.best_val_rel_l2, rel=1e-4)
 
 
-def test_a_compiled_run_saves_the_plain_model_and_resumes_exactly(tmp_path, monkeypatch):
+def test_a_compiled_run_saves_the_plain_model_and_resumes_exactly(tmp_path, eager_compile):
     torch.set_num_threads(1)
-    eager_compile(monkeypatch, "default")
+    eager_compile("default")
     cfg = cases.tiny_config()
     train(cfg, tmp_path / "straight", data=cases.tiny_data())
     train(cfg, tmp_path / "resumed", data=cases.tiny_data(), callbacks=[lambda trainer, record: record.epoch == 1])
@@ -295,7 +286,7 @@ def test_a_compiled_run_saves_the_plain_model_and_resumes_exactly(tmp_path, monk
     assert load_operator(tmp_path / "straight").model.state_dict().keys() == a["state_dict"].keys()
 
 
-def test_a_compiled_run_redraws_the_performer_features_as_an_eager_run_does(tmp_path, monkeypatch):
+def test_a_compiled_run_redraws_the_performer_features_as_an_eager_run_does(tmp_path, eager_compile):
     """A compiled forward leaves the Performer's call count out; the step counts instead, so the
     features are redrawn at the same steps and the run ends with the eager run's weights."""
     torch.set_num_threads(1)
@@ -304,7 +295,7 @@ def test_a_compiled_run_redraws_the_performer_features_as_an_eager_run_does(tmp_
                                                "mixer_options": {"redraw_interval": 3}}}
     cfg = cases.tiny_config(model=model, optim={"epochs": 2})
     train(cfg, tmp_path / "eager", data=cases.tiny_data())
-    eager_compile(monkeypatch, "default")
+    eager_compile("default")
     train(cfg, tmp_path / "compiled", data=cases.tiny_data())
     a, b = (load_run_checkpoint(tmp_path / run / "last.pt")["state_dict"] for run in ("eager", "compiled"))
     calls = [k for k in a if k.endswith("mixer.calls")]

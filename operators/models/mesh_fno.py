@@ -107,11 +107,6 @@ class MeshFNO(PointSetOperator):
         ``grid_size``² grid (``grid_index``, ``grid_barycentric``), computed once per item."""
         return functools.partial(grid_interpolation_inputs, size=self.config.grid_size)
 
-    def node_inputs(self) -> tuple[str, ...]:
-        """None of its extra inputs is per node: ``grid_index`` and ``grid_barycentric`` are ``(s², 3)`` per
-        sample whatever its node count (their indices point at real nodes, so padding leaves them valid)."""
-        return ()
-
     def _check_interpolation(self, index, bary, x, mask, where) -> None:
         b, n, _ = x.shape
         g = self.config.grid_size ** 2
