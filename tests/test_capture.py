@@ -143,9 +143,11 @@ def test_every_registered_model_has_a_capture_case():
 
 
 @pytest.mark.parametrize("name, teacher", MODEL_CASES)
-def test_every_model_traces_whole_in_forward_and_backward_with_the_eager_numbers(name, teacher, meshes):
-    model = _model(name)
-    args, kwargs = model_inputs(name, model, meshes, "cpu", teacher)
+def test_every_model_traces_whole_in_forward_and_backward_with_the_eager_numbers(name, teacher, meshes, device):
+    # on every device: the GPU machine may run another torch than the CPU's CI (torch 2.11's dynamo returned
+    # galerkin1d's gradients 2.4e-2 off the eager ones, pytorch/pytorch#180642; 2.13's did not)
+    model = _model(name, device)
+    args, kwargs = model_inputs(name, model, meshes, device, teacher)
     assert_same_step(model, args, kwargs)
 
 
@@ -213,17 +215,18 @@ def attention_inputs(weighted: bool, device="cpu") -> tuple[tuple, dict]:
 
 
 @pytest.mark.parametrize("mixer, weighted, causal", list(attention_cases()))
-def test_attention_with_every_mixer_traces_whole_with_the_eager_numbers(mixer, weighted, causal):
-    layer = _attention(mixer, causal)
-    args, kwargs = attention_inputs(weighted)
+def test_attention_with_every_mixer_traces_whole_with_the_eager_numbers(mixer, weighted, causal, device):
+    layer = _attention(mixer, causal, device=device)
+    args, kwargs = attention_inputs(weighted, device)
     assert_same_step(layer, args, kwargs)
 
 
 @pytest.mark.parametrize("norm", ["column", "layer", None])
 @pytest.mark.parametrize("recompute", [False, True])
-def test_galerkin_fused_paths_trace_whole_with_the_eager_numbers(norm, recompute):
-    layer = _attention("galerkin", False, norm=norm)
-    args, kwargs = attention_inputs(True)
+@pytest.mark.parametrize("weighted", [True, False])
+def test_galerkin_fused_paths_trace_whole_with_the_eager_numbers(norm, recompute, weighted, device):
+    layer = _attention("galerkin", False, norm=norm, device=device)
+    args, kwargs = attention_inputs(weighted, device)
     assert_same_step(layer, args, dict(recompute=recompute))
 
 

@@ -202,8 +202,10 @@ class _CentredMoments(torch.autograd.Function):
         xc.sub_(mean[:, None])  # in place: the float64 copy of x is not needed again
         pos_w = pos64 / n if w64 is None else pos64 * w64[..., None]  # (b, n, p): small
         gram = (xc if w64 is None else xc * w64[..., None]).transpose(1, 2) @ xc
-        if w64 is None:
-            gram /= n
+        # Out of place: under torch.compile (torch 2.11) an in-place op on a tensor this forward returns
+        # routes the incoming gradients to the wrong outputs (pytorch/pytorch#180642): compiled
+        # galerkin1d's input gradient was 2.4e-2 off the eager one (tests/test_capture.py)
+        gram = gram if w64 is not None else gram / n
         # (pos_wᵀ x_c)ᵀ, not x_cᵀ pos_w: a long thin product is much faster with the n x p operand first
         cross = (pos_w.transpose(1, 2) @ xc).transpose(1, 2)
         ctx.save_for_backward(x, mean.to(x.dtype), pos, weights, pos_w.sum(dim=1).to(x.dtype))
