@@ -25,6 +25,10 @@
 #            the Darcy data solved in ~1.5 minutes on 16 cores), TRAIN_SET more overrides (KEY=VALUE words, each
 #            passed as one --set: TRAIN_SET='data.augment="square"'), TRAIN_NAME the run's folder under OUT_DIR
 #            (default: the preset's name)
+#   accuracy benchmarks/gpu.py --part accuracy: latent2d (physics), fno2d, transolver2d and neuraloperator's FNO (its
+#            wheels in WHEELS) on Darcy 85, each trained for ACCURACY_MINUTES (default 1: with the data, ~2 minutes on
+#            16 cores, and each contender's compilation and evaluation, within one 10-minute call), then tested at
+#            85, 141 and 211; the data under OUT_DIR/data, the tables in accuracy.log, gpu-accuracy.json beside them
 #   presets  darcy-gpu, burgers-gpu and darcy-inverse-gpu trained at once on the one GPU, each to its own time
 #            budget, then evaluated (~15 minutes with their data; logs presets-PRESET.log): sharing the GPU,
 #            each trains fewer epochs in its budget than it would alone, so what each reaches is a
@@ -33,14 +37,15 @@
 #
 # petrov is taken from this checkout where `python` cannot import it (a `petrov` link to it on PYTHONPATH).  WHEELS=DIR
 # first installs DIR's wheels without an index (an offline GPU machine: what its image lacks, pyamg, scikit-fem and
-# meshio, and the reference galerkin-transformer 0.2.1 with torchinfo and plotly for `speed`) into OUT_DIR/.site.
+# meshio, the reference galerkin-transformer 0.2.1 with torchinfo and plotly for `speed`, neuraloperator 2.0.0 with
+# what it imports for `accuracy`) into OUT_DIR/.site.
 # A stage that fails or runs out of time is reported and the next one runs: the summary at the end says which.
-# Each stage is capped (seconds: compile 300, step 240, speed 420, tests 420, learn 300, train and presets 1000;
-# STAGE_SECONDS sets one cap for all), and stopped whole at its cap (its process group: no worker of it
-# runs on into the next stage's timings); PYTHON (default python) runs them.  Taken on one H200
+# Each stage is capped (seconds: compile 300, step 240, speed 420, tests 420, learn 300, accuracy 600, train and
+# presets 1000; STAGE_SECONDS sets one cap for all), and stopped whole at its cap (its process group: no worker of
+# it runs on into the next stage's timings); PYTHON (default python) runs them.  Taken on one H200
 # (2026-11-28): compile 230 s (with pytest beside it), step 149 s, tests over 200 s (one test did not finish).
 set -u
-out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|mesh|speed|tests|learn|train|presets ...]}
+out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [compile|step|mesh|speed|tests|learn|accuracy|train|presets ...]}
 shift
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(compile step speed tests learn)
@@ -77,6 +82,8 @@ run_stage() {
                 --out "$out/gpu-mesh-step.json") ;;
         speed) (cd "$here" && "$py" gpu.py --part speed --n 8192 65536 --precisions float32 bf16 --checkpoint \
                 --profile 5 --out "$out/gpu-speed.json") ;;
+        accuracy) (cd "$here" && "$py" gpu.py --part accuracy --budget-minutes "${ACCURACY_MINUTES:-1}" \
+                --data-dir "$out/data" --out "$out/gpu.json") ;;
         # -v: each test's verdict as it ends, so a stage cut short still names the tests that never finished;
         # with pytest-timeout a test stuck for TEST_SECONDS fails with its stack instead of taking the stage
         tests) (cd "$here/.." && "$py" -m pytest -m cuda -v -p no:cacheprovider --rootdir=tests --durations=20 \
@@ -125,7 +132,7 @@ run_stage() {
                      echo "--- $preset"; tail -n 12 "$out/presets-$preset.log"
                  done
                  return $failed ;;
-        *) echo "unknown stage '$1': use compile, step, mesh, speed, tests, learn, train or presets"; return 2 ;;
+        *) echo "unknown stage '$1': use compile, step, mesh, speed, tests, learn, accuracy, train or presets"; return 2 ;;
     esac
 }
 
@@ -141,7 +148,8 @@ fi
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO CUDA DEVICE')" | tee "$out/device.log"
 summary=()
 for stage in "${stages[@]}"; do
-    case $stage in compile) limit=300 ;; step) limit=240 ;; tests|speed) limit=420 ;; train|presets) limit=1000 ;;
+    case $stage in compile) limit=300 ;; step) limit=240 ;; tests|speed) limit=420 ;; accuracy) limit=600 ;;
+                   train|presets) limit=1000 ;;
                    *) limit=300 ;; esac
     limit=${STAGE_SECONDS:-$limit}
     start=$(date +%s)

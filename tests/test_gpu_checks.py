@@ -128,3 +128,17 @@ def test_petrov_is_taken_from_the_checkout_where_python_cannot_import_it(tmp_pat
                    env={**env, "PYTHON": str(stand_in)})
     link = out / ".petrov-link" / "petrov"
     assert link.is_symlink() and link.resolve() == SCRIPT.parents[1]
+
+
+def test_the_accuracy_stage_trains_the_four_contenders_for_one_budget_with_the_data_under_out(tmp_path):
+    out = run_checks(tmp_path, ["accuracy"], ACCURACY_MINUTES="1.5")
+    (accuracy,) = calls(out / "accuracy.log")
+    assert accuracy[:3] == ["gpu.py", "--part", "accuracy"]
+    assert accuracy[accuracy.index("--budget-minutes") + 1] == "1.5"
+    assert accuracy[accuracy.index("--data-dir") + 1] == str(out / "data")
+    assert accuracy[accuracy.index("--out") + 1] == str(out / "gpu.json")
+
+
+def test_the_accuracy_stage_gives_each_contender_one_minute_by_default(tmp_path):
+    (accuracy,) = calls(run_checks(tmp_path, ["accuracy"]) / "accuracy.log")
+    assert accuracy[accuracy.index("--budget-minutes") + 1] == "1"
