@@ -108,6 +108,32 @@ def test_a_compiled_model_that_agrees_trains_compiled(tmp_path, monkeypatch):
     assert seen == ["default"]
 
 
+class _GradientsOff(torch.nn.Module):
+    """A stand-in for a module compiled into the right values with wrong gradients: each floating output the
+    module's own, the gradient through it ``1 + off`` times the true one (every parameter's gradient off by
+    ``off``, pooled: how torch 2.11 once differentiated galerkin1d, 4.8e-2 apart)."""
+
+    def __init__(self, model: torch.nn.Module, off: float):
+        super().__init__()
+        self.model, self.off = model, off
+
+    def forward(self, *args, **kwargs):
+        out = self.model(*args, **kwargs)
+        scaled = [o * (1 + self.off) - o.detach() * self.off if torch.is_tensor(o) and o.is_floating_point() else o
+                  for o in (out if isinstance(out, tuple) else (out,))]
+        return tuple(scaled) if isinstance(out, tuple) else scaled[0]
+
+
+def test_a_compiled_model_with_the_right_values_and_gradients_a_few_per_cent_off_is_refused(tmp_path, monkeypatch):
+    import petrov.train.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "resolve_compile", lambda setting, *a, **k: "default")
+    monkeypatch.setattr(trainer_module, "compile_module", lambda module, mode: _GradientsOff(module, 0.03))
+    cfg = cases.tiny_config(optim={"epochs": 1}, run={"device": "cpu", "progress": False, "compile": "default"})
+    with pytest.raises(ValueError, match=r"outputs differ by \d\.\d\de-0[5-9] and its gradients by 3\.00e-02"):
+        train(cfg, tmp_path / "run", data=cases.tiny_data())
+
+
 class _OtherStream(torch.nn.Module):
     """A stand-in for a compiled module whose dropout draws its masks from another random stream than eager's
     (inductor's own generator): the module run on a stream of its own, the caller's left as it was."""

@@ -109,8 +109,11 @@ def static_shapes(mode: str) -> bool:
 
 
 # relative L2 differences (outputs, gradients) beyond which a compiled model is not the eager one: float32
-# compilations differ by rounding (1e-7..1e-4 here), a miscompilation by O(1); bfloat16 autocast rounds more
-AGREEMENT_TOLERANCE = {None: (1e-2, 5e-2), torch.bfloat16: (5e-2, 2e-1), torch.float16: (5e-2, 2e-1)}
+# compilations differ by rounding (1e-7..1e-4 here; 3.1e-4 the most on an H200, benchmarks/compile_check.py), a
+# miscompilation by far more, but not always by O(1) once the gradients of every parameter are pooled: torch 2.11
+# put galerkin1d's (column norms) 4.8e-2 off with inductor, its first layer's 4.8e-1, hence
+# 1e-2 for the gradients, not 5e-2; bfloat16 autocast rounds more (galerkin1d: 8.5e-4 and 4.6e-3)
+AGREEMENT_TOLERANCE = {None: (1e-2, 1e-2), torch.bfloat16: (5e-2, 2e-1), torch.float16: (5e-2, 2e-1)}
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
