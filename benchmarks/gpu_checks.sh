@@ -28,7 +28,8 @@
 #   accuracy benchmarks/gpu.py --part accuracy: latent2d (physics), fno2d, transolver2d and neuraloperator's FNO (its
 #            wheels in WHEELS) on Darcy 85, each trained for ACCURACY_MINUTES (default 1: with the data, ~2 minutes on
 #            16 cores, and each contender's compilation and evaluation, within one 10-minute call), then tested at
-#            85, 141 and 211; the data under OUT_DIR/data, the tables in accuracy.log, gpu-accuracy.json beside them
+#            61, 85, 141 and 211; the data under OUT_DIR/data, the tables in accuracy.log, gpu-accuracy.json and
+#            the runs beside them
 #   presets  darcy-gpu, burgers-gpu and darcy-inverse-gpu trained at once on the one GPU, each to its own time
 #            budget, then evaluated (~15 minutes with their data; logs presets-PRESET.log): sharing the GPU,
 #            each trains fewer epochs in its budget than it would alone, so what each reaches is a
