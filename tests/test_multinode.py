@@ -60,6 +60,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def scratch(folder: Path) -> dict[str, str]:
+    """``TMPDIR`` in ``folder``: each torchrun agent leaves a ``torchelastic_*`` folder in the temporary
+    directory, which would pile up in the machine's ``/tmp`` run after run."""
+    (folder / "tmp").mkdir(exist_ok=True)
+    return {"TMPDIR": str(folder / "tmp")}
+
+
 def launch(cwd: Path, out: str, *extra: str, hooked: bool = False, env: dict | None = None) -> list[subprocess.Popen]:
     """The two launchers of ``petrov train tiny.toml --out OUT`` (``hooked``: the logging worker script)."""
     port = free_port()
@@ -69,7 +76,8 @@ def launch(cwd: Path, out: str, *extra: str, hooked: bool = False, env: dict | N
         cmd = [str(Path(sys.executable).parent / "torchrun"), "--nnodes", "2", "--node-rank", str(node),
                "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                *program, "train", "tiny.toml", "--out", out, *extra]
-        procs.append(subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+        procs.append(subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **scratch(cwd), "OMP_NUM_THREADS": "1",
+                                                         **(env or {})},
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
     return procs
@@ -259,7 +267,8 @@ def test_the_slurm_job_script_stops_requeues_and_continues(project, tmp_path):
                                    'else echo "$*" >> "$REQUEUED"; fi\n')
     for tool in bin_.iterdir():
         tool.chmod(0o755)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+    env = {**os.environ, **scratch(tmp_path), "OMP_NUM_THREADS": "1",
+           "PATH": f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "node1", "SLURM_NNODES": "1", "SLURM_GPUS_ON_NODE": "1",
            "PETROV_RDZV_PORT": str(free_port()), "REQUEUED": str(tmp_path / "requeued")}
 

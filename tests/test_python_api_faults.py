@@ -117,6 +117,26 @@ def test_init_from_a_checkpoint_file_says_it_takes_a_run_directory(tmp_path):  #
         load_initial_weights(model(), ModelConfig("fno1d", dict(OPTIONS)), str(tmp_path / "run" / "best.pt"))
 
 
+@pytest.mark.parametrize("override, message", [
+    ("model.options.mixer=softmaks", "unknown mixer 'softmaks'; registered: .*softmax"),
+    ("model.options.mixer_options.n_features=8", "mixer 'physics' has no option.*n_features"),
+    ("run.init_from=no-such-run", "no-such-run.best.pt' does not exist"),
+    ("run.compile=cuda-graphs", "'cuda-graphs' needs a CUDA device .*trains on cpu.*use 'default' or 'off'"),
+])
+def test_what_the_config_alone_decides_is_refused_before_its_data_are_generated(tmp_path, monkeypatch,
+                                                                                override, message):
+    # darcy-gpu's data take minutes to generate on a CPU: a mistyped mixer must not wait for them
+    def generate(*args, **kwargs):
+        raise AssertionError("the data were generated before the config's own error was raised")
+
+    monkeypatch.setattr("petrov.train.trainer.ensure_data_file", generate)
+    monkeypatch.chdir(tmp_path)
+    config = load_config("darcy-gpu", [override, "run.device=cpu", "run.progress=false"])
+    with pytest.raises((KeyError, ValueError, FileNotFoundError), match=message):
+        train(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_observations_check_the_type_of_u():  # item 20
     u = np.random.default_rng(0).random((1, 4, 4)) + 1
     with pytest.raises(TypeError, match=r"Observations: u must be a numpy array \(N, m, m\), got list"):

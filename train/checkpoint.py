@@ -79,10 +79,10 @@ def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> d
     return out
 
 
-def load_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str | os.PathLike,
-                         device: Any = "cpu") -> None:
-    """``run.init_from``: the weights of that run's ``best.pt`` into ``model``; its model must be the one
-    ``model_cfg`` (a ``ModelConfig``) describes."""
+def read_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str | os.PathLike,
+                         device: Any = "cpu") -> dict[str, Any]:
+    """``run.init_from``'s ``best.pt``, read and checked: its model must be ``model``, the one ``model_cfg`` (a
+    ``ModelConfig``) describes; a ValueError (or FileNotFoundError) saying what to give otherwise."""
     if Path(init_from).is_file():
         hint = f" ({str(Path(init_from).parent)!r} here)" if Path(init_from).name == "best.pt" else ""
         raise ValueError(f"run.init_from takes a run directory (its best.pt is loaded), got the file "
@@ -92,11 +92,18 @@ def load_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str 
     if state["model_name"] != model_cfg.name or model.config != type(model.config)(**state["config"]):
         raise ValueError(f"run.init_from: {path} holds a {state['model_name']} with other options than this "
                          f"config's {model_cfg.name}; continue a run with its own model.options")
+    return state
+
+
+def load_initial_weights(model: torch.nn.Module, model_cfg: Any, init_from: str | os.PathLike,
+                         device: Any = "cpu") -> None:
+    """``run.init_from``: the weights of that run's ``best.pt`` into ``model`` ([`read_initial_weights`][])."""
+    state = read_initial_weights(model, model_cfg, init_from, device)
     model.load_state_dict(state["state_dict"])
     note = unfinished_note(Path(init_from), state)
     if note:
         log.warning("%s", note)
-    log.info("starting from the weights of %s (a new schedule)", path)
+    log.info("starting from the weights of %s (a new schedule)", Path(init_from) / "best.pt")
 
 
 def check_best_checkpoint(run_dir: Path, last: dict[str, Any]) -> None:

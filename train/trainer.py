@@ -109,6 +109,16 @@ class TrainingDiverged(RuntimeError):
     """A non-finite loss or gradient: the message names the epoch and batch."""
 
 
+def check_before_data(cfg: TrainConfig, device: torch.device, distributed: bool = False) -> None:
+    """What the config alone decides, checked before its data are generated or read (minutes, for a GPU
+    preset's on a CPU), so that a wrong option is not reported after them: ``run.compile`` suits the device,
+    the model builds (its mixer and mixer options), and ``run.init_from`` holds this model."""
+    resolve_compile(cfg.run.compile, device, distributed=distributed)
+    model = build_model(cfg.model.name, **cfg.model.options)
+    if cfg.run.init_from:
+        ckpt.read_initial_weights(model, cfg.model, cfg.run.init_from)
+
+
 class Trainer:
     """One training run.  Use [`train`][]; the class exists to keep the state in one place."""
 
@@ -119,6 +129,7 @@ class Trainer:
         self.data_identity = None  # the content the run trains on: its test must be on the same file
         from_file = data is None
         if from_file:
+            check_before_data(cfg, ctx.device, ctx.distributed)
             dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx, patient=True)
             check_model_layout(cfg.model.name, cfg.model.options, cfg.data)  # before the levels, sizes, values
             self.data_identity = data_identity(cfg.data.path)
