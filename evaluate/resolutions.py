@@ -114,7 +114,7 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
         raise ResolutionChoiceError(
             f"resolution {words[0]!r} is not a whole number: {data_path} is a grid file, read at resolutions "
             f"(numbers of grid points; mesh level names are for mesh files); allowed resolutions: "
-            f"{', '.join(map(str, allowed))}")
+            f"{taken_resolutions(allowed, model_refusals(setup, info, allowed))}")
     bad = [r for r in resolutions if r not in allowed]
     if is_mesh_info(info):
         refused, everywhere = {}, {}
@@ -132,10 +132,15 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
             why = f" (did you mean {near[0]!r}?)"
         raise ResolutionChoiceError(
             f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} not available for this "
-            f"trained model from {data_path}{why}; allowed resolutions: "
-            f"{', '.join(str(r) for r in allowed if r not in everywhere)}"
-            f"{' (those of the file the trained model takes)' if everywhere else ''}"
-        )
+            f"trained model from {data_path}{why}; allowed resolutions: {taken_resolutions(allowed, everywhere)}")
+
+
+def taken_resolutions(allowed: list, refused: dict) -> str:
+    """The ``allowed`` resolutions less those the trained model ``refused`` (all of them: a misfit that is
+    not a matter of resolution, left to the evaluation), for a message."""
+    if not refused or len(refused) == len(allowed):
+        return ", ".join(map(str, allowed))
+    return f"{', '.join(str(r) for r in allowed if r not in refused)} (those of the file the trained model takes)"
 
 
 IMPORTED_MESH = "imported-mesh"  # a user's own meshes (petrov import --mesh): fields of any meaning

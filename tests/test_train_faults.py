@@ -90,6 +90,10 @@ def test_evaluate_lists_only_resolutions_the_trained_model_takes(here, cli):
     line = usage_error_line(err, "evaluate")
     assert "need at least 6 points, got 2" in line and "use modes" not in line
     assert "allowed resolutions: 8, 16, 32, 64 (those of the file the trained model takes)" in line
+    code, _, err = cli("evaluate", "run1", "--resolutions", "sixteen", "--no-plots")  # the same list, not the file's
+    line = usage_error_line(err, "evaluate")
+    assert "'sixteen' is not a whole number" in line
+    assert "allowed resolutions: 8, 16, 32, 64 (those of the file the trained model takes)" in line
 
 
 # --- 3. a divergence is told from bad data -----------------------------------------------------------
