@@ -217,8 +217,10 @@ def _check_uncertainty(method: str, obs: Observations, cfg: InversionConfig) -> 
     if method not in UNCERTAIN:
         raise ValueError(f"uncertainty is computed for the methods {', '.join(sorted(UNCERTAIN))}, not {method!r}")
     n_solver, _ = solver_setup(obs.resolution, cfg.solver_resolution)
-    if unknown_grid(cfg, n_solver) != n_solver:
-        raise ValueError(f"uncertainty needs the pde unknown on the solve grid: set pde_grid={n_solver}")
+    unknown = unknown_grid(cfg, n_solver)
+    if unknown != n_solver:
+        raise ValueError(f"uncertainty needs the pde unknown on the solve grid ({n_solver} nodes per side; it is on "
+                         f"{unknown}): set pde_grid={n_solver} (petrov invert --set pde_grid={n_solver})")
 
 
 # --- the entry point --------------------------------------------------------------------------------

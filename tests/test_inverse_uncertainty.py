@@ -229,7 +229,7 @@ def test_uncertainty_is_written_and_drawn(tmp_path):
 
 def test_uncertainty_requests_that_cannot_be_served_are_clear_errors():
     obs = noisy_observations(17, [2])
-    with pytest.raises(ValueError, match="pde_grid=17"):
+    with pytest.raises(ValueError, match=r"solve grid \(17 nodes per side; it is on 5\): set pde_grid=17 \(petrov"):
         invert(obs, "pde", settings={"grid": 5, "max_iter": 2}, uncertainty=True)
     with pytest.raises(ValueError, match="needs a trained inverse operator"):
         invert(obs, "refined", settings={"grid": 5})
