@@ -96,7 +96,11 @@ def _produced(recipe: Recipe, p, resolution: int, seed: int, offset: int, n_samp
                                        f"{(hi - lo, *shapes[name])}")
                 if not np.isfinite(arr).all():
                     raise RuntimeError(non_finite_message(recipe, name, first, last))
-                data[name] = arr.astype(np.float32)
+                with np.errstate(over="ignore"):  # said below, in one line
+                    data[name] = arr.astype(np.float32)
+                if not np.isfinite(data[name]).all():  # finite in float64, beyond float32's range
+                    raise ValueError(f"{recipe.name}: {name} of samples {first}..{last} exceeds float32's range "
+                                     f"(3.4e38), in which samples are stored; scale the equation's parameters down")
             yield lo, hi, data
 
     return blocks

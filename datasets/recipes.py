@@ -66,13 +66,27 @@ class DarcyCoefficientParams:
     tau: float = 3.0  # GRF inverse length scale
 
 
+# samples are stored in float32 (largest 3.4e38): a and u = O(|f| / min(a)) must stay well inside it
+STORED_LIMIT = 1e30
+
+
 def validate_darcy_coefficient(p: DarcyCoefficientParams) -> None:
-    """ValueError unless ``high``, ``low``, ``tau`` > 0, ``f`` finite and ``alpha`` > 1 (a finite-variance
-    2-D field). ``low`` >= ``high`` is allowed: the names only say which phase (psi >= 0 or < 0) takes which
-    value, and psi is symmetric, so swapping the two values gives fields of the same distribution."""
+    """ValueError unless ``high``, ``low``, ``tau`` > 0, ``f`` finite and nonzero, ``alpha`` > 1 (a
+    finite-variance 2-D field), and ``high``, ``low``, ``|f|`` and ``|f| / min(high, low)`` (the scale of
+    u) below ``STORED_LIMIT``, so that the samples fit float32. ``low`` >= ``high`` is allowed: the names
+    only say which phase (psi >= 0 or < 0) takes which value, and psi is symmetric, so swapping the two
+    values gives fields of the same distribution."""
     _positive(high=p.high, low=p.low, tau=p.tau)
     if not math.isfinite(p.f):
         raise ValueError(f"f must be finite, got {p.f}")
+    if p.f == 0:
+        raise ValueError("f = 0 makes u = 0 for every coefficient (u is 0 on the boundary): choose f != 0")
+    for name, value in (("high", p.high), ("low", p.low), ("|f|", abs(p.f)),
+                        ("|f| / min(high, low)", abs(p.f) / min(p.high, p.low))):
+        if not value < STORED_LIMIT:
+            raise ValueError(f"{name} = {value:.3g} is too large: the samples are stored in float32 (largest "
+                             f"3.4e38), and a and u (of the order of |f| / min(high, low)) must stay below "
+                             f"{STORED_LIMIT:.0e}; scale f, high and low down")
     if not p.alpha > 1.0:
         raise ValueError(f"alpha must be > 1 for a finite-variance 2-D field, got {p.alpha}")
 

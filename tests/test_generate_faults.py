@@ -76,6 +76,31 @@ def test_field_parameters_out_of_range_are_named(tmp_path, capsys, kind, option,
     assert not out.exists() and not partial(out).exists()
 
 
+@pytest.mark.parametrize("kind, option, value, named", [
+    ("darcy", "--f", 0, "f = 0 makes u = 0 for every coefficient"),
+    ("darcy", "--f", 1e300, "|f| = 1e+300 is too large: the samples are stored in float32"),
+    ("darcy", "--high", 1e300, "high = 1e+300 is too large"),
+    ("darcy", "--low", 1e-35, "|f| / min(high, low) = 1e+35 is too large"),
+    ("darcy-mesh", "--f", 1e300, "|f| = 1e+300 is too large"),  # was "the generator made an invalid mesh"
+    ("darcy-mesh", "--f", 0, "f = 0 makes u = 0"),
+])
+def test_darcy_parameters_whose_samples_are_zero_or_beyond_float32_are_named(tmp_path, capsys, kind, option,
+                                                                              value, named):
+    out = tmp_path / "f.h5"
+    grid = ("--resolution", 9) if kind == "darcy" else ()
+    assert generate(kind, "--n-samples", 1, *grid, option, value, "-o", out) == 1
+    assert named in error_line(capsys)
+    assert not out.exists() and not partial(out).exists()
+
+
+def test_samples_beyond_float32_are_refused_not_stored_as_inf(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(burgers, "solve_burgers", lambda u0, **kwargs: np.full_like(u0, 1e39))
+    out = tmp_path / "big.h5"
+    assert generate(*BURGERS, "-o", out) == 1
+    assert "burgers: y of samples 0..1 exceeds float32's range (3.4e38)" in error_line(capsys)
+    assert not out.exists() and not partial(out).exists()
+
+
 # --- 3. a blown-up solve says why and what to change ----------------------------------------------------
 
 def nan_solver(u0, **kwargs):
