@@ -57,8 +57,9 @@ def largest_amplitude(p, resolution: int, seed: int, first: int, count: int) -> 
 def _check_burgers(p, resolution: int, seed: int, first: int, count: int) -> None:
     grf.check_periodic_grf(resolution, alpha=p.alpha, tau=p.tau, sigma=p.sigma)
     umax = largest_amplitude(p, resolution, seed, first, count)
-    burgers.check_solver_memory(resolution, p.nu, umax, available_memory(),
-                                amplitude_from=f"sigma={p.sigma:g}, tau={p.tau:g}, alpha={p.alpha:g}, ")
+    field = f"sigma={p.sigma:g}, tau={p.tau:g}, alpha={p.alpha:g}, "
+    burgers.check_solver_memory(resolution, p.nu, umax, available_memory(), amplitude_from=field)
+    burgers.check_time_steps(p.t, p.nu, umax, amplitude_from=field)
 
 
 def _check_darcy(p, resolution: int, seed: int, first: int, count: int) -> None:

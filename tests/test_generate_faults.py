@@ -55,6 +55,18 @@ def test_the_advised_nu_fits_and_the_defaults_are_never_refused():
         burgers.check_solver_memory(n, 0.01, 2.2, memory, batch=128)
 
 
+@pytest.mark.parametrize("kind", ["burgers", "burgers-trajectory"])
+def test_a_final_time_of_years_of_solving_is_refused_with_its_step_count(tmp_path, capsys, kind):
+    out = tmp_path / "t.h5"
+    assert generate(kind, "--n-samples", 2, "--resolution", 64, "--t", 1e10, "-o", out) == 1
+    err = error_line(capsys)
+    assert "burgers: t=1e+10 at nu=0.1" in err and "takes about 1e+12 time steps" in err and "smaller --t" in err
+    assert not out.exists() and not partial(out).exists()
+    for nu in (0.1, 1e-3):  # the reference's t = 1, and a horizon 1000 times longer, at FNO amplitudes
+        burgers.check_time_steps(1.0, nu, 2.2)
+        burgers.check_time_steps(1e3, nu, 2.2)
+
+
 # --- 2. the random field's parameters -----------------------------------------------------------------
 
 @pytest.mark.parametrize("kind, option, value, named", [
