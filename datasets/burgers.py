@@ -131,11 +131,12 @@ MAX_TIME_STEPS = 10**7
 
 def check_time_steps(t: float, nu: float, umax: float, amplitude_from: str = "") -> None:
     """ValueError unless a solve to time ``t`` at viscosity ``nu`` and amplitude ``umax`` (max|u0|) takes at
-    most ``MAX_TIME_STEPS`` steps of [`choose_time_step`][] (a ``t`` of 1e10 would run for years)."""
+    most ``MAX_TIME_STEPS`` steps of ``choose_time_step`` (a ``t`` of 1e10 would run for years)."""
     steps = t / choose_time_step(nu, umax)
     if steps > MAX_TIME_STEPS:
-        raise ValueError(f"burgers: t={t:g} at nu={nu:g} and initial amplitude max|u0|={umax:.3g} "
-                         f"({amplitude_from.rstrip(', ')}) takes about {steps:.2g} time steps of the solver, more than "
+        source = f" ({amplitude_from.rstrip(', ')})" if amplitude_from else ""
+        raise ValueError(f"burgers: t={t:g} at nu={nu:g} and initial amplitude max|u0|={umax:.3g}{source} "
+                         f"takes about {steps:.2g} time steps of the solver, more than "
                          f"{MAX_TIME_STEPS:.0e} (hours to years); use a smaller --t (a larger --nu or a smaller "
                          f"--sigma lengthens the step)")
 
