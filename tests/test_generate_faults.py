@@ -75,6 +75,7 @@ def test_a_final_time_of_years_of_solving_is_refused_with_its_step_count(tmp_pat
     ("burgers", "--sigma", 1e-300, "sigma=1e-300"),
     ("burgers", "--tau", 1e200, "tau=1e+200"),
     ("burgers", "--alpha", 1e30, "alpha=1e+30"),
+    ("burgers", "--nu", 1e300, "nu=1e+300"),  # the solve gave NaN, blamed on a too small nu
     ("darcy", "--alpha", 1e30, "alpha=1e+30"),
     ("darcy", "--tau", 1e200, "tau=1e+200"),
 ])
