@@ -220,6 +220,14 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         with contextlib.suppress(OSError, ValueError):
             process.kill()
+    # a worker killed while it sent a result (a 421 x 421 solution is 1.4 MB, more than a pipe holds) leaves
+    # part of a message in the result pipe, and the pool's manager thread would wait for the rest forever,
+    # the shutdown below and the interpreter's exit with it.  This process holds the pipe's last writing end:
+    # closed, the read ends (EOF) and the pool shuts down as broken
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
     # waiting is short now (dead workers are reaped at once) and lets the pool free its queues: without it
     # multiprocessing's resource tracker warns of leaked semaphores at exit
     pool.shutdown(wait=True, cancel_futures=True)

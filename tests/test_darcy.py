@@ -107,6 +107,40 @@ def test_a_worker_pool_left_by_an_exception_kills_its_workers_instead_of_waiting
     assert not running.done() or running.cancelled() or running.exception(timeout=0) is not None
 
 
+INTERRUPTED_WHILE_SENDING = """
+import sys
+import numpy as np
+from petrov.datasets.darcy import darcy_worker_pool
+
+if __name__ == "__main__":
+    for _ in range(3):  # one try hung five times in six before the fix
+        try:
+            with darcy_worker_pool(2) as pool:
+                results = [pool.submit(np.full, 421 * 421 * 16, 1.0) for _ in range(50)]  # 23 MB each
+                results[0].result()
+                raise KeyboardInterrupt  # while the workers are sending the next ones
+        except KeyboardInterrupt:
+            print("stopped")
+"""
+
+
+def test_a_worker_pool_interrupted_while_its_workers_send_large_results_stops(tmp_path):
+    """A worker killed in the middle of sending a result larger than a pipe holds (a 421 x 421 solution)
+    left the pool's manager thread waiting for the rest of the message: ``petrov generate`` and ``petrov
+    train`` hung on SIGTERM instead of stopping."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_WHILE_SENDING)
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the interrupted pool did not stop within 60 s")
+    assert done.returncode == 0 and done.stdout.split() == ["stopped"] * 3, done.stderr
+    assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize(
     "a, kwargs",
     [

@@ -3,6 +3,8 @@ helpers, the inverse problem's observations): a clear error naming the parameter
 
 A tiny ``fno1d`` (width 4, 2 modes) on grids of 16 points and hand-made data; nothing is trained.
 """
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -122,6 +124,8 @@ def test_init_from_a_checkpoint_file_says_it_takes_a_run_directory(tmp_path):  #
     ("model.options.mixer_options.n_features=8", "mixer 'physics' has no option.*n_features"),
     ("run.init_from=no-such-run", "no-such-run.best.pt' does not exist"),
     ("run.compile=cuda-graphs", "'cuda-graphs' needs a CUDA device .*trains on cpu.*use 'default' or 'off'"),
+    pytest.param("run.tensorboard=true", "needs the tensorboard package", marks=pytest.mark.skipif(
+        importlib.util.find_spec("tensorboard") is not None, reason="tensorboard is installed here")),
 ])
 def test_what_the_config_alone_decides_is_refused_before_its_data_are_generated(tmp_path, monkeypatch,
                                                                                 override, message):

@@ -45,6 +45,17 @@ class TrainResult:
     epochs_scheduled: float = 0.0  # the schedule's epochs at the end: optim.epochs, or as the time budget refitted them
 
 
+def summary_writer() -> type:
+    """torch's tensorboard ``SummaryWriter`` (``run.tensorboard``); a ValueError saying what to install
+    where the tensorboard package is missing."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ValueError("run.tensorboard = true needs the tensorboard package "
+                         "(pip install tensorboard), or set run.tensorboard = false") from None
+    return SummaryWriter
+
+
 class RunLog:
     """Per-epoch rows in ``log.csv`` and ``log.jsonl`` (rewritten atomically), plus TensorBoard."""
 
@@ -59,12 +70,7 @@ class RunLog:
             self.rows = [r for r in rows if r["epoch"] <= keep_until]
         self.writer = None
         if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise ValueError("run.tensorboard = true needs the tensorboard package "
-                                 "(pip install tensorboard), or set run.tensorboard = false") from None
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=keep_until + 1)
+            self.writer = summary_writer()(str(run_dir / "tensorboard"), purge_step=keep_until + 1)
 
     def append(self, record: EpochRecord) -> None:
         row = dc_asdict(record)

@@ -87,7 +87,7 @@ from .planning import EpochEstimate, epochs_for_budget, probe, probe_steps
 from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
 from .rollout import check_mode_fits_model, training_mode
-from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start
+from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start, summary_writer
 from .step import PROGRESS_EVERY, BatchLoss, Diverged, EpochTotals, Stepper, batch_loss_of, summarize
 from .testing import check_test_resolutions, run_test, test_discretizations, write_test_metrics
 
@@ -112,8 +112,11 @@ class TrainingDiverged(RuntimeError):
 def check_before_data(cfg: TrainConfig, device: torch.device, distributed: bool = False) -> None:
     """What the config alone decides, checked before its data are generated or read (minutes, for a GPU
     preset's on a CPU), so that a wrong option is not reported after them: ``run.compile`` suits the device,
-    the model builds (its mixer and mixer options), and ``run.init_from`` holds this model."""
+    the model builds (its mixer and mixer options), ``run.init_from`` holds this model, and
+    ``run.tensorboard`` has its package."""
     resolve_compile(cfg.run.compile, device, distributed=distributed)
+    if cfg.run.tensorboard:
+        summary_writer()
     model = build_model(cfg.model.name, **cfg.model.options)
     if cfg.run.init_from:
         ckpt.read_initial_weights(model, cfg.model, cfg.run.init_from)
