@@ -125,6 +125,11 @@ def check_solver_memory(n: int, nu: float, umax: float, memory: int | None, batc
                      f"available; use {smallest} for this amplitude, or a smaller --sigma")
 
 
+# the largest viscosity: beyond it the linear term nu (2 pi k)^2 overflows float64 on the solver's grid (NaN
+# from nu = 1e300); long before it u(t) is the mean of u0: on the periodic domain the advection conserves the
+# energy and diffusion removes it from every other mode at least like exp(-4 pi^2 nu t) (Poincare)
+LARGEST_NU = 1e100
+
 # a solve of more steps is refused: 10^6 steps took 193 s for two samples on the smallest grid (AMD EPYC core)
 MAX_TIME_STEPS = 10**7
 

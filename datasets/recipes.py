@@ -196,14 +196,10 @@ def _check_resolution(resolution: int, minimum: int) -> None:
 # --- Burgers -------------------------------------------------------------------------------------
 
 
-# beyond it the solver's linear term nu (2 pi k)^2 overflows float64 on its grid (NaN from nu = 1e300); long
-# before it u(t) is the mean of u0: on the periodic domain the advection conserves the energy and diffusion
-# removes it from every other mode at least like exp(-4 pi^2 nu t) (Poincare)
-LARGEST_NU = 1e100
-
-
 def _validate_burgers(p: BurgersParams, resolution: int) -> None:
     _positive(nu=p.nu, t=p.t, tau=p.tau, sigma=p.sigma)
+    from .burgers import LARGEST_NU  # the solver's limit
+
     if p.nu > LARGEST_NU:
         raise ValueError(f"nu={p.nu:g} is beyond the solver's largest ({LARGEST_NU:g}); choose a smaller --nu: "
                          f"from 4 pi^2 nu t > 37 on, u(t) is the mean of u0 to double precision (the rest decays "
