@@ -20,7 +20,8 @@ import scipy.sparse.linalg as spla
 import torch
 
 from petrov.datasets.burgers import solve_burgers
-from petrov.datasets.darcy import darcy_matrix, darcy_worker_pool, solve_darcy
+from petrov.common.worker_pool import worker_pool
+from petrov.datasets.darcy import darcy_matrix, solve_darcy
 from petrov.datasets.grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
 
 BURGERS_TARGET_S = 30.0
@@ -91,7 +92,7 @@ def main(argv=None) -> None:
     pool = None
     if args.workers:
         start = time.perf_counter()
-        pool = darcy_worker_pool(args.workers)
+        pool = worker_pool(args.workers)
         print(f"(worker pool start-up {time.perf_counter() - start:.1f} s, not included below)")
     try:
         ratio = 0.0

@@ -25,7 +25,7 @@ import torch
 from torch.nn import functional as F
 
 from _common import TensorState
-from petrov.operators.layout import grid_coordinates
+from petrov.grids.layout import grid_coordinates
 from petrov.operators.models.base import PointSetOperator
 
 MODEL_NAME = "mesh_gino"

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import burgers, grf
-from .darcy import darcy_worker_pool
+from ..common.worker_pool import worker_pool
 from .grid_files import default_chunk_size, file_bytes, grid_attrs, grid_layout, sample_shapes
 from .recipes import Recipe, get_recipe
 from .resources import available_memory, check_disk, check_memory
@@ -85,7 +85,7 @@ def _produced(recipe: Recipe, p, resolution: int, seed: int, offset: int, n_samp
 
     def blocks(start: int, chunk: int, stack: contextlib.ExitStack):
         # one pool for the whole run (starting spawn workers costs seconds); an interrupt kills it at once
-        pool = stack.enter_context(darcy_worker_pool(workers)) if workers and recipe.uses_workers else 0
+        pool = stack.enter_context(worker_pool(workers)) if workers and recipe.uses_workers else 0
         for lo in range(start, n_samples, chunk):
             hi = min(lo + chunk, n_samples)
             first, last = offset + lo, offset + hi - 1

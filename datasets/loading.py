@@ -4,7 +4,7 @@
 from the native grid (see ``sampling``), from a petrov HDF5 file or an FNO ``.mat`` file (chosen by the
 extension), and returns a [`GridDataset`][] with ``x (N, *grid, c_in)``, ``y (N, *grid_out, c_out)``
 (one channel for generated and FNO files, the stored channels for imported ones) and
-coordinates ``(*grid, d)`` from ``petrov.operators.layout.grid_coordinates``.
+coordinates ``(*grid, d)`` from ``petrov.grids.layout.grid_coordinates``.
 
 Inverse Darcy (``kind="darcy-inverse"``, or a darcy-inverse file): ``x = u`` at ``resolution`` and
 ``y = a`` strided to ``resolution`` and then average-pooled to ``coarse_resolution`` (``sampling.average_pool``,
@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..common.host import to_numpy
-from ..operators.layout import grid_coordinates
+from ..grids.layout import grid_coordinates
 from .fno_files import open_mat
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, average_pool, pool_kernel, stride_for

@@ -26,7 +26,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from ..common.host import to_numpy
-from ..operators.transfer import interpolate_field, prolong, restrict_points
+from ..grids.transfer import interpolate_field, prolong, restrict_points
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, cell_average, stride_for
@@ -34,7 +34,7 @@ from .sampling import allowed_resolutions, cell_average, stride_for
 
 def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
     """``field (*grid, c)`` on a node grid (``x_i = i/(n-1)`` per axis, 1-D or 2-D) -> the (bi)linear
-    interpolant at ``resolution`` nodes per axis ([`petrov.operators.transfer.prolong`][])."""
+    interpolant at ``resolution`` nodes per axis ([`petrov.grids.transfer.prolong`][])."""
     ndim = field.dim() - 1
     if ndim not in (1, 2):
         raise ValueError(f"interpolating statistics needs a 1-D or 2-D grid, got {tuple(field.shape[:-1])}")

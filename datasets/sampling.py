@@ -1,6 +1,6 @@
 """Resolution rules: which grids a stored grid can be strided to, and average pooling to a coarse grid.
 
-Two grid kinds (see ``petrov.operators.layout.grid_coordinates``):
+Two grid kinds (see ``petrov.grids.layout.grid_coordinates``):
 
 - periodic, ``x_i = i/n`` (Burgers): stride ``s`` keeps every s-th point, giving ``n/s`` points, so the
   resolution ``r`` must divide ``n`` (8192 -> 4096, 2048, ..., 256, ...);

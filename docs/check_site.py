@@ -25,7 +25,7 @@ import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
-PACKAGES = ("operators", "datasets", "train", "evaluate", "inverse")
+PACKAGES = ("grids", "operators", "datasets", "train", "evaluate", "inverse")
 ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|obj|exc|const):")  # its name is code, so the role stands alone
 UNRESOLVED = re.compile(r"\]\[(?:[\w.]*)\]")
 SHIM = "assets/javascripts/iframe-worker-shim.js"

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse
 import torch
 
-from ..operators import transfer
+from ..grids import transfer
 from .config import InversionConfig
 
 _EDGE = 1e-4  # level-set start values are clipped this far inside (low, high) so the logit is finite
@@ -47,7 +47,7 @@ def from_coefficient(a: torch.Tensor, cfg: InversionConfig) -> torch.Tensor:
 
 def prolong(a: torch.Tensor, n: int) -> torch.Tensor:
     """A coefficient ``(b, m, m)`` on the node grid of ``[0, 1]²`` interpolated to ``(b, n, n)``
-    ([`petrov.operators.transfer.prolong`][], per sample without a channel axis)."""
+    ([`petrov.grids.transfer.prolong`][], per sample without a channel axis)."""
     return transfer.prolong(a.unsqueeze(1), (n, n)).squeeze(1)
 
 

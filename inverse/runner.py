@@ -10,7 +10,7 @@ or choose another output directory). When every chunk is in, the caller writes t
 [`finish`][] removes the folder.
 
 Workers (``workers > 0``) are spawned single-threaded processes
-([`petrov.datasets.darcy.darcy_worker_pool`][], ended with this process even by ``kill -9``); each
+([`petrov.common.worker_pool.worker_pool`][], ended with this process even by ``kill -9``); each
 loads the trained operators once from their run directories. A progress bar counts the samples.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from ..common.config import asdict
 from ..common.files import Locked, atomic_path, ensure_dir, exclusive_lock, write_json
 from ..common.progress import progress_bar
-from ..datasets.darcy import darcy_worker_pool
+from ..common.worker_pool import worker_pool
 from .config import InversionConfig
 from .methods import Operators, invert_samples
 
@@ -200,7 +200,7 @@ def _compute(bounds, method, u, sample_ids, cfg, forward, inverse, start, noise_
             for k in todo:
                 keep(k, _chunk_task(*args(k)))
         else:
-            with darcy_worker_pool(min(workers, len(todo))) as pool:
+            with worker_pool(min(workers, len(todo))) as pool:
                 pending = {pool.submit(_chunk_task, *args(k)): k for k in todo}
                 while pending:
                     ready, _ = wait(pending, return_when=FIRST_COMPLETED)

@@ -21,7 +21,7 @@ import torch
 from ..common.allocator import retain_freed_memory
 from ..common.host import to_numpy
 from ..common.progress import progress_bar
-from ..operators.layout import grid_coordinates
+from ..grids.layout import grid_coordinates
 from .config import InversionConfig
 from .parametrization import from_coefficient, prolong, to_coefficient, total_variation
 

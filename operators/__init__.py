@@ -3,7 +3,7 @@ from ..common.registry import Registry
 from .attention import Attention, AttentionConfig
 from .attention.mixers import MIXERS, list_mixers
 from .io import load_model, save_model
-from .layout import grid_coordinates
+from ..grids.layout import grid_coordinates
 from .models import (
     MODELS,
     build_model,

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .layout import cached_grid_coordinates
+from ..grids.layout import cached_grid_coordinates
 
 _FINITE_CHECK = {"mode": "cpu"}
 
@@ -144,7 +144,7 @@ def grid_pos(
 ) -> torch.Tensor:
     """Coordinates ``(b, *grid, d)`` for the grid of ``x: (b, *grid, c)``.
 
-    ``pos=None`` gives the uniform grid of [`grid_coordinates`][petrov.operators.layout.grid_coordinates]
+    ``pos=None`` gives the uniform grid of [`grid_coordinates`][petrov.grids.layout.grid_coordinates]
     (``periodic`` chooses ``i/n`` or ``i/(n-1)``; built once per grid, dtype and device, and shared);
     a given ``pos`` must be ``(b, *grid, d)`` or ``(1, *grid, d)`` with ``d`` the number of grid axes,
     on ``x``'s device, and finite.

@@ -9,7 +9,7 @@ physical space, reached from the input grid of any size by maps that converge un
                 (latent_modes) and/or a convolution (latent_kernel), residual] on the latent points
       --Linear--> z                         (b, *m, c_f)   handed back with f; the model prolongs z
 
-Transfers ([`petrov.operators.transfer`][]), chosen by ``periodic``:
+Transfers ([`petrov.grids.transfer`][]), chosen by ``periodic``:
 
 - node grids ``i/(n-1)`` (``periodic=False``, e.g. Darcy): quadrature-weighted hat averages ``R`` and
   linear interpolation ``P``; latent coordinates are ``pos`` interpolated at the latent nodes;
@@ -25,7 +25,7 @@ averaged onto the latent grid (an inverse problem reads its coefficient from suc
 the latent convolution alone sees them at the latent spacing only).
 
 The two halves are also callable apart, for inputs that are not grids (``mesh_latent``: nodes of a
-mesh, restricted by [`restrict_points`][petrov.operators.transfer.restrict_points]): [`LatentEncoder.lift_features`][]
+mesh, restricted by [`restrict_points`][petrov.grids.transfer.restrict_points]): [`LatentEncoder.lift_features`][]
 (the pointwise lift) and [`LatentEncoder.latent_operator`][] (everything on the latent grid, with
 optional latent quadrature weights and a coverage factor).
 """
@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .blocks import EncoderConfig, SpectralBlock, activation, encoder_stack, mlp, pointwise
-from .layout import cached_grid_coordinates, channels_first, channels_last, grid_to_points, points_to_grid
-from .transfer import check_restriction_sizes, fourier_resample, prolong, restrict
+from ..grids.layout import cached_grid_coordinates, channels_first, channels_last, grid_to_points, points_to_grid
+from ..grids.transfer import check_restriction_sizes, fourier_resample, prolong, restrict
 
 
 @dataclass

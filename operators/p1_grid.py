@@ -5,7 +5,7 @@ interpolant of nodal values ``u`` at a point ``y`` inside triangle ``T = (a, b, 
 ``λ_a u_a + λ_b u_b + λ_c u_c`` with ``λ`` the barycentric coordinates of ``y`` in ``T``.
 [`p1_grid_interpolation`][] finds, once per mesh, the triangle and the barycentric coordinates of
 every node of the ``s × s`` node grid ``(i, j)/(s-1)`` of ``[0, 1]²`` (row-major: flat index
-``i s + j``, ``x = i/(s-1)`` along the first axis, as [`petrov.operators.layout.grid_coordinates`][]
+``i s + j``, ``x = i/(s-1)`` along the first axis, as [`petrov.grids.layout.grid_coordinates`][]
 and ``grid_to_points``); grid nodes outside the mesh get index 0 and weights 0, so the
 interpolant is 0 there and ``barycentric.sum(-1)`` is the grid's mask of Ω (1 inside, 0 outside).
 [`p1_to_grid`][] applies them to a batch of nodal values.

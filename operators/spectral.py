@@ -27,7 +27,7 @@ are handled like even ones.  The pointwise linear skip of an FNO layer lives in
 Under ``torch.compile`` the same map runs in real arithmetic ([`spectral_real`][]): the kept
 frequencies' cosines and sines as ``(n, m)`` matrices (a truncated DFT), complex values as (real,
 imaginary) pairs and each complex product as one real product with 2 x 2 blocks ([`mode_product`][];
-the transforms built from [`petrov.operators.fourier_modes`][], which says why: on one NVIDIA H200, torch
+the transforms built from [`petrov.grids.fourier_modes`][], which says why: on one NVIDIA H200, torch
 2.11, the compiled ``latent2d`` with the FFT path was not the eager one).  Eager runs on the CPU take it
 too where it is the cheaper ([`truncated_dft_pays`][]: every axis keeping at most a quarter of its
 frequencies, 2.7x faster than the FFTs at 85 x 85 with 12 modes); elsewhere eager runs take torch's
@@ -44,8 +44,8 @@ import torch
 from torch import nn
 
 from ..common.dtypes import to_caller_dtype, upcast
-from .fourier_modes import dft_matrices, irdft_matrix, rdft_matrix
-from .shape_cache import shape_cached
+from ..grids.fourier_modes import dft_matrices, irdft_matrix, rdft_matrix
+from ..grids.shape_cache import shape_cached
 
 
 def _as_modes(modes: int | tuple[int, ...] | list[int], ndim: int | None) -> tuple[int, ...]:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import torch
 
 from .checks import checks_values, non_finite, raise_first
-from .layout import channels_first, channels_last
-from .shape_cache import shape_cached
-from .transfer import band_limit
+from ..grids.layout import channels_first, channels_last
+from ..grids.shape_cache import shape_cached
+from ..grids.transfer import band_limit
 
 
 def check_time_steps(time_steps: object) -> int:

@@ -34,8 +34,8 @@ from petrov.operators import checks, transfer
 from petrov.operators.checks import checks_values, raise_first
 from petrov.operators.models import base
 from petrov.operators.p1_grid import p1_grid_interpolation
-from petrov.operators.shape_cache import clear_shape_caches
-from petrov.operators.transfer import (
+from petrov.grids.shape_cache import clear_shape_caches
+from petrov.grids.transfer import (
     cached_prolongation_matrix,
     cached_restriction_matrix,
     prolongation_matrix,
@@ -375,7 +375,7 @@ def test_symbolic_sizes_trace_the_builder():
 
 
 def test_cached_tensors_carry_torchs_static_address_mark():
-    from petrov.operators.shape_cache import static_address
+    from petrov.grids.shape_cache import static_address
 
     marked = torch.zeros(3)
     torch._dynamo.mark_static_address(marked)

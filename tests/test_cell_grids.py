@@ -10,7 +10,7 @@ import torch
 from petrov.cli import main as cli_main
 from petrov.datasets import dataset_info, fit_normalizer, import_arrays, open_dataset
 from petrov.datasets.sampling import allowed_resolutions, cell_average, stride_for
-from petrov.operators.layout import grid_coordinates
+from petrov.grids.layout import grid_coordinates
 
 RNG = np.random.default_rng(0)
 

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from petrov.datasets.darcy import darcy_matrix, darcy_worker_pool, solve_darcy, worker_thread_settings
+from petrov.common.worker_pool import worker_pool, worker_thread_settings
+from petrov.datasets.darcy import darcy_matrix, solve_darcy
 from petrov.datasets.grf import darcy_coefficient, neumann_grf_2d
 
 SOLVERS = ["auto", "superlu", "amg", "amg-sa", "spsolve"]
@@ -86,7 +87,7 @@ def test_scalar_and_array_forcing_agree():
 def test_worker_processes_are_single_threaded_and_give_the_same_result():
     a = darcy_coefficient(neumann_grf_2d(17, seed=3, indices=range(5)))
     parent = worker_thread_settings()
-    with darcy_worker_pool(2) as pool:
+    with worker_pool(2) as pool:
         for settings in (pool.submit(worker_thread_settings).result() for _ in range(4)):
             assert settings["OMP_NUM_THREADS"] == "1" and settings["OPENBLAS_NUM_THREADS"] == "1"
         np.testing.assert_array_equal(solve_darcy(a, workers=pool), solve_darcy(a, workers=0))
@@ -99,7 +100,7 @@ def test_a_worker_pool_left_by_an_exception_kills_its_workers_instead_of_waiting
     import time
 
     with pytest.raises(KeyboardInterrupt):
-        with darcy_worker_pool(1) as pool:
+        with worker_pool(1) as pool:
             running = pool.submit(time.sleep, 600)
             workers = list(pool._processes.values())
             raise KeyboardInterrupt
@@ -110,12 +111,12 @@ def test_a_worker_pool_left_by_an_exception_kills_its_workers_instead_of_waiting
 INTERRUPTED_WHILE_SENDING = """
 import sys
 import numpy as np
-from petrov.datasets.darcy import darcy_worker_pool
+from petrov.common.worker_pool import worker_pool
 
 if __name__ == "__main__":
     for _ in range(3):  # one try hung five times in six before the fix
         try:
-            with darcy_worker_pool(2) as pool:
+            with worker_pool(2) as pool:
                 results = [pool.submit(np.full, 421 * 421 * 16, 1.0) for _ in range(50)]  # 23 MB each
                 results[0].result()
                 raise KeyboardInterrupt  # while the workers are sending the next ones

@@ -30,7 +30,7 @@ from torch.nn import functional as F
 
 from petrov.operators import build_model, list_models
 from petrov.operators.models import point_set_models
-from petrov.operators.transfer import (
+from petrov.grids.transfer import (
     band_limit, fourier_resample, hat_functions, prolong, prolongation_matrix, restrict, restriction_matrix, trapezoid_weights,
 )
 
@@ -117,7 +117,7 @@ def assert_converges_under_refinement(name: str, config: dict):
     assert min(ratios) >= MIN_RATIO, f"differences {diffs}, ratios {ratios}"  # ... at a steady rate
 
 
-# ---- the grid transfers (petrov.operators.transfer) ------------------------------------------
+# ---- the grid transfers (petrov.grids.transfer) ------------------------------------------
 
 @pytest.mark.parametrize("m, n", [(5, 5), (5, 9), (5, 17), (6, 11), (16, 36), (16, 85), (9, 7)])
 def test_restriction_reproduces_constants_exactly(m, n):

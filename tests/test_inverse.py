@@ -270,7 +270,7 @@ def test_learned_and_surrogate_methods_see_the_same_observations(runs, tmp_path)
     np.testing.assert_array_equal(learned.observations.u, surrogate.observations.u)
     assert learned.a.shape == surrogate.a.shape == (4, 6, 6)
     # the learned method is the trained model on the protocol's noisy input
-    from petrov.operators.layout import grid_coordinates
+    from petrov.grids.layout import grid_coordinates
     from petrov.train import load_operator
     from petrov.datasets.noise import add_noise as add_input_noise
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from petrov.operators.layout import channels_first, channels_last, grid_to_points, points_to_grid
+from petrov.grids.layout import channels_first, channels_last, grid_to_points, points_to_grid
 from petrov.operators.attention.kernels import weighted_outer
 
 DT = torch.float64

@@ -9,7 +9,7 @@ import torch
 from petrov.datasets import average_pool, generate_dataset, open_dataset
 from petrov.datasets.sampling import allowed_resolutions, stride_for
 from petrov.datasets.storage import partial_path
-from petrov.operators.layout import grid_coordinates
+from petrov.grids.layout import grid_coordinates
 
 
 @pytest.fixture(scope="module")

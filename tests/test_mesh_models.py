@@ -17,10 +17,10 @@ import torch
 
 from petrov.operators import build_model, list_mixers, load_model, model_config, save_model
 from petrov.operators.blocks import SpectralDecoder
-from petrov.operators.layout import grid_coordinates, grid_to_points, points_to_grid
+from petrov.grids.layout import grid_coordinates, grid_to_points, points_to_grid
 from petrov.operators.models import point_set_models
 from petrov.operators.p1_grid import p1_grid_interpolation, p1_to_grid
-from petrov.operators.transfer import trapezoid_weights
+from petrov.grids.transfer import trapezoid_weights
 
 DT = torch.float64
 GRID = 8  # mesh_fno's grid in these tests

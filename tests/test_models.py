@@ -149,7 +149,7 @@ def test_the_latent_convolution_is_torchs_padded_convolution(ndim, periodic):
 def test_the_stencil_grid_is_a_convolution_between_two_restrictions():
     # stencil_size: R_latent (s + σ(Conv s)), s = R_stencil f, written here with dense matrices and torch's
     # replicate-padded convolution; latent2d_inverse's output sees it (its latent features change)
-    from petrov.operators.transfer import restriction_matrix
+    from petrov.grids.transfer import restriction_matrix
 
     config, shape, (n, _) = TINY["latent2d_inverse"]
     config = dict(config, stencil_size=7, stencil_kernel=3)

@@ -9,7 +9,7 @@ import torch
 
 from petrov.operators import Attention, build_model, load_model, save_model
 from petrov.operators.attention.norms import ColumnNorm
-from petrov.operators.layout import grid_coordinates
+from petrov.grids.layout import grid_coordinates
 from petrov.operators.spectral import SpectralConv
 
 

@@ -1,4 +1,4 @@
-"""Transfers between point sets (mesh nodes) and a latent node grid (petrov.operators.transfer), float64.
+"""Transfers between point sets (mesh nodes) and a latent node grid (petrov.grids.transfer), float64.
 
 Restriction ``(R u)_i = Σ_j φ_i(x_j) w_j u_j / Σ_j φ_i(x_j) w_j`` with the tensor hats φ_i of the latent
 grid (0 where the hat meets no node of positive weight), prolongation = bilinear interpolation of the
@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from petrov.operators.layout import channels_first, channels_last, grid_coordinates, grid_to_points
-from petrov.operators.transfer import (
+from petrov.grids.layout import channels_first, channels_last, grid_coordinates, grid_to_points
+from petrov.grids.transfer import (
     interpolate_field, latent_corners, point_hats, prolong, prolong_points, restrict, restrict_points,
     trapezoid_weights,
 )

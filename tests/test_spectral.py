@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from petrov.operators import SpectralConv
-from petrov.operators.fourier_modes import irfft_modes, rfft_modes
-from petrov.operators.transfer import band_limit, fourier_resample
+from petrov.grids.fourier_modes import irfft_modes, rfft_modes
+from petrov.grids.transfer import band_limit, fourier_resample
 
 
 def kept_frequencies(m: int, last_axis: bool) -> list[int]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from petrov.operators import build_model
-from petrov.operators.transfer import grid_weights
+from petrov.grids.transfer import grid_weights
 
 DT = torch.float64
 TINY = dict(d_model=8, n_layers=2, n_heads=2, n_slices=3)

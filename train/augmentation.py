@@ -65,7 +65,7 @@ from typing import Any
 
 import torch
 
-from ..operators.shape_cache import shape_cached
+from ..grids.shape_cache import shape_cached
 from .data import Batch
 
 SQUARE_SYMMETRIES = 8

@@ -46,7 +46,7 @@ A compiler can be wrong where eager is right: on one NVIDIA H200 (torch 2.11, CU
 inductor-compiled ``latent2d`` of ``darcy-gpu`` (``"default"`` and ``"cuda-graphs"`` alike) gave outputs
 134% (relative L2) away from the eager model's on the same weights and batch and did not learn, while the
 same compilation on the CPU agreed to 3e-7.  With the spectral convolution computed in real arithmetic
-when compiled (``petrov.operators.fourier_modes``) the two agreed on an H200 the next day (1.3e-6); as
+when compiled (``petrov.grids.fourier_modes``) the two agreed on an H200 the next day (1.3e-6); as
 another model or torch version may meet another such bug, before a run trains compiled
 [`compiled_agreement`][] compares one forward and backward of the compiled model with the eager one on
 the run's first batch (the trainer does: ``"auto"`` falls back to eager with a warning, an explicit

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ..darcy import darcy_worker_pool
+from ...common.worker_pool import worker_pool
 from ..resources import check_disk
 from ..shards import first_index, shard_attrs
 from ..write_path import WriteOptions, check_generation_args, write_dataset
@@ -65,7 +65,7 @@ def _made(recipe: MeshRecipe, p, seed: int, attrs: dict, workers: int):
     offset, n_samples = first_index(attrs), int(attrs["n_samples"])
 
     def blocks(start: int, chunk: int, stack: contextlib.ExitStack):
-        pool = stack.enter_context(darcy_worker_pool(workers)) if workers else None
+        pool = stack.enter_context(worker_pool(workers)) if workers else None
         calls = ((recipe.name, p, seed, offset + i) for i in range(start, n_samples))
         results = _in_order(pool, _make_sample, calls, window=4 * workers)
         stack.callback(results.close)  # cancels the queued samples on an interruption

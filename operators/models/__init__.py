@@ -2,7 +2,7 @@
 
 Every model takes channels-last grid tensors ``x: (b, *grid, in_channels)`` and optional
 coordinates ``pos: (b, *grid, d)`` (default: the uniform grid of its config, see
-``petrov.operators.layout.grid_coordinates``) and returns ``(b, *grid_out, out_channels)``.
+``petrov.grids.layout.grid_coordinates``) and returns ``(b, *grid_out, out_channels)``.
 A model keeps its config dataclass as ``model.config`` (grid models through
 [`GridOperator`][petrov.operators.models.base.GridOperator], which also checks their inputs);
 ``model_name(model)`` and ``model_config(model)`` (a plain dict) are all that is needed to rebuild

@@ -22,7 +22,7 @@ from torch.nn import functional as F
 
 from ...common.config import check_positive
 from ..blocks import SpectralBlock, mlp, pointwise
-from ..layout import channels_first, channels_last
+from ...grids.layout import channels_first, channels_last
 from . import register_model
 from .base import GridOperator
 

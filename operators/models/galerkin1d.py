@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ..blocks import EncoderConfig, SpectralDecoderFields, encoder_stack, spectral_decoder
-from ..layout import channels_first, channels_last
+from ...grids.layout import channels_first, channels_last
 from . import register_model
 from .base import GridOperator
 

@@ -48,8 +48,8 @@ from ..blocks import (
     pointwise_decoder,
     spectral_decoder,
 )
-from ..layout import channels_first, channels_last, grid_to_points, points_to_grid
-from ..transfer import prolong
+from ...grids.layout import channels_first, channels_last, grid_to_points, points_to_grid
+from ...grids.transfer import prolong
 from . import register_model
 from .base import GridOperator, zero_boundary
 

@@ -27,7 +27,7 @@ is a discretization of one continuous operator and converges as the input grid i
   features interpolated at the coarse nodes) -> PointwiseDecoder of ``[g, pos_c]``.  Any input
   resolution gives the same ``(b, n_c, n_c, c_out)`` grid.
 
-Transfers ([`petrov.operators.transfer`][]): on node grids ``i/(n-1)`` (``periodic=False``, Darcy)
+Transfers ([`petrov.grids.transfer`][]): on node grids ``i/(n-1)`` (``periodic=False``, Darcy)
 quadrature-weighted hat averages ``R[i, j] = φ_i(x_j) w_j / Σ_k φ_i(x_k) w_k`` (an average over a
 window of fixed physical width: a coefficient jumping between 3 and 12 is anti-aliased and its
 average converges under refinement) and linear interpolation ``P[j, i] = φ_i(x_j)``; on periodic grids
@@ -63,8 +63,8 @@ import torch
 from ..blocks import (PointwiseDecoderFields, SpectralDecoder, SpectralDecoderFields, pointwise_decoder,
                       spectral_decoder)
 from ..latent_encoder import LatentEncoder, LatentGridConfig
-from ..layout import channels_first, channels_last
-from ..transfer import prolong, restrict
+from ...grids.layout import channels_first, channels_last
+from ...grids.transfer import prolong, restrict
 from . import register_model
 from .base import GridOperator, zero_boundary
 

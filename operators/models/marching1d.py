@@ -38,8 +38,8 @@ from ...common.config import check_positive
 from ...common.dtypes import upcast
 from ..attention.mixers import MIXERS, causal_mixers
 from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp, pointwise
-from ..layout import channels_first, channels_last
-from ..fourier_modes import rfft_modes
+from ...grids.layout import channels_first, channels_last
+from ...grids.fourier_modes import rfft_modes
 from ..trajectory import (
     batch_as_steps,
     check_scalar_state,

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import torch
 
 from ..checks import checks_values, raise_first
-from ..layout import points_to_grid
+from ...grids.layout import points_to_grid
 from ..p1_grid import grid_interpolation_inputs, p1_to_grid
-from ..transfer import prolong_points
+from ...grids.transfer import prolong_points
 from . import register_model
 from .base import PointSetOperator
 from .fno import FNO2d, FNO2dConfig

@@ -56,9 +56,9 @@ import torch
 from ...common.config import check_positive
 from ..blocks import pointwise_decoder
 from ..latent_encoder import LatentEncoder, LatentGridConfig
-from ..layout import cached_grid_coordinates, grid_to_points
-from ..shape_cache import shape_cached
-from ..transfer import point_hats, prolong_points, restrict_points, trapezoid_weights
+from ...grids.layout import cached_grid_coordinates, grid_to_points
+from ...grids.shape_cache import shape_cached
+from ...grids.transfer import point_hats, prolong_points, restrict_points, trapezoid_weights
 from . import register_model
 from .base import PointSetOperator
 

@@ -32,7 +32,7 @@ on):
   grid (it is not resolution-invariant).  Here every map is pointwise except the slice tokens.
 - The slice tokens are quadratures with the grid's weights: the tensor-product trapezoid rule on
   node grids ``i/(n-1)``, uniform weights on periodic grids ``i/n`` (where the trapezoid rule is the
-  plain mean) ([`petrov.operators.transfer.grid_weights`][]).  The reference's plain sums over
+  plain mean) ([`petrov.grids.transfer.grid_weights`][]).  The reference's plain sums over
   the points are the same on uniform periodic grids but not on node grids (the boundary nodes would
   count double).
 - Coordinates enter the preprocess as ``(cos 2πx, sin 2πx)`` on periodic grids
@@ -66,8 +66,8 @@ from ..attention import Attention
 from ..attention.mixers.physics import check_temperature
 from ..blocks import FeedForward, FullPrecisionLinear, activation
 from ..latent_encoder import coordinate_features
-from ..layout import cached_grid_coordinates, grid_to_points, points_to_grid
-from ..transfer import cached_grid_weights
+from ...grids.layout import cached_grid_coordinates, grid_to_points, points_to_grid
+from ...grids.transfer import cached_grid_weights
 from . import register_model
 from .base import GridOperator, zero_boundary
 

@@ -64,7 +64,7 @@ def trapezoid_weights(n: int, dtype: torch.dtype = torch.float64, device=None) -
 def grid_weights(grid: tuple[int, ...], periodic: bool, dtype: torch.dtype = torch.float64,
                  device=None) -> torch.Tensor:
     """``(prod(grid),)`` quadrature weights of a uniform grid on ``[0, 1]^d``, flattened row-major like
-    [`grid_to_points`][petrov.operators.layout.grid_to_points], summing to 1: the tensor product of the trapezoid
+    [`grid_to_points`][petrov.grids.layout.grid_to_points], summing to 1: the tensor product of the trapezoid
     weights of each axis on node grids, uniform ``1/prod(grid)`` on periodic grids (where the
     trapezoid rule is the plain mean)."""
     w = torch.ones(1, dtype=dtype, device=device)
@@ -114,7 +114,7 @@ def prolongation_matrix(n: int, m: int, dtype: torch.dtype = torch.float64, devi
     return hat_functions(m, node_points(n, dtype, device)).T.contiguous()
 
 
-# what the models use: built once per (sizes, dtype, device), shared (see petrov.operators.shape_cache)
+# what the models use: built once per (sizes, dtype, device), shared (see petrov.grids.shape_cache)
 cached_restriction_matrix = shape_cached(restriction_matrix)
 cached_prolongation_matrix = shape_cached(prolongation_matrix)
 cached_trapezoid_weights = shape_cached(trapezoid_weights)

@@ -99,5 +99,5 @@ def grid_coordinates(
 
 
 # the models' default coordinates: built once per (grid, kind, dtype, device) and shared (never modify
-# it in place; see petrov.operators.shape_cache)
+# it in place; see petrov.grids.shape_cache)
 cached_grid_coordinates = shape_cached(grid_coordinates)

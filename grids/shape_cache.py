@@ -24,7 +24,7 @@ step's time on a GPU at these sizes) and, where a builder checked a value, a hos
   same sizes (the trainer's check of the compiled model makes one).
 
 The returned tensor is shared: never modify it in place (``.clone()`` one to own it).  The public
-builders (``petrov.operators.transfer.restriction_matrix`` etc.) stay uncached and return fresh
+builders (``petrov.grids.transfer.restriction_matrix`` etc.) stay uncached and return fresh
 tensors; the models use their cached twins.  ``clear_shape_caches()`` empties every cache (frees the
 memory; a CUDA graph captured before must not be replayed after it).
 """
