@@ -39,6 +39,7 @@ from ..common.config import asdict, from_dict
 from ..common.files import write_json
 from ..common.quick import QUICK_ENV, QUICK_EPOCHS, QUICK_SPLITS, quick_mode, quick_samples
 from ..datasets.noise import InputNoise
+from ..operators.models import config_class, model_layout
 from .config_tables import (
     DataConfig,
     GenerateConfig,
@@ -151,8 +152,6 @@ def apply_overrides(raw: Mapping[str, Any], overrides: list[str]) -> dict[str, A
 
 def validate_model_options(model: ModelConfig) -> None:
     """Check the model name and its options against the model's config class."""
-    from ..operators.models import config_class
-
     # KeyError naming the registered models; ValueError naming a wrong option
     from_dict(config_class(model.name), model.options, context=f"model.options ({model.name!r})")
 
@@ -297,9 +296,7 @@ def _check_generate(cfg: TrainConfig) -> None:
     if n < total:
         raise ValueError(f"data.generate.n_samples = {n} is fewer than data.n_train + n_val + n_test = {d.n_train} + "
                          f"{d.n_val} + {d.n_test} = {total}; raise data.generate.n_samples or lower the splits")
-    from .data import _model_layout
-
-    layout = _model_layout(cfg.model.name, cfg.model.options)
+    layout = model_layout(cfg.model.name, cfg.model.options)
     if layout is not None:
         point_model, dim = layout
         made = "point sets (meshes)" if mesh else f"{recipe.dim}-D grids"

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..common.config import asdict, from_dict
+from ..common.config import asdict
 from ..common.interrupts import held_signals, loader_worker
 from ..common.quick import QUICK_ENV, QUICK_SAMPLES, quick_mode
 from ..datasets import (
@@ -44,8 +44,8 @@ from ..datasets import (
 from ..datasets.loading import open_source
 from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from ..datasets.mesh.storage import is_mesh_file
-from ..operators.models import MODELS, config_class
-from .config import DataConfig
+from ..operators.models import MODELS, model_layout
+from .config_tables import DataConfig
 from .datapass import fit_normalizers
 from .distributed import Context
 
@@ -327,25 +327,11 @@ def _file_layout(path: str) -> tuple[bool, int | None] | None:
         return None
 
 
-def _model_layout(name: str, options: dict) -> tuple[bool, int | None] | None:
-    """``(takes point sets?, grid axes)`` of the registered model ``name`` built with ``options``, read
-    from its class and config without building it (grid axes None where the model does not say); None if
-    the name or options are not usable (building the model says why)."""
-    try:
-        cls = MODELS.get(name)
-        if getattr(cls, "point_set", False):
-            return True, None
-        ndim = getattr(cls, "ndim", 0) or getattr(from_dict(config_class(name), options), "ndim", None)
-    except (KeyError, ValueError, TypeError):
-        return None
-    return False, (int(ndim) if isinstance(ndim, int) and not isinstance(ndim, bool) and ndim > 0 else None)
-
-
 def check_model_layout(model_name: str, options: dict, cfg: DataConfig) -> None:
     """Before any other check of the data: the model takes the layout of ``cfg.path`` (point sets or grids,
     and on grids as many axes); a ValueError saying which model fits, so that a wrong pairing is not first
     reported as a wrong level, resolution or split size."""
-    model, data = _model_layout(model_name, options), _file_layout(cfg.path)
+    model, data = model_layout(model_name, options), _file_layout(cfg.path)
     if model is None or data is None:
         return
     (point_model, model_dim), (point_data, data_dim) = model, data

@@ -29,7 +29,7 @@ from ..datasets import (PointwiseGaussianNormalizer, fit_normalizer, fit_point_n
 from ..datasets.loading import open_source
 from ..datasets.mesh.storage import is_mesh_file
 from . import distributed as dist_
-from .config import DataConfig
+from .config_tables import DataConfig
 
 CHECK_BYTES = 2**23  # a check reads this many bytes of samples at a time (a few copies of it are held)
 # values beyond this magnitude are refused: sums of their squares (the losses' norms) overflow float32
