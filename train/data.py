@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from ..common.config import asdict
 from ..common.interrupts import held_signals, loader_worker
 from ..common.quick import QUICK_ENV, QUICK_SAMPLES, quick_mode
+from ..datasets.identity import check_data_unchanged, data_identity
 from ..datasets import (
     InputNoise,
     collate_points,
@@ -47,7 +48,7 @@ from ..datasets.mesh.storage import is_mesh_file
 from ..operators.models import MODELS, model_layout
 from .config_tables import DataConfig
 from .datapass import fit_normalizers
-from .distributed import Context
+from .distributed import Context, run_on_main
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,19 @@ def build_training_data(cfg: DataConfig, ctx: Context | None = None) -> Training
     train, val = open_split(cfg, splits.train, lazy=lazy), open_split(cfg, splits.val, lazy=lazy)
     x_norm, y_norm = fit_normalizers(cfg, splits.train, train, ctx)
     return TrainingData(train, val, x_norm, y_norm, input_noise(cfg, train), splits)
+
+
+def read_training_data(cfg: Any, ctx: Context) -> tuple[TrainingData, dict]:
+    """The splits of ``cfg.data.path`` (``cfg``: the ``TrainConfig``; generated first from ``[data.generate]``
+    where it does not exist) and the content they were read from (``data_identity``): a file that changed
+    while it was read is a ``DataChanged``."""
+    run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx, patient=True)
+    check_model_layout(cfg.model.name, cfg.model.options, cfg.data)  # before the levels, sizes, values
+    identity = data_identity(cfg.data.path)
+    data = build_training_data(cfg.data, ctx)
+    check_data_unchanged(cfg.data.path, identity, "while it was being read",
+                                   "the run must be tested on the data it trained on")
+    return data, identity
 
 
 def input_noise(cfg: DataConfig | None, dataset: Any) -> InputNoise:
