@@ -19,7 +19,7 @@ import typing
 
 from ..datasets.mesh.recipes import MESH_RECIPES
 from ..datasets.recipes import RECIPES
-from .usage import UsageError, as_usage_error, check_minimums
+from .usage import UsageError, add_command, as_usage_error, check_minimums
 
 
 def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, annotation) -> None:
@@ -90,8 +90,8 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _add_merge(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "merge", help="merge the shards of a dataset (petrov generate ... --shard K/N) into one file",
+    p = add_command(
+        sub, "merge", _merge, resume_hint=_resume_hint, help="merge the shards of a dataset (petrov generate ... --shard K/N) into one file",
         description="Write the whole dataset file from its shards, identical (samples, attributes, content hash) "
         "to one `petrov generate` of all the samples. The shards are checked first: all of one dataset, each "
         "sample in exactly one shard, each shard's samples matching its content hash.",
@@ -101,7 +101,6 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--chunk-size", type=int, default=None, help="samples copied at a time")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_merge, resume_hint=_resume_hint)
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -152,8 +151,8 @@ def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
 
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "import",
+    p = add_command(
+        sub, "import", _import,
         help="turn your own arrays (.npy, .npz, HDF5, .mat) or meshes (.msh, .vtu, .npz, ...) into a petrov dataset",
         description="Write input/output arrays on a grid into a petrov dataset file (HDF5) that loads at "
         "strided resolutions and trains through data.path like a generated one (SPEC is FILE.npy or FILE:KEY: "
@@ -190,7 +189,6 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--chunk-size", type=int, default=None, help="samples read and written at a time")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_import)
 
 
 def _format_value(value) -> str:
@@ -255,7 +253,8 @@ def _mesh_info_lines(info: dict) -> list[str]:
 
 
 def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None:
-    p = kinds.add_parser(recipe.name, help=recipe.description, description=recipe.description, allow_abbrev=False)
+    p = add_command(kinds, recipe.name, _generate, resume_hint=_resume_hint, help=recipe.description,
+                    description=recipe.description, allow_abbrev=False)
     p.add_argument("--n-samples", type=int, required=True, help="number of samples")
     if not mesh:
         p.add_argument("--resolution", type=int, default=None,
@@ -277,7 +276,6 @@ def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None
     group = p.add_argument_group("equation parameters")
     for field in dataclasses.fields(recipe.params_cls):
         _param_option(group, field, hints[field.name])
-    p.set_defaults(func=_generate, resume_hint=_resume_hint)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -294,7 +292,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_merge(sub)
     _add_import(sub)
 
-    info = sub.add_parser("info", help="show what a dataset file (grid or mesh .h5, or FNO .mat) holds")
+    info = add_command(sub, "info", _info, help="show what a dataset file (grid or mesh .h5, or FNO .mat) holds")
     info.add_argument("file", help="dataset file")
     info.add_argument("--json", action="store_true", help="print as JSON")
-    info.set_defaults(func=_info)

@@ -38,7 +38,7 @@ from ..train.config import (
     preset_names,
 )
 from ..train.trainer import train
-from .usage import UsageError, as_usage_error, check_minimums
+from .usage import UsageError, add_command, as_usage_error, check_minimums
 
 
 def _check_train_flags(args: argparse.Namespace) -> None:
@@ -88,8 +88,8 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "train",
+    p = add_command(
+        sub, "train", _run_train, resume_hint=_train_hint,
         help="train an operator from a TOML config",
         description="Train an operator; writes config.json, log.csv/jsonl, last.pt, best.pt and "
         "metrics.json into --out. Run under torchrun for data parallel training.",
@@ -113,7 +113,6 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="train for M minutes on this machine: the epochs are planned from a timing probe of the "
                    "run to fill 95%% of them (optim.epochs at most); same as --set run.time_budget_minutes=M "
                    "--set run.fill_budget=true")
-    p.set_defaults(func=_run_train, resume_hint=_train_hint)
 
 
 def _train_hint(args: argparse.Namespace) -> str:
@@ -150,8 +149,8 @@ def _evaluated(indices) -> str:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "evaluate",
+    p = add_command(
+        sub, "evaluate", _run_evaluate,
         help="evaluate a trained run at several resolutions",
         description="Evaluate RUN_DIR/best.pt on the test split at each resolution; print a table of "
         "relative L2 and save RUN_DIR/eval/metrics.csv, metrics.json and plots.",
@@ -170,7 +169,6 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help="write PNG figures next to the metrics (default: yes)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/eval)")
     p.add_argument("--overwrite", action="store_true", help="write into DIR even if it holds other files")
-    p.set_defaults(func=_run_evaluate)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
