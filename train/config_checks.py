@@ -86,7 +86,19 @@ def check_values(cfg: TrainConfig) -> None:
         raise ValueError("optim.grad_clip, optim.weight_decay, optim.min_warmup_steps must be >= 0")
     if cfg.loss.h1_weight < 0:
         raise ValueError(f"loss.h1_weight must be >= 0, got {cfg.loss.h1_weight}")
-    if training_mode(cfg.loss.mode).trajectory and d.normalize_x != d.normalize_y:
+    for key, minimum in (("history", 1), ("first_state", 0)):
+        if getattr(d, key) < minimum:
+            raise ValueError(f"data.{key} must be an integer >= {minimum}, got {getattr(d, key)}")
+    if d.states is not None and d.states <= d.history:
+        raise ValueError(f"data.states = {d.states} leaves no state to predict after data.history = {d.history} "
+                         f"given ones; choose data.states > data.history, or leave it out (to the last state)")
+    trajectory = training_mode(cfg.loss.mode).trajectory
+    window = (d.history, d.first_state, d.states) != (1, 0, None)
+    if window and not trajectory:
+        raise ValueError(f"data.history / first_state / states choose a window of a trajectory for a marching "
+                         f"model; loss.mode = {cfg.loss.mode!r} trains a model on whole samples: set a trajectory "
+                         f"mode (e.g. loss.mode = 'pushforward') or leave them out")
+    if trajectory and d.normalize_x != d.normalize_y:
         # a marching model's state 0 is its input: both sides must be in the same units
         raise ValueError(f"loss.mode = {cfg.loss.mode!r} needs data.normalize_x = data.normalize_y "
                          f"(got {d.normalize_x}, {d.normalize_y})")

@@ -47,7 +47,7 @@ from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from ..datasets.mesh.storage import is_mesh_file
 from ..operators.models import MODELS, model_layout
 from .config_tables import DataConfig
-from .datapass import fit_normalizers
+from .datapass import fit_normalizers, window_of
 from .distributed import Context, run_on_main
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | str | Non
     res = cfg.train_resolution if resolution is None else resolution
     return open_dataset(
         cfg.path, resolution=res, indices=indices, coarse_resolution=cfg.coarse_resolution,
-        kind=cfg.kind, lazy=lazy,
+        kind=cfg.kind, lazy=lazy, window=window_of(cfg),
     )
 
 

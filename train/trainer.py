@@ -71,7 +71,7 @@ from .optimization import make_optimizer, make_scheduler, seed_all
 from .planning import EpochEstimate, epochs_for_budget
 from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
-from .rollout import check_mode_fits_model, training_mode
+from .rollout import check_mode_fits_model, for_window, training_mode
 from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start, summary_writer
 from .step import PROGRESS_EVERY, BatchLoss, EpochTotals, Stepper, batch_loss_of
 from .testing import check_test_resolutions, run_test, test_discretizations, write_test_metrics
@@ -111,7 +111,7 @@ class Trainer:
             torch.set_num_threads(cfg.run.threads)
         retain_freed_memory()  # the steps reuse the host memory they free (no page faults per step)
         self.periodic = bool(getattr(data.train, "periodic", False))
-        self.mode = training_mode(cfg.loss.mode)
+        self.mode = for_window(training_mode(cfg.loss.mode), cfg.data.history, cfg.loss.trajectory_metric)
         self.compile_mode = resolve_compile(cfg.run.compile, ctx.device, is_point_data(data.train), ctx.distributed)
         model = model.to(ctx.device)
         self.transform = sample_transform(model)  # a point-set model's per-sample inputs (mesh_fno's grid)
@@ -255,7 +255,8 @@ class Trainer:
         when they are in memory (grids; point sets and lazily read grids are read per batch)."""
         if hasattr(dataset, "y"):
             check_targets(dataset.y, sample_ids(dataset), f"{self.cfg.data.path} ({split} split)",
-                          periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory)
+                          periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory,
+                          history=self.cfg.data.history)
 
     # --- epochs ------------------------------------------------------------------------------
     def out_of_memory(self, what: str, batch: int, advice: list[str]):
