@@ -64,8 +64,10 @@ from .runs import (
 log = logging.getLogger(__name__)
 
 # what `petrov evaluate` may write into its output folder (the output-folder rule: petrov.common.outputs)
-_FIGURES = ("error_vs_resolution", "error_vs_level", "predictions", "training_curves", "error_vs_time", "spacetime")
-EVAL_FILES = ("metrics.csv", "metrics.json") + tuple(f"{f}.{ext}" for f in _FIGURES for ext in ("png", "pdf"))
+_FIGURES = ("error_vs_resolution", "error_vs_level", "predictions", "training_curves", "error_vs_time", "spacetime",
+            "states")
+EVAL_FILES = ("metrics.csv", "metrics.json", "rollout.gif") + tuple(f"{f}.{ext}" for f in _FIGURES
+                                                                    for ext in ("png", "pdf"))
 
 
 def _device(device: Any) -> torch.device:
@@ -245,13 +247,30 @@ def make_plots(
         f" (inputs drawn without the noise {noise:g} the model was given)" if noise else "")
     if "per_time_mean" in rows[0]:
         written.append(figures.plot_error_vs_time(rows, out / "error_vs_time.png"))
-        written.append(figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
-                                            title=f"{title}: rollouts", labels=labels, n=len(chosen)))
+        written += _rollout_figures(dataset, pred, out, int(rows[0].get("history", 1)), f"{title}: rollouts", labels)
     else:
         written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title, labels=labels,
                                                 n=len(chosen)))
     written += _training_curves(setup, out)
     return written
+
+
+def _rollout_figures(dataset: Any, pred: torch.Tensor, out: Path, history: int, title: str,
+                     labels: list[str]) -> list[Path]:
+    """Trajectories: ``spacetime.png`` on 1-D grids; on 2-D grids ``states.png`` (truth, prediction and their
+    difference at the first and last predicted states) and ``rollout.gif`` (the first chosen sample)."""
+    from . import plots as figures, state_plots
+
+    if dataset.y.dim() == 3:
+        return [figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
+                                       title=title, labels=labels, n=len(pred))]
+    extent = figures.grid_extent(dataset.coords, figures.dataset_domain(dataset))
+    ids = [int(i) for i in dataset.indices]
+    name = figures.field_names(getattr(dataset, "kind", None), getattr(dataset, "attrs", None))[1]
+    return [state_plots.plot_states(dataset.y, pred, out / "states.png", history=history, name=name, sample_ids=ids,
+                                    labels=labels, extent=extent, title=title),
+            state_plots.animate_rollout(dataset.y[0], pred[0], out / "rollout.gif", history=history, name=name,
+                                        sample_id=ids[0], extent=extent)]
 
 
 def _training_curves(setup: EvalSetup, out: Path) -> list[Path]:
