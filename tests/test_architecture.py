@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ["common", "operators", "datasets", "train", "evaluate", "inverse", "cli"]
+LAYERS = ["common", "grids", "datasets", "operators", "train", "evaluate", "inverse", "cli"]
 
 
 def package_modules() -> list[Path]:
