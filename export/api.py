@@ -111,7 +111,8 @@ def export_operator(source: str | os.PathLike, path: str | os.PathLike, format: 
     started = time.perf_counter()
     path = Path(path)
     if path.is_dir():
-        raise IsADirectoryError(f"output {str(path)!r} is a folder; give a file name (e.g. {path / 'operator.onnx'})")
+        raise IsADirectoryError(f"output {str(path)!r} is a folder; give a file name (e.g. "
+                                f"{path / 'operator.onnx'})")
     fmt: ExportFormat = export_format(format, path)
     check_writable(path.parent, "output folder")
     src = load_source(source)
@@ -127,8 +128,8 @@ def export_operator(source: str | os.PathLike, path: str | os.PathLike, format: 
         raise ValueError(f"the resolution must be an integer >= 2 (points per grid axis), got {n!r}")
     ndim, channels = model.grid_ndim, model.input_channels
     generator = torch.Generator().manual_seed(seed)
-    example = random_input(op, n, ndim, channels, EXAMPLE_BATCH, generator)
-    try:
+    try:  # a size the model's modes or the run's statistics do not reach is refused here, by the PyTorch operator
+        example = random_input(op, n, ndim, channels, EXAMPLE_BATCH, generator)
         graph = InferenceGraph(op, example, dynamic).eval()
     except ValueError as err:
         raise ValueError(f"cannot export {src.model} at resolution {n}: {err}") from None
