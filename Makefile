@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
-PACKAGES := cli common grids operators datasets train evaluate inverse
+PACKAGES := cli common grids operators datasets train evaluate export inverse
 SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null)
 
 .PHONY: install test test-all demo docs clean
