@@ -30,7 +30,8 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTens
 from petrov.operators import Attention, build_model, list_mixers, list_models, point_set_models
 from petrov.operators.attention.mixers import MIXERS, mixer_options
 from petrov.operators.attention.mixers.performer import advance_feature_draws
-from petrov.operators import checks, transfer
+from petrov.grids import transfer
+from petrov.operators import checks
 from petrov.operators.checks import checks_values, raise_first
 from petrov.operators.models import base
 from petrov.operators.p1_grid import p1_grid_interpolation
