@@ -23,13 +23,20 @@ $(VENV)/.installed: $(BIN)/python $(SOURCES)
 
 install: $(VENV)/.installed
 
+# The whole suite also compares the paper presets with the reference Galerkin Transformer, installed from
+# the "reference" extra (tests/test_reference_equivalence.py; skipped, with its reason, without it).
+$(VENV)/.installed-reference: $(VENV)/.installed
+	$(BIN)/pip install --quiet ".[test,reference]"
+	touch $@
+
 # --rootdir=tests: the repository root is the package itself (its __init__.py); a rootdir above the tests
 # makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x
 test: $(VENV)/.installed
 	OMP_NUM_THREADS=2 $(BIN)/pytest -m "not slow" -q -p no:cacheprovider --rootdir=tests tests
 
-test-all: $(VENV)/.installed
-	$(BIN)/pytest -q -p no:cacheprovider --rootdir=tests tests
+# everything, the slow tests and the comparison with the reference included (what CI runs)
+test-all: $(VENV)/.installed-reference
+	OMP_NUM_THREADS=2 $(BIN)/pytest -q -p no:cacheprovider --rootdir=tests tests
 
 demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers
