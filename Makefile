@@ -30,13 +30,19 @@ $(VENV)/.installed-reference: $(VENV)/.installed
 	touch $@
 
 # --rootdir=tests: the repository root is the package itself (its __init__.py); a rootdir above the tests
-# makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x
+# makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x.
+# Two worker processes of one thread each (pytest-xdist), a test file to a worker (--dist loadscope: a
+# file's module fixtures, such as its trained runs, are built once); the README's test, the longest, starts
+# first (tests/conftest.py).  PYTEST_WORKERS=0 runs the suite in this process.
+PYTEST_WORKERS ?= 2
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider --rootdir=tests -n $(PYTEST_WORKERS) --dist loadscope
+
 test: $(VENV)/.installed
-	OMP_NUM_THREADS=2 $(BIN)/pytest -m "not slow" -q -p no:cacheprovider --rootdir=tests tests
+	$(PYTEST) -m "not slow" tests
 
 # everything, the slow tests and the comparison with the reference included (what CI runs)
 test-all: $(VENV)/.installed-reference
-	OMP_NUM_THREADS=2 $(BIN)/pytest -q -p no:cacheprovider --rootdir=tests tests
+	$(PYTEST) tests
 
 demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers
