@@ -65,7 +65,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.continue_from is not None:
         if args.resume or args.config is not None:
             raise UsageError("--continue RUN_DIR takes that run's config: give neither CONFIG nor --resume")
-        source = Path(args.continue_from)
+        source = Path(resolve_source(args.continue_from))  # pretrained:NAME: a shipped operator's folder
         saved = load_config_json(source / "config.json")
         overrides.append(f"run.init_from={json.dumps(source.as_posix())}")
         config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))
@@ -105,8 +105,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="continue the run in RUN_DIR from its last.pt (written after every epoch, and where Ctrl-C "
                    "or SIGTERM stopped it); with nothing to resume the run starts, so a job script can always pass it")
     p.add_argument("--continue", dest="continue_from", metavar="FINISHED_RUN",
-                   help="train on from a finished run's best weights with its config and a new schedule "
-                   "into --out (e.g. --set optim.epochs=20)")
+                   help="train on from a finished run's best weights (or a shipped operator's: pretrained:NAME) "
+                   "with its config and a new schedule into --out (e.g. --set optim.epochs=20)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run in RUN_DIR, or write beside other files there")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="same as --set run.device=...")

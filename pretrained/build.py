@@ -74,25 +74,32 @@ def shown(args: list[str], quick: bool) -> str:
     return ("PETROV_QUICK=1 " if quick else "") + "petrov " + shlex.join(args)
 
 
-def run_petrov(args: list[str], work: Path, quick: bool) -> tuple[float, float]:
-    """``petrov ARGS`` in ``work`` (its own process, as typed); its (wall-clock, CPU) seconds, the time
-    spent before an interruption included. A failure is a RuntimeError naming the command."""
+def clock() -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds of the finished child processes) now."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter(), children.ru_utime + children.ru_stime
+
+
+def run_petrov(args: list[str], work: Path, quick: bool) -> None:
+    """``petrov ARGS`` in ``work``, in its own process as a user types it (a RuntimeError naming the command
+    if it fails). On Ctrl-C, which the command receives too, it is left to stop where it is and save that
+    (``petrov train`` keeps its position for ``--resume``) before the interruption goes on."""
     env = {**os.environ, "PETROV_QUICK": "1" if quick else "0"}
-    cpu0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     print(f"[{datetime.datetime.now():%H:%M:%S}] {shown(args, quick)}", flush=True)
+    process = subprocess.Popen([sys.executable, "-m", "petrov", *args], cwd=work, env=env)
     try:
-        code = subprocess.run([sys.executable, "-m", "petrov", *args], cwd=work, env=env).returncode
-    finally:
-        cpu1, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - t0
-        spent = (wall, (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime))
+        code = process.wait()
+    except KeyboardInterrupt:
+        process.wait()
+        raise
     if code != 0:
         raise RuntimeError(f"`{shown(args, quick)}` failed (exit status {code}) in {work}")
-    return spent
 
 
 def train(recipe: Recipe, work: Path, quick: bool) -> dict:
     """Train ``recipe``'s run in ``work`` (continued with ``--resume`` if a build was interrupted); the
-    time every invocation took, summed: ``{"wall_seconds", "cpu_seconds", "invocations"}``."""
+    time every invocation took, interrupted ones included, summed: ``{"wall_seconds", "cpu_seconds",
+    "invocations"}``."""
     run = f"{RUNS}/{recipe.name}"
     timing_file = work / f"{run}-build.json"
     timing = json.loads(timing_file.read_text()) if timing_file.is_file() else \
@@ -100,12 +107,13 @@ def train(recipe: Recipe, work: Path, quick: bool) -> dict:
     if (work / run / "metrics.json").is_file() and timing["invocations"]:
         return timing  # trained by an earlier build
     resume = ["--resume"] if (work / run / "last.pt").is_file() else []
-    wall = cpu = 0.0
+    wall0, cpu0 = clock()
     try:
-        wall, cpu = run_petrov(recipe.train_args(run) + resume, work, quick)
+        run_petrov(recipe.train_args(run) + resume, work, quick)
     finally:
-        timing = {"wall_seconds": timing["wall_seconds"] + wall, "cpu_seconds": timing["cpu_seconds"] + cpu,
-                  "invocations": timing["invocations"] + 1}
+        wall1, cpu1 = clock()
+        timing = {"wall_seconds": timing["wall_seconds"] + wall1 - wall0,
+                  "cpu_seconds": timing["cpu_seconds"] + cpu1 - cpu0, "invocations": timing["invocations"] + 1}
         write_json(timing_file, timing)
     return timing
 

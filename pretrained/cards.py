@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -144,27 +145,18 @@ class Card:
                        f"{', '.join(map(str, self.maps.evaluated_at))}")
 
 
-def _required(cls: type, mapping: Mapping[str, Any], where: str) -> None:
-    """ValueError naming the first field of dataclass ``cls`` without a default that ``mapping`` lacks."""
-    for f in dataclasses.fields(cls):
-        if f.name not in mapping and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ValueError(f"{where}: missing key {f.name!r}")
-
-
-# the nested tables of each card dataclass (checked for missing keys too)
-_TABLES: dict[type, dict[str, type]] = {
-    Card: {"maps": Maps, "model": ModelFacts, "data": DataFacts, "training": TrainingFacts,
-           "evaluation": EvaluationFacts},
-    TrainingFacts: {"machine": Machine},
-}
-
-
 def _check_required(cls: type, mapping: Any, where: str) -> None:
+    """ValueError naming the first field of dataclass ``cls`` (or of a table in it) that ``mapping`` lacks
+    and that has no default."""
     if not isinstance(mapping, Mapping):
         raise ValueError(f"{where}: expected a table, got {type(mapping).__name__}")
-    _required(cls, mapping, where)
-    for key, sub in _TABLES.get(cls, {}).items():
-        _check_required(sub, mapping[key], f"{where}.{key}")
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in mapping:
+            if dataclasses.is_dataclass(hints[f.name]):
+                _check_required(hints[f.name], mapping[f.name], f"{where}.{f.name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{where}: missing key {f.name!r}")
 
 
 def _finite(value: float, where: str) -> None:

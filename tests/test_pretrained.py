@@ -289,6 +289,16 @@ def test_invert_takes_pretrained_names(tiny_registry):
         invert(data, "surrogate", forward_run="pretrained:tiny-inverse", **common)
 
 
+def test_training_continues_from_a_shipped_operator(tiny_registry, cli, tmp_path, monkeypatch):
+    _, work, _ = tiny_registry
+    monkeypatch.chdir(work)  # where the operator's data file is, as its config names it
+    code, out, err = cli("train", "--continue", "pretrained:tiny-darcy", "--out", tmp_path / "more",
+                         "--set", "optim.epochs=1")
+    assert code == 0, err
+    started = load_run_checkpoint(tmp_path / "more" / "last.pt")
+    assert started["train_config"]["run"]["init_from"] == str(pretrained.folder("tiny-darcy"))
+
+
 def test_list_and_show(tiny_registry, cli):
     code, out, err = cli("pretrained")
     assert code == 0 and not err
