@@ -9,7 +9,8 @@ that disagree with the resolutions named, a licence other than the project's. Th
   resolution (grid points per side, or mesh level) it was ``trained_at`` and those it was
   ``evaluated_at``;
 - ``model``: the registered model ``name`` and its number of ``parameters``;
-- ``data``: the training ``preset`` whose ``[data]`` table it is, the ``kind`` it was read as, the
+- ``data``: the training ``preset`` whose ``[data]`` table it is, the training file's ``path``, the ``kind``
+  it was read as, the
   ``[data.generate]`` table (``generate``: kind, n_samples, resolution, seed, options) with its ``seed``,
   the training file's content ``identity`` (``petrov.datasets.identity.data_identity``), the split
   sizes and the input ``noise`` level;
@@ -61,6 +62,7 @@ class ModelFacts:
 @dataclass
 class DataFacts:
     preset: str
+    path: str  # the training file, relative to the working directory of the training command
     kind: str
     generate: dict
     seed: int

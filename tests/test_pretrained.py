@@ -28,11 +28,13 @@ import torch
 import petrov.pretrained as pretrained
 from petrov.cli.main import build_parser
 from petrov.datasets import generate_dataset
+from petrov.datasets.identity import data_identity
 from petrov.evaluate import evaluate_resolutions
 from petrov.common import shipped
 from petrov.common.shipped import CARD, CONFIG, WEIGHTS
 from petrov.inverse import invert, runner
 from petrov.pretrained import build
+from petrov.pretrained.card_text import generate_command
 from petrov.pretrained.cards import card_from_dict, card_to_dict
 from petrov.pretrained.recipes import SHIPPED, Recipe
 from petrov.train import NormalizedOperator, load_config, load_operator
@@ -418,6 +420,16 @@ def test_a_quick_build_is_never_written_into_the_package(tmp_path, capsys):
     assert "give --dest" in capsys.readouterr().err
     assert build.main(["--only", "darcy-58", "--quick"]) == 2
     assert "no recipe 'darcy-58'; recipes: darcy-85, burgers-1024" in capsys.readouterr().err
+
+
+def test_the_cards_generate_command_writes_the_training_file_again(tiny_registry, cli, tmp_path):
+    card = pretrained.card("tiny-darcy")
+    words = shlex.split(generate_command(card))
+    assert words[:2] == ["petrov", "generate"] and words[-2:] == ["-o", card.data.path]
+    code, _, err = cli(*words[1:-1], tmp_path / "again.h5", "--no-progress")
+    assert code == 0, err
+    again = data_identity(tmp_path / "again.h5")
+    assert (again["content"], again["attrs"]) == (card.data.identity["content"], card.data.identity["attrs"])
 
 
 def test_the_documentation_page_is_written_from_the_cards(tiny_registry):
