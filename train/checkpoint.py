@@ -146,8 +146,7 @@ def unfinished_note(run_dir: Path, best: dict[str, Any]) -> str | None:
 def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> NormalizedOperator:
     """A trained operator (raw units in and out, any resolution) from ``best.pt``/``last.pt``,
     a run directory (its ``best.pt``) or a shipped operator, ``"pretrained:NAME"``
-    ([`petrov.common.shipped`][]);
-    in eval mode."""
+    ([`petrov.common.shipped`][]); in eval mode."""
     path = Path(resolve_source(path))
     if path.is_dir():
         path = path / "best.pt"
