@@ -60,14 +60,14 @@ def check_time_steps(time_steps: object) -> int:
     return time_steps
 
 
-def check_marching_config(config, low_history: int = 1) -> None:
-    """``time_steps >= 1``, ``history >= low_history``, a scalar state, and a valid ``state_modes`` where the
-    config has one (call it from the config's ``__post_init__``)."""
+def check_marching_config(config) -> None:
+    """``time_steps >= 1``, ``history >= 1``, a scalar state, and a valid ``state_modes`` where the config has
+    one (call it from the config's ``__post_init__``)."""
     check_time_steps(config.time_steps)
     h = config.history
-    if isinstance(h, bool) or not isinstance(h, int) or h < low_history:
-        raise ValueError(f"{type(config).__name__}.history must be an integer >= {low_history} (the states the "
-                         f"model is given), got {h!r}")
+    if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+        raise ValueError(f"{type(config).__name__}.history must be an integer >= 1 (the states the model is "
+                         f"given), got {h!r}")
     check_scalar_state(config)
     if hasattr(config, "state_modes"):
         check_state_modes(config)
