@@ -20,16 +20,17 @@ One step ([`petrov.operators.models.stepping`][]), ``W = [u_k, ..., u_{k+h-1}]``
 physical space, every map between it and the input grid converges under refinement), with ``h`` input
 channels; so the step, and the rollout of steps, is one map at 32, 64 and 128 points per axis.
 
-Why the history as channels (and not a causal attention over time, as ``marching1d``): the step of a
-flow like Navier–Stokes at ν = 1e-5 moves vorticity by a sizeable fraction of the domain per recorded
-state, at every scale of the 64-point grid.  With the states as channels of the pointwise lift, the time
+Why the history as channels (and not a causal attention over time, as ``marching1d``): between two
+recorded states of FNO's Navier–Stokes at ν = 1e-5 the vorticity moves by about a tenth of the domain
+(rms speed 0.13: 8 cells of 64) and changes by about 30% (relative L², states 10 to 20 of 16 trajectories
+solved at 64 x 64), at every scale of the grid.  With the states as channels of the pointwise lift, the time
 differences ``u_{k+h-1} - u_{k+h-2}``, ... are available at every point and every scale (linear
 extrapolation in time is one linear layer), while the latent path, which must be coarse to be cheap,
 supplies the nonlocal part (the velocity is a global function of the vorticity).  A causal attention over
 time as ``marching1d``'s mixes a few global tokens per state, which carry no fine-scale information, and
 its cost grows with the history; here the history costs ``h`` more inputs of the first linear layer.
-Residual form (``u + Δ``): the step changes the state by a fraction of its size, and the identity is
-the right initial map for a rollout (untrained, it keeps the last state).  ``state_modes`` is off by
+Residual form (``u + Δ``): the step changes the state by a fraction of its size, and keeping the last
+state (Δ = 0, persistence: 54% error over those 10 states) is one output away.  ``state_modes`` is off by
 default: vorticity at ν = 1e-5 keeps its energy up to the grid's resolution, and a projection would
 throw away true small scales of the given states (it is the remedy for diffusive problems, where the
 pointwise layers' harmonics are the only small scales).
@@ -62,10 +63,10 @@ class Marching2dConfig(MarchingFields, Latent2dConfig):
     """
 
     n_layers: int = 3
-    latent_size: int = 24
-    fine_width: int = 32
+    latent_size: int = 16
+    fine_width: int = 16
     latent_modes: int = 6
-    decoder_width: int = 24
+    decoder_width: int = 16
     decoder_hidden: Optional[int] = 64
     modes: int = 12
     periodic: bool = True
