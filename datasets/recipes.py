@@ -155,6 +155,22 @@ RECIPES: Registry[Recipe] = Registry("dataset kind")
 """The dataset kinds by name (``petrov generate KIND``), each a [`Recipe`][]."""
 
 
+def add_kind(registry: Registry, cls: type, name: str, **fields: Any) -> Any:
+    """Make the kind ``cls(name=name, family=name, **fields)`` (a grid [`Recipe`][] or a mesh recipe; ``fields``
+    may name another family), register it in ``registry`` under ``name`` and return it."""
+    return registry.register(name)(cls(**{"name": name, "family": name, **fields}))
+
+
+def add_imported_kind(registry: Registry, cls: type, name: str, how: str, **fields: Any) -> Any:
+    """``add_kind`` for a user's own data (fields ``x`` and ``y``, no solver): not generated, its ``validate``
+    refuses, saying ``how`` such a file is written."""
+
+    def refuse(*_: Any) -> None:
+        raise ValueError(f"{name!r} data are not generated; write such a file with {how}")
+
+    return add_kind(registry, cls, name, x_name="x", y_name="y", validate=refuse, solver_settings=lambda p: {}, **fields)
+
+
 def get_recipe(kind: str) -> Recipe:
     """The recipe registered as ``kind`` (KeyError listing the registered kinds otherwise)."""
     return RECIPES.get(kind)
@@ -226,17 +242,14 @@ def _burgers_solver(p: BurgersParams) -> dict:
 
 _BURGERS_GRID = dict(native_resolution=8192, periodic=True, dim=1, x_name="u0", y_name="u")
 
-RECIPES.register("burgers")(
-    Recipe(
-        name="burgers",
-        description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), y = u(.,t)",
-        family="burgers",
-        params_cls=BurgersParams,
-        produce=_produce_burgers,
-        validate=_validate_burgers,
-        solver_settings=_burgers_solver,
-        **_BURGERS_GRID,
-    )
+add_kind(
+    RECIPES, Recipe, "burgers",
+    description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), y = u(.,t)",
+    params_cls=BurgersParams,
+    produce=_produce_burgers,
+    validate=_validate_burgers,
+    solver_settings=_burgers_solver,
+    **_BURGERS_GRID,
 )
 
 
@@ -266,19 +279,16 @@ def _burgers_trajectory_solver(p: BurgersTrajectoryParams) -> dict:
             "times": snapshot_times(p).tolist()}
 
 
-RECIPES.register("burgers-trajectory")(
-    Recipe(
-        name="burgers-trajectory",
-        description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), "
-        "y = u(.,t_k) at t_k = k t / T, k = 0..T",
-        family="burgers-trajectory",
-        params_cls=BurgersTrajectoryParams,
-        **_BURGERS_GRID,
-        produce=_produce_burgers_trajectory,
-        validate=_validate_burgers_trajectory,
-        solver_settings=_burgers_trajectory_solver,
-        snapshots=lambda p: p.time_steps + 1,
-    )
+add_kind(
+    RECIPES, Recipe, "burgers-trajectory",
+    description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), "
+    "y = u(.,t_k) at t_k = k t / T, k = 0..T",
+    params_cls=BurgersTrajectoryParams,
+    **_BURGERS_GRID,
+    produce=_produce_burgers_trajectory,
+    validate=_validate_burgers_trajectory,
+    solver_settings=_burgers_trajectory_solver,
+    snapshots=lambda p: p.time_steps + 1,
 )
 
 
@@ -323,26 +333,22 @@ _DARCY_COMMON = dict(
     uses_workers=True,
 )
 
-RECIPES.register("darcy")(
-    Recipe(
-        name="darcy",
-        description="Darcy -div(a grad u) = f on (0,1)^2, u = 0 on the boundary; x = a, y = u",
-        params_cls=DarcyParams,
-        validate=_validate_darcy,
-        **_DARCY_COMMON,
-    )
+add_kind(
+    RECIPES, Recipe, "darcy",
+    description="Darcy -div(a grad u) = f on (0,1)^2, u = 0 on the boundary; x = a, y = u",
+    params_cls=DarcyParams,
+    validate=_validate_darcy,
+    **_DARCY_COMMON,
 )
 
-RECIPES.register("darcy-inverse")(
-    Recipe(
-        name="darcy-inverse",
-        description="inverse Darcy: stored as darcy (x = a, y = u); loaded as input u (+ noise), "
-        "target a average-pooled to coarse_resolution",
-        params_cls=DarcyInverseParams,
-        validate=_validate_darcy_inverse,
-        inverse=True,
-        **_DARCY_COMMON,
-    )
+add_kind(
+    RECIPES, Recipe, "darcy-inverse",
+    description="inverse Darcy: stored as darcy (x = a, y = u); loaded as input u (+ noise), "
+    "target a average-pooled to coarse_resolution",
+    params_cls=DarcyInverseParams,
+    validate=_validate_darcy_inverse,
+    inverse=True,
+    **_DARCY_COMMON,
 )
 
 
@@ -354,23 +360,9 @@ class ImportedParams:
     """No parameters: the data come from the user's arrays."""
 
 
-def _no_generation(*_: Any) -> None:
-    raise ValueError("'imported' data are not generated; write such a file with `petrov import` (import_arrays)")
-
-
-RECIPES.register("imported")(
-    Recipe(
-        name="imported",
-        description="a user's own input/output arrays (petrov import); grid and channels from the file",
-        family="imported",
-        params_cls=ImportedParams,
-        native_resolution=0,  # per file: the native_resolution, dim and grid attributes
-        periodic=False,
-        dim=0,
-        x_name="x",
-        y_name="y",
-        produce=None,
-        validate=_no_generation,
-        solver_settings=lambda p: {},
-    )
+add_imported_kind(
+    RECIPES, Recipe, "imported", "`petrov import` (import_arrays)",
+    description="a user's own input/output arrays (petrov import); grid and channels from the file",
+    params_cls=ImportedParams, produce=None, periodic=False,
+    native_resolution=0, dim=0,  # per file: the native_resolution, dim and grid attributes
 )
