@@ -14,6 +14,10 @@ Kinds (the FNO paper's recipes, checked against its released MATLAB scripts):
   ``y`` holds the snapshots ``u(., t_k)``, ``t_k = k t / T``, ``k = 0..T`` (``T = time_steps``, default 20,
   so ``y[:, 0] = x`` and ``y[:, T]`` is the ``burgers`` target up to solver error), taken from one time
   stepping. ``y`` is stored and loaded as ``(n_samples, n, T + 1)``: the snapshots are its channels.
+- ``navier-stokes``: 2-D vorticity ``w_t + u.grad(w) = nu Laplacian(w) + f`` on the torus [0, 1)^2 (FNO's
+  recipe, ``petrov.datasets.navier_stokes``): ``x = w0 ~ N(0, sigma^2 (-Laplacian + tau^2 I)^-alpha)``,
+  ``y`` the snapshots ``w(., t_k)``, ``t_k = k t / T``, ``k = 0..T``, stored ``(n_samples, n, n, T + 1)``
+  as ``burgers-trajectory`` stores them (``y[..., 0] = x``); nu = 1e-5, t = 20, T = 20, native grid 128.
 - ``darcy``: ``x = a`` (12 where psi >= 0, 3 where psi < 0, psi a Neumann GRF), ``y = u`` solving
   ``-div(a grad u) = f``, u = 0 on the boundary; native node grid 421 (also the solve grid).
 - ``darcy-inverse``: stored exactly as ``darcy``; the loader swaps the roles (input u, target a
@@ -31,6 +35,7 @@ import numpy as np
 
 from ..common.config import asdict, from_dict
 from ..common.registry import Registry
+from . import navier_stokes
 from .darcy import SOLVERS, solve_darcy
 from .grf import darcy_coefficient, neumann_grf_2d
 from .sampling import pool_kernel
@@ -349,6 +354,26 @@ add_kind(
     validate=_validate_darcy_inverse,
     inverse=True,
     **_DARCY_COMMON,
+)
+
+
+# --- Navier-Stokes (parameters, checks and solves in petrov.datasets.navier_stokes) -----------------
+
+add_kind(
+    RECIPES, Recipe, "navier-stokes",
+    description="2-D Navier-Stokes w_t + u.grad w = nu lap w + f on the torus [0,1)^2 (vorticity); x = w(.,0), "
+    "y = w(.,t_k) at t_k = k t / T, k = 0..T",
+    params_cls=navier_stokes.NavierStokesParams,
+    native_resolution=128,
+    periodic=True,
+    dim=2,
+    x_name="w0",
+    y_name="w",
+    produce=navier_stokes.produce,
+    validate=navier_stokes.validate,
+    solver_settings=navier_stokes.solver_settings,
+    snapshots=lambda p: p.time_steps + 1,
+    uses_workers=True,
 )
 
 
