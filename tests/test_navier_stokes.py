@@ -219,6 +219,20 @@ def test_file_layout_and_strided_loading(tmp_path):
     assert tuple(fit_normalizer(path, "y").mean.shape) == (N, N, 3)
 
 
+def test_a_window_of_the_states_reads_as_fnos_benchmark_does(tmp_path):
+    """FNO's nu = 1e-5 benchmark takes the states after w0: Window(history, first=1) on a 2-D trajectory file."""
+    from petrov.datasets.windows import Window
+
+    path = generate_dataset("navier-stokes", tmp_path / "ns.h5", 2, N, seed=3, progress=False, nu=1e-3, t=2.0,
+                            time_steps=4)
+    with h5py.File(path, "r") as h5:
+        y = h5["y"][...]
+    data = open_dataset(path, resolution=N // 2, window=Window(history=2, first=1))
+    assert data.x.shape == (2, N // 2, N // 2, 2) and data.y.shape == (2, N // 2, N // 2, 4)
+    np.testing.assert_array_equal(data.y.numpy(), y[:, ::2, ::2, 1:])
+    np.testing.assert_array_equal(data.x.numpy(), y[:, ::2, ::2, 1:3])
+
+
 def test_shards_merge_into_the_file_of_one_run_and_a_killed_run_resumes(tmp_path):
     whole = generate_dataset("navier-stokes", tmp_path / "whole.h5", 5, N, seed=1, progress=False, **SMALL)
     shards = [generate_dataset("navier-stokes", tmp_path / f"s{k}.h5", 5, N, seed=1, shard=(k, 2), chunk_size=1,
@@ -278,5 +292,5 @@ def test_the_step_estimate_is_of_the_order_of_the_steps_taken():
     g = _Grid(n, nu, torch.device("cpu"), torch.float64)
     f = to_solve_grid(torch.as_tensor(forcing_field(n))[None], n, g.keep, g.cdtype)
     _, taken = _solve_batch(g, to_solve_grid(torch.as_tensor(w0), n, g.keep, g.cdtype), f, [t], n, 1.0, 0.05)
-    estimate = estimate_steps(t, 1, nu, speed_scale(n, 2.5, 7.0, 7.0**1.5), n)
+    estimate = estimate_steps(t, 1, nu, speed_scale(n, 2.5, 7.0, 7.0**1.5), n, cfl=1.0)
     assert 0.5 < estimate / taken < 3
