@@ -68,7 +68,7 @@ def _check_darcy(p, resolution: int, seed: int, first: int, count: int) -> None:
 
 
 def _check_navier_stokes(p, resolution: int, seed: int, first: int, count: int) -> None:
-    navier_stokes.check_generation(p, resolution)
+    navier_stokes.check_generation(p, resolution, count)
 
 
 # by recipe family: the checks of a generation's random field and solver before any work (ValueError),

@@ -20,8 +20,9 @@ Time stepping: integrating-factor RK4 (Lawson): with E = exp(L dt), E2 = exp(L d
 exact for the viscous term (any dt is stable for it), fourth order for the rest; the forcing sits in N.
 
 Step rule (per sample, each step): from the velocity of the step's first stage,
-``dt_cfl = cfl / (2 pi K (max|u| + max|v|))`` with K the largest kept wavenumber (the fastest advective
-rate on the grid; RK4 is stable for imaginary rates up to 2.83 / dt), capped at ``DT_MAX``; the step
+``dt_cfl = cfl / (2 pi K (max|u| + max|v|))`` with K the largest kept wavenumber (a bound on the advection's
+rates on the grid; RK4 is stable for imaginary rates up to 2.83 / dt; cfl = 2 by default: at 128^2 as
+accurate as cfl = 0.25 to the rounding of float32), capped at ``DT_MAX``; the step
 taken is ``r / ceil(r / dt_cfl)`` with r the time left to the next snapshot, so the snapshot times are hit
 exactly. Each sample keeps its own steps (finished samples leave the batch), so a sample's result does not
 depend on which other samples share its batch: generation in chunks, resumed or sharded, is bit-identical
@@ -34,16 +35,18 @@ trigonometric interpolant enters the solve grid's band (coefficients copied; mod
 snapshots go back to the n grid exactly: sampled at its points (m a multiple of n: every (m/n)-th solve
 point) or evaluated there by zero-padding the band. The recipe solves on its stored grid (m = n = 128) and
 draws w0 in that grid's band, so the stored w0 is exactly the solved initial condition. Measured against
-solves refined 2x in space and time (256^2, cfl 1/2; ``benchmarks/navier_stokes_accuracy.py``): nu = 1e-3
-to T = 50: 2.7e-8 relative L2 (the float32 rounding of the stored states); nu = 1e-5 to T = 20: 9e-6 at
-t = 2, 1.6e-3 at t = 8, 2.6e-2 at t = 20 (the solves part ways at this rate; spectra agree within 0.1%
-for |k| <= 21 and 6% for 22..42), where a 64^2 solve is 9.7e-2 apart at t = 20.
+solves refined 2x in space and time (256^2; ``benchmarks/navier_stokes_accuracy.py``, 2 samples): nu = 1e-3
+to T = 50: 2.3e-5 relative L2 (float32 arithmetic; 1e-8 in float64); nu = 1e-5: 1.6e-3 at t = 8, 2.6e-2 at
+t = 20, apart (over 0.1) from t = 31 on (chaos: the two drift apart exponentially); at t = 20 the energy and
+enstrophy spectra agree within 0.1% for |k| <= 21 and 6% for 22..42, at t = 40 within 1% for |k| <= 4 and
+14% for 22..42. A 64^2 solve is 9.7e-2 apart at t = 20.
 
 Cost: per step and sample 4 evaluations of N, each a batched inverse transform of u, v and a forward one of
-u v, v^2 - u^2 (the axis-2 passes cut to the band), ~ 40 passes over (b, m, K + 1) arrays in all; steps
-~ T 2 pi K max(|u| + |v|) / cfl: ~1850 for nu = 1e-5, T = 20 on 128^2 (max|u| + |v| grows from ~0.1 to ~0.5).
-Precision: float64 (complex128) by default, float32 (complex64) on request (``dtype``): at 128^2 it agreed
-with float64 to the digits printed above, and runs ~1.6x faster on a CPU core.
+u v, v^2 - u^2 (the axis-2 passes cut to the band), ~ 40 passes over (b, m, K + 1) arrays in all: 1.1 ms
+in float32, 2.3 ms in float64 per sample at 128^2 on one core (batches of 8, AMD EPYC); steps ~ T 2 pi K
+max(|u| + |v|) / cfl: ~925 for nu = 1e-5, T = 20 on 128^2 at cfl 2 (max|u| + |v| grows from ~0.1 to ~0.5).
+Precision: float64 (complex128) by default here, float32 (complex64) in the recipe (``dtype``): 2e-5 relative
+L2 from the float64 solve at nu = 1e-3, t = 50 and at nu = 1e-5, t = 20 (3e-3 at t = 40).
 """
 from __future__ import annotations
 
@@ -274,9 +277,9 @@ def grid_message(m: int, n: int) -> str:
 # --- generation: cost estimate, threads, worker processes ----------------------------------------
 
 MAX_TIME_STEPS = 10**6  # per sample: refused beyond (hours per sample at 128^2, see check_time_steps)
-# measured cost of one step of one sample per solve-grid point and log2(points) on one core (AMD EPYC,
-# float64, batches of 8): ~5 ms at 128^2
-SECONDS_PER_POINT_STEP = 2.2e-8
+# measured cost of one step of one sample per solve-grid point and log2(m) on one core (AMD EPYC, batches
+# of 8, an idle machine): 1.1 ms (float32) and 2.3 ms (float64) at 128^2
+SECONDS_PER_POINT_STEP = {"float32": 1.0e-8, "float64": 2.0e-8}
 
 
 def speed_scale(n: int, alpha: float, tau: float, sigma: float) -> float:
@@ -305,17 +308,18 @@ def estimate_steps(t: float, time_steps: int, nu: float, speed0: float, m: int, 
 
 
 def check_time_steps(t: float, time_steps: int, nu: float, speed0: float, m: int, forcing: float = FORCING,
-                     cfl: float = CFL) -> None:
+                     cfl: float = CFL, precision: str = "float64", samples: int = 1) -> None:
     """ValueError naming the estimated step count and time unless one sample's solve takes at most
     ``MAX_TIME_STEPS`` steps (``estimate_steps``)."""
     steps = estimate_steps(t, time_steps, nu, speed0, m, forcing, cfl)
     if steps <= MAX_TIME_STEPS:
         return
-    hours = steps * SECONDS_PER_POINT_STEP * m * m * math.log2(m) / 3600
+    hours = steps * SECONDS_PER_POINT_STEP[precision] * m * m * math.log2(m) / 3600
     raise ValueError(f"navier-stokes: t={t:g} with {time_steps} snapshots at nu={nu:g} takes about {steps:.2g} "
                      f"time steps per sample on the {m} x {m} solve grid (about {hours:.2g} hours per sample on one "
-                     f"core), more than {MAX_TIME_STEPS:.0e}; use a smaller --t or fewer --time-steps (a larger "
-                     f"--nu or a smaller --solve-grid shortens it too)")
+                     f"core, {hours * samples / 24:.2g} days for {samples}), more than {MAX_TIME_STEPS:.0e} per "
+                     f"sample; use a smaller --t or fewer --time-steps (a larger --nu or a smaller --solve-grid "
+                     f"shortens it too)")
 
 
 @contextlib.contextmanager
@@ -408,13 +412,15 @@ def validate(p: NavierStokesParams, resolution: int) -> None:
         raise ValueError("--solve-grid 0 (the stored grid) or: " + grid_message(p.solve_grid, resolution))
 
 
-def check_generation(p: NavierStokesParams, resolution: int) -> None:
-    """The checks before any work beyond ``validate``: the random field, and the step count (``check_time_steps``)."""
+def check_generation(p: NavierStokesParams, resolution: int, samples: int = 1) -> None:
+    """The checks before any work beyond ``validate``: the random field, and the step count of ``samples``
+    samples (``check_time_steps``)."""
     from .grf import check_periodic_grf_2d
 
     check_periodic_grf_2d(resolution, alpha=p.alpha, tau=p.tau, sigma=p.sigma)
     speed0 = speed_scale(min(resolution, 256), p.alpha, p.tau, p.sigma)
-    check_time_steps(p.t, p.time_steps, p.nu, speed0, solve_grid_of(p, resolution), p.forcing, p.cfl)
+    check_time_steps(p.t, p.time_steps, p.nu, speed0, solve_grid_of(p, resolution), p.forcing, p.cfl, p.precision,
+                     samples)
 
 
 def produce(p: NavierStokesParams, resolution: int, seed: int, indices, workers: Any = 0):
