@@ -46,7 +46,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 from unittest import mock
 
 from petrov.common import files
@@ -71,6 +71,9 @@ CELL_FIELDS = {"seeds", "mean", "std", "n"}
 DEVICE_KINDS = ("cpu", "cuda")
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+Values = Mapping[str, Mapping[Any, Mapping[Any, float]]]  # row -> column -> {seed: value}
 
 
 class RecordError(ValueError):
@@ -123,8 +126,7 @@ def git_state(root: Path = ROOT) -> dict[str, Any]:
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                 f":(exclude){RESULTS.relative_to(root).as_posix()}")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
     return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
 
 
@@ -133,6 +135,8 @@ def device_info(device: Any = "cpu", threads: int | None = None) -> dict[str, An
     ``threads``: torch's CPU threads (this process's unless given, e.g. one per pinned worker)."""
     import torch
 
+    if device == "auto":  # the scripts' --device default: CUDA where there is one
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
@@ -155,16 +159,16 @@ def _benchmark_common() -> ModuleType:
 
 # --- writing and reading --------------------------------------------------------------------------
 
-def write_record(name: str, values: Mapping[str, Mapping[str, Mapping[int | str, float]]], *, metric: str,
+def write_record(name: str, values: Values, *, metric: str,
                  facts: Mapping[str, Mapping[str, Any]] | None = None, settings: Mapping[str, Any] | None = None,
                  command: str | Sequence[str] | None = None, device: Any = "cpu", threads: int | None = None,
-                 directory: str | Path = RESULTS) -> Path:
+                 directory: str | Path | None = None) -> Path:
     """Write ``directory/NAME.json`` atomically and return its path.
 
     ``values``: row -> column -> {seed: value} (rows and columns in the table's order); ``facts``: row ->
     its other numbers; ``command``: the command line(s), by default this process's (:func:`command_line`);
-    ``device``/``threads``: what ran the measurement (see :func:`device_info`).  The record is checked
-    against the schema before it is written."""
+    ``device``/``threads``: what ran the measurement (see :func:`device_info`); ``directory``: by default
+    :data:`RESULTS`.  The record is checked against the schema before it is written."""
     commands = [command_line()] if command is None else [command] if isinstance(command, str) else list(command)
     record = {
         "record": VERSION, "name": name, "metric": metric, "commands": commands, "git": git_state(),
@@ -175,9 +179,34 @@ def write_record(name: str, values: Mapping[str, Mapping[str, Mapping[int | str,
                   "values": {str(col): cell(seeds) for col, seeds in cols.items()}} for row, cols in values.items()],
     }
     check_record(record)
-    path = Path(directory) / f"{name}.json"
+    path = Path(RESULTS if directory is None else directory) / f"{name}.json"
     files.ensure_dir(path.parent, "records directory")
     return files.write_json(path, record)
+
+
+def try_write_record(name: str, values: Values, **options: Any) -> Path | None:
+    """:func:`write_record` at the end of a benchmark: prints the path written, or why no record was
+    (no figure to record, a non-finite one) without failing the run, whose ``--out`` JSON holds it all."""
+    try:
+        path = write_record(name, values, **options)
+    except (RecordError, OSError) as err:
+        print(f"no record {name!r} written: {err}")
+        return None
+    print(f"wrote the record {path}")
+    return path
+
+
+def seed_table(runs: Iterable[Mapping[str, Any]], row: Callable[[Mapping[str, Any]], str],
+               columns: Callable[[Mapping[str, Any]], Mapping[Any, float]]) -> dict[str, dict[str, dict[int, float]]]:
+    """``row -> column -> {seed: value}`` from a benchmark's runs (each with its ``"seed"``), rows and
+    columns in the order the runs give them; runs with an ``"error"`` are left out."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for run in runs:
+        if "error" in run:
+            continue
+        for col, value in columns(run).items():
+            out.setdefault(row(run), {}).setdefault(str(col), {})[run["seed"]] = value
+    return out
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
@@ -323,7 +352,7 @@ def load_script(path: str | Path) -> ModuleType:
     out), with its own folder's helpers first on the path: ``_common`` is benchmarks/_common.py for a
     benchmark and examples/_common.py for an example, whichever was imported before."""
     path = Path(path).resolve()
-    name = "_petrov_script_" + re.sub(r"\W", "_", path.relative_to(ROOT).with_suffix("").as_posix())
+    name = "_petrov_script_" + re.sub(r"\W", "_", path.with_suffix("").as_posix())
     if name in sys.modules:
         return sys.modules[name]
     held = sys.modules.pop("_common", None)
@@ -345,28 +374,30 @@ def load_script(path: str | Path) -> ModuleType:
     return module
 
 
-def split_command(command: str) -> tuple[Path, list[str]]:
-    """The script (a ``.py`` file of the repository) and its arguments in a recorded command line."""
+def split_command(command: str, root: Path = ROOT) -> tuple[Path, list[str]]:
+    """The script (a ``.py`` file under ``root``, the repository) and its arguments in a recorded
+    command line."""
     words = shlex.split(command)
     at = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
     if at is None:
         raise RecordError(f"{command!r}: no python script in the command")
-    script = ROOT / words[at]
+    script = Path(root) / words[at]
     if not script.is_file():
         raise RecordError(f"{command!r}: {words[at]} is not a script of the repository")
     return script, words[at + 1:]
 
 
-def parse_command(command: str) -> argparse.Namespace:
+def parse_command(command: str, root: Path = ROOT) -> argparse.Namespace:
     """Parse a recorded command's arguments with its script's own argument parser, running nothing
     else: the script's ``main(argv)`` is called with ``ArgumentParser.parse_args`` stopped at its first
     call, and that parser (every option the script has now) reads the recorded arguments.  The checks a
     script makes after parsing (e.g. ``--jobs`` against this machine's cores) are not made.  Raises
     :class:`RecordError` naming what no longer parses."""
-    script, argv = split_command(command)
+    script, argv = split_command(command, root)
+    shown = script.relative_to(root).as_posix()
     module = load_script(script)
     if not callable(getattr(module, "main", None)):
-        raise RecordError(f"{script.relative_to(ROOT)} has no main(argv) to take its parser from")
+        raise RecordError(f"{shown} has no main(argv) to take its parser from")
 
     def stop(parser, args=None, namespace=None):
         raise _Parsed(parser)
@@ -377,7 +408,7 @@ def parse_command(command: str) -> argparse.Namespace:
     except _Parsed as parsed:
         parser = parsed.parser
     else:
-        raise RecordError(f"{script.relative_to(ROOT)}: main(argv) returned without parsing its arguments")
+        raise RecordError(f"{shown}: main(argv) returned without parsing its arguments")
 
     def error(message: str):
         raise RecordError(f"{command!r} no longer parses: {message}")
@@ -391,4 +422,4 @@ def parse_command(command: str) -> argparse.Namespace:
 
 __all__ = ["RESULTS", "ROOT", "RecordError", "cell", "cell_mean", "cell_n", "check_record", "command_line",
            "device_info", "git_state", "load_script", "parse_command", "read_record", "read_records",
-           "record_problems", "split_command", "write_record"]
+           "record_problems", "seed_table", "split_command", "try_write_record", "write_record"]

@@ -52,7 +52,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     out = out_dir(args, "runs/demo-burgers")
     if args.record and (args.quick or run_state(out) == "finished"):
-        raise SystemExit(f"--record writes the figure this command measures: "
+        raise SystemExit("--record writes the figure this command measures: "
                          + ("not with --quick (its numbers are meaningless)" if args.quick else
                             f"{out} holds a finished run; pass another --out, or delete {out}"))
     samples = 96 if args.quick else args.samples
@@ -72,8 +72,6 @@ def write_demo_record(out: Path, rows: list[dict], args, overrides: list[str]) -
     resolution, one row for the run's model under its seed, with its size and epochs as facts."""
     import json
 
-    import torch
-
     from petrov.evaluate.plots import read_epoch_log
     from petrov.train import load_operator
 
@@ -88,10 +86,9 @@ def write_demo_record(out: Path, rows: list[dict], args, overrides: list[str]) -
              "n_train": config["data"]["n_train"], "n_test": rows[0]["n"]}
     settings = {"preset": "burgers-quick", "samples": args.samples, "overrides": [*overrides, *args.set],
                 "config": config}
-    device = "cuda" if args.device == "cuda" or args.device == "auto" and torch.cuda.is_available() else "cpu"
     path = write_record(RECORD, {model: {r["resolution"]: {seed: r["mean"]} for r in rows}}, facts={model: facts},
                         settings=settings, metric="test relative L2, mean over the test samples",
-                        device=device, directory=ROOT / "benchmarks" / "results")
+                        device=args.device)
     print(f"wrote the record {path}")
 
 
