@@ -40,6 +40,12 @@ demo: $(VENV)/.installed
 demo-record: $(VENV)/.installed
 	PETROV_QUICK=0 $(BIN)/python examples/burgers.py --out runs/demo-record --record
 
+# The result tables between `<!-- table: NAME -->` and `<!-- /table -->` in README.md, benchmarks/README.md
+# and docs/, rendered from the records in benchmarks/results/ (docs/render_tables.py says how to add one);
+# `make docs` and tests/test_records.py fail while a table differs from its records.
+tables: $(VENV)/.installed
+	$(BIN)/python docs/render_tables.py
+
 # The documentation site (mkdocs-material + mkdocstrings, pinned in the "docs" extra), offline and
 # strict: every warning fails the build, an unresolved cross-reference included. The API reference reads
 # the package as it installs (the top-level folders as petrov.*), staged in build/docs-src; the hooks in
@@ -73,6 +79,7 @@ docs: $(VENV)/.installed-docs $(DOCS_VENDOR)/iframe-worker-shim.js
 	rm -rf build/docs-src && mkdir -p build/docs-src/petrov
 	for f in __init__.py __main__.py $(PACKAGES); do ln -s "$(CURDIR)/$$f" build/docs-src/petrov/$$f; done
 	$(BIN)/python docs/gallery.py --check
+	$(BIN)/python docs/render_tables.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python docs/check_site.py site
 
