@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
-PACKAGES := cli common grids operators datasets train evaluate inverse
+PACKAGES := cli common grids operators datasets train evaluate export inverse
 SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null)
 
 .PHONY: install test test-all demo demo-record tables docs clean
@@ -23,13 +23,26 @@ $(VENV)/.installed: $(BIN)/python $(SOURCES)
 
 install: $(VENV)/.installed
 
-# --rootdir=tests: the repository root is the package itself (its __init__.py); a rootdir above the tests
-# makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x
-test: $(VENV)/.installed
-	OMP_NUM_THREADS=2 $(BIN)/pytest -m "not slow" -q -p no:cacheprovider --rootdir=tests tests
+# The whole suite also compares the paper presets with the reference Galerkin Transformer, installed from
+# the "reference" extra (tests/test_reference_equivalence.py; skipped, with its reason, without it).
+$(VENV)/.installed-reference: $(VENV)/.installed
+	$(BIN)/pip install --quiet ".[test,reference]"
+	touch $@
 
-test-all: $(VENV)/.installed
-	$(BIN)/pytest -q -p no:cacheprovider --rootdir=tests tests
+# --rootdir=tests: the repository root is the package itself (its __init__.py); a rootdir above the tests
+# makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x.
+# Two worker processes of one thread each (pytest-xdist), a test file to a worker (--dist loadscope: a
+# file's module fixtures, such as its trained runs, are built once); the README's test, the longest, starts
+# first (tests/conftest.py).  PYTEST_WORKERS=0 runs the suite in this process.
+PYTEST_WORKERS ?= 2
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider --rootdir=tests -n $(PYTEST_WORKERS) --dist loadscope
+
+test: $(VENV)/.installed
+	$(PYTEST) -m "not slow" tests
+
+# everything, the slow tests and the comparison with the reference included (what CI runs)
+test-all: $(VENV)/.installed-reference
+	$(PYTEST) tests
 
 demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers

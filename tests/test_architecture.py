@@ -3,7 +3,7 @@
 each imports only the layers below it, never one above, and no two import each other.
 
 The layers, bottom to top (README "What is inside"): ``common`` (utilities), ``operators`` (layers and
-models), ``datasets`` (PDE data), ``train``, ``evaluate``, ``inverse``, ``cli``, and the package root.
+models), ``datasets`` (PDE data), ``train``, ``evaluate``, ``export``, ``inverse``, ``cli``, and the package root.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ["common", "operators", "datasets", "train", "evaluate", "inverse", "cli"]
+LAYERS = ["common", "grids", "datasets", "operators", "train", "evaluate", "export", "inverse", "cli"]
 
 
 def package_modules() -> list[Path]:
