@@ -24,7 +24,8 @@ that order) and returns the Markdown lines of the table; the caption lines are a
                                             for r in record["rows"])]
 
 then put ``<!-- table: accuracy-mesh -->`` and ``<!-- /table -->`` where it belongs and run
-``make tables``.  ``tests/test_records.py`` fails while a region differs from its rendering.
+``make tables``.  ``tests/test_records.py`` fails while a region differs from its rendering.  With
+``brief=True`` (the README's ``headline``) the caption is one short line for all the table's records.
 """
 from __future__ import annotations
 
@@ -51,15 +52,16 @@ END = "<!-- /table -->"
 class Table:
     records: tuple[str, ...]  # the record names the function takes, in order
     render: Callable[..., list[str]]
+    brief: bool = False  # one short caption line for all its records (a front page), not one per record
 
 
 TABLES: Registry[Table] = Registry("table")
 
 
-def table(name: str, *record_names: str) -> Callable:
+def table(name: str, *record_names: str, brief: bool = False) -> Callable:
     """Register ``fn(*records) -> lines`` as the table ``name``, drawn from the records named."""
     def add(fn: Callable[..., list[str]]) -> Callable[..., list[str]]:
-        TABLES.register(name)(Table(record_names, fn))
+        TABLES.register(name)(Table(record_names, fn, brief))
         return fn
 
     return add
@@ -101,6 +103,16 @@ def short_commit(record: dict[str, Any]) -> str:
         source = record.get("source_commit")
         return "commit not recorded" + (f" (figures as written at {source[:7]})" if source else "")
     return f"commit {commit[:7]}" + (" with local changes" if record["git"]["dirty"] else "")
+
+
+def brief_provenance(recs: Sequence[dict[str, Any]]) -> str:
+    """One caption line for several records: each one's file, how it was made, device and date."""
+    def one(r: dict[str, Any]) -> str:
+        how = f"transcribed from {r['transcribed_from']}" if "transcribed_from" in r else "measured"
+        return f"`{r['name']}` ({how}, {r['device']['name']}, {r['date'][:10]})"
+
+    return (f"*From the records in `benchmarks/results/`: {', '.join(one(r) for r in recs)}; their commands, "
+            f"commits and settings are in the records and on the docs' Results page.*")
 
 
 def provenance(record: dict[str, Any]) -> str:
@@ -165,6 +177,32 @@ def accuracy_burgers_seeds(record: dict[str, Any]) -> list[str]:
     return seeds_table([record], trained="1024", digits=3, per_seed_at="1024")
 
 
+@table("headline", "demo-burgers", "accuracy-burgers-seeds-2026-11-28", "accuracy-darcy-seeds-2026-11-28",
+       "accuracy-darcy-performer-2026-11-28", brief=True)
+def headline(demo: dict[str, Any], burgers: dict[str, Any], *darcy: dict[str, Any]) -> list[str]:
+    """The README's: each problem's figures at the training resolution, and the worst of the other
+    resolutions against it (how far the operator is from one across grids)."""
+    def rows(problem: str, recs: Sequence[dict[str, Any]], trained: str, digits: int) -> list[str]:
+        out = []
+        for rec in recs:
+            for r in rec["rows"]:
+                at = records.cell_mean(r["values"][trained])
+                worst = max(records.cell_mean(c) for col, c in r["values"].items() if col != trained)
+                out.append(row([problem, f"`{r['name']}`", spread(r["values"][trained], digits) + f" ({trained})",
+                                f"{worst / at:.2f}", records.cell_n(r["values"][trained])]))
+        return out
+
+    def problem(what: str, rec: dict[str, Any], trained: str) -> str:
+        return f"{what} (trained at {trained}, tested at {', '.join(rec['rows'][0]['values'])})"
+
+    demo_trained = str(demo["rows"][0]["facts"]["train_resolution"])
+    return [*header(["problem", "model", "relative L² at the training resolution", "worst other resolution / "
+                     "training", "seeds"]),
+            *rows(problem("Burgers, `make demo`", demo, demo_trained), [demo], demo_trained, 3),
+            *rows(problem("Burgers, 20 CPU minutes each", burgers, "1024"), [burgers], "1024", 3),
+            *rows(problem("Darcy, 20 CPU minutes each", darcy[0], "85"), darcy, "85", 4)]
+
+
 # --- the regions ----------------------------------------------------------------------------------
 
 def render(name: str, results: Path = records.RESULTS) -> list[str]:
@@ -183,7 +221,7 @@ def render(name: str, results: Path = records.RESULTS) -> list[str]:
             recs.append(records.read_record(path))
         except records.RecordError as err:
             raise TableError(f"table {name!r}: {err}") from None
-    captions = [line for r in recs for line in ("", provenance(r))]
+    captions = ["", brief_provenance(recs)] if spec.brief else [line for r in recs for line in ("", provenance(r))]
     return [*captions, "", *spec.render(*recs), ""]
 
 
