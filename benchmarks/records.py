@@ -11,7 +11,7 @@ A record (``record``: the schema's version; unknown fields are errors)::
      "name": "demo-burgers",                                  # the file's stem
      "metric": "test relative L2, mean over the test samples",  # what the values are
      "commands": ["python examples/burgers.py --out runs/demo-burgers --record"],
-     "git": {"commit": "f440d85...", "dirty": false},         # dirty: tracked files differed from it
+     "git": {"commit": "f440d85...", "dirty": false},         # dirty: tracked files differed; null: no checkout
      "device": {"kind": "cpu", "name": "AMD EPYC", "threads": 2},   # a GPU's name where kind is "cuda"
      "software": {"python": "3.12.3", "torch": "2.13.0+cpu", "petrov": "0.2.0"},
      "date": "2026-12-07T18:02:11+00:00",
@@ -265,7 +265,7 @@ def record_problems(record: Any) -> list[str]:
     if record["device"].get("kind") not in DEVICE_KINDS:
         out.append(f"device kind {record['device'].get('kind')!r} is not one of {DEVICE_KINDS}")
     if not transcribed:
-        out += [f"{k} is null in a measured record" for k in ("git.commit", "device.threads", "software.torch")
+        out += [f"{k} is null in a measured record" for k in ("device.threads", "software.torch")
                 if record[k.split(".")[0]].get(k.split(".")[1]) is None]
     if not record["rows"]:
         out.append("'rows' is empty")

@@ -99,6 +99,8 @@ def resolution(col: str, trained: Any) -> str:
 
 def short_commit(record: dict[str, Any]) -> str:
     commit = record["git"]["commit"]
+    if commit is None and "transcribed_from" not in record:
+        return "commit unknown (not measured in a git checkout)"
     if commit is None:
         source = record.get("source_commit")
         return "commit not recorded" + (f" (figures as written at {source[:7]})" if source else "")

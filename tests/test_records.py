@@ -152,7 +152,7 @@ def mutated(path: str, value):
     ("commands", KeyError, "missing field 'commands'"),
     ("hand_made", True, "unknown field 'hand_made'"),
     ("date", "07/12/2026", "not ISO 8601"),
-    ("git.commit", None, "git.commit is null in a measured record"),
+    ("software.torch", None, "software.torch is null in a measured record"),
     ("device.kind", "tpu", "device kind 'tpu'"),
     ("rows.0.values.256.seeds", {"0": math.nan, "1": 2.0}, "seed 0: nan is not a finite number"),
     ("rows.0.values.256.mean", 1.6, "mean 1.6 is not the seeds' 1.5"),
