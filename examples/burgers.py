@@ -2,7 +2,7 @@
 
     python examples/burgers.py --out runs/demo-burgers          # `make demo`
     python examples/burgers.py --quick                          # a smoke run in under a minute
-    python examples/burgers.py --out runs/demo-burgers --record # `make demo-record`: also its record
+    python examples/burgers.py --out runs/demo-record --record  # `make demo-record`: also its record
 
 1. Data: 1200 Burgers samples (nu = 0.1, u(.,0) -> u(.,1)) on the native 8192-point grid, generated
    into OUT-data/ if missing (seconds; see petrov.datasets).
