@@ -4,10 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
-PACKAGES := cli common grids operators datasets train evaluate export inverse
-SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null)
+PACKAGES := cli common grids operators datasets train evaluate export inverse pretrained
+SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null) \
+	$(wildcard pretrained/*/*.json pretrained/*/*.pt)
 
-.PHONY: install test test-all demo demo-record tables docs clean
+.PHONY: install test test-all demo demo-record tables docs pretrained clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +59,15 @@ demo-record: $(VENV)/.installed
 # `make docs` and tests/test_records.py fail while a table differs from its records.
 tables: $(VENV)/.installed
 	$(BIN)/python docs/render_tables.py
+
+# The shipped operators (pretrained/NAME/: the run's best.pt and config.json, and the model card), trained by
+# petrov's own commands in this folder (runs/pretrained/, data/) at fixed epochs, evaluated and packed with
+# the measured figures (python -m petrov.pretrained.build --help). Hours of CPU (docs/pretrained.md); an
+# interrupted build continues where it stopped. PRETRAINED_FLAGS: e.g. --only burgers-1024, or --quick (toy
+# sizes into a temporary folder, nothing shipped: a check that the path runs).
+PRETRAINED_FLAGS ?=
+pretrained: $(VENV)/.installed
+	$(BIN)/python -m petrov.pretrained.build $(if $(findstring --quick,$(PRETRAINED_FLAGS)),,--dest pretrained) $(PRETRAINED_FLAGS)
 
 # The documentation site (mkdocs-material + mkdocstrings, pinned in the "docs" extra), offline and
 # strict: every warning fails the build, an unresolved cross-reference included. The API reference reads

@@ -109,6 +109,8 @@ def _import(args: argparse.Namespace) -> int:
     check_minimums(args, chunk_size=1)
     if args.mesh:
         return _import_meshes(args, UsageError)
+    if args.fno:
+        return _import_fno(args)
     missing = [opt for opt, value in (("--x", args.x), ("--y", args.y), ("--grid", args.grid)) if value is None]
     if missing:
         raise UsageError(f"grid arrays need {', '.join(missing)} (or import meshes with --mesh FILE ... "
@@ -129,6 +131,19 @@ def _import(args: argparse.Namespace) -> int:
 
 
 _GRID_ONLY = ("x", "y", "grid", "x_axes", "y_axes", "domain", "coords")
+
+
+def _import_fno(args: argparse.Namespace) -> int:
+    from ..datasets.importing import import_fno
+
+    clash = [f"--{name.replace('_', '-')}" for name in _GRID_ONLY if getattr(args, name) is not None]
+    if clash:
+        raise UsageError(f"{', '.join(clash)} {'applies' if len(clash) == 1 else 'apply'} to grid arrays, not to an "
+                         f"--fno file (its layout is known)")
+    path = import_fno(args.output, args.fno, overwrite=args.overwrite, chunk_size=args.chunk_size,
+                      progress=not args.no_progress)
+    print(f"wrote {path}")
+    return 0
 
 
 def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
@@ -158,9 +173,11 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
         "strided resolutions and trains through data.path like a generated one (SPEC is FILE.npy or FILE:KEY: "
         "a .npz key, an HDF5 dataset path, a .mat variable); or, with --mesh, triangle meshes with nodal "
         "fields (one sample per file: anything meshio reads, or a .npz of points, triangles and fields) into "
-        "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset.",
+        "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset; or, with --fno, an FNO benchmark .mat file "
+        "(Burgers, Darcy, Navier-Stokes) into a petrov file of its kind.",
         epilog="examples: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5\n"
-        "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5",
+        "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5\n"
+        "          petrov import --fno ns_V1e-3_N5000_T50.mat -o data/ns-1e-3.h5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--x", metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
@@ -176,6 +193,9 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
                    help="the domain: LO HI for every axis, or one pair per axis (default 0 1)")
     p.add_argument("--coords", nargs="+", metavar="SPEC",
                    help="1-D coordinates of each grid axis (checked uniform; they give the domain)")
+    p.add_argument("--fno", metavar="FILE.mat", help="an FNO benchmark file (burgers_data_R10, piececonst_r421_*, "
+                   "NavierStokes_V1e-5_N1200_T20, ns_V1e-3_N5000_T50, ...): written as a petrov file of its kind "
+                   "(instead of --x/--y/--grid)")
     meshes = p.add_argument_group("meshes (instead of --x/--y/--grid)")
     meshes.add_argument("--mesh", nargs="+", metavar="FILE", help="mesh files, one sample each (.msh, .vtu, "
                         ".xdmf, ... read by meshio; or .npz with points, triangles and the fields)")
@@ -263,7 +283,8 @@ def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None
     p.add_argument("-o", "--output", required=True, help="output file, e.g. data/burgers.h5")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--workers", type=int, default=0,
-                   help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
+                   help="Darcy and Navier-Stokes solver worker processes (default 0: in this process; Burgers is "
+                   "batched)")
     p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     part = p.add_mutually_exclusive_group()

@@ -27,11 +27,11 @@ import traceback
 from ..common.files import NoSpace
 from ..common.interrupts import Terminated, exit_status, stop_on_signals
 from ..common.version import petrov_version
-from . import catalog, data, export, inverse, training
+from . import catalog, data, export, inverse, pretrained, training
 from .console import console_logging, level_for
 from .usage import UsageError, attach_negative_values
 
-COMMAND_GROUPS = [catalog, data, training, inverse, export]
+COMMAND_GROUPS = [catalog, data, training, inverse, export, pretrained]
 
 
 WORKFLOW = """\

@@ -54,6 +54,7 @@ from .runs import (
     as_setup,
     data_file,
     default_batch,
+    eval_dir,
     load_run,
     select_indices,
     setup_noise,
@@ -352,7 +353,7 @@ def run_evaluation(
     ``"per_sample"``: the error-vs-resolution figure draws their percentiles."""
     dev = _device(device)
     setup = load_run(run_dir, map_location=dev)
-    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "eval"
+    out = Path(out_dir) if out_dir is not None else eval_dir(run_dir)
     rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
                                 device=dev, out_dir=out, per_sample=True, overwrite=overwrite)
     if echo:

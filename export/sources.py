@@ -1,24 +1,21 @@
 """Which trained operator an export takes: the one place a source names a run.
 
-A source today is a run folder written by ``petrov train`` (its ``best.pt``: the model, its config and the
-normalisers).  [`load_source`][] is the single function that turns a source into an operator, so other
-kinds of source (``pretrained:NAME``, shipped weights) are one branch here and nothing else changes.
+A source is a run folder written by ``petrov train`` (its ``best.pt``: the model, its config and the
+normalisers) or a shipped operator, ``pretrained:NAME`` (``petrov.common.shipped.resolve_source``: its folder,
+once its files match its card).  [`load_source`][] is the single function that turns a source into an operator.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..common.files import require_dir
+from ..common.shipped import resolve_source
 from ..operators.io import DamagedCheckpoint
 from ..operators.models import model_name
 from ..train.checkpoint import load_run_checkpoint, operator_from_state
 from ..train.operator import NormalizedOperator
-
-PRETRAINED = "pretrained:"
-
 
 @dataclass
 class Source:
@@ -33,13 +30,10 @@ class Source:
 
 
 def load_source(source: str | os.PathLike) -> Source:
-    """The operator of ``source``: a run folder (its ``best.pt``).  One line saying what is wrong otherwise
-    (no such folder, no ``best.pt``, a damaged checkpoint)."""
+    """The operator of ``source``: a run folder (its ``best.pt``) or ``pretrained:NAME``.  One line saying what is
+    wrong otherwise (no such folder or shipped name, no ``best.pt``, a damaged checkpoint or card)."""
     text = os.fspath(source)
-    if text.startswith(PRETRAINED):
-        raise ValueError(f"{text!r}: pretrained weights are not available in this version of petrov; give the "
-                         f"folder of a run written by `petrov train`")
-    run_dir = require_dir(source, "run folder")
+    run_dir = require_dir(resolve_source(text), "run folder")
     best = run_dir / "best.pt"
     if not best.is_file():
         found = sorted(p.name for p in run_dir.glob("*.pt") if p.is_file())
@@ -65,4 +59,4 @@ def _trained_resolution(state: dict[str, Any], operator: NormalizedOperator) -> 
     return int(grid[0]) if grid else None
 
 
-__all__ = ["PRETRAINED", "Source", "load_source"]
+__all__ = ["Source", "load_source"]

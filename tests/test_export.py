@@ -216,7 +216,7 @@ def test_a_run_folder_without_best_pt_says_so(tmp_path):
         export_operator(run, tmp_path / "m.pt2")
     with pytest.raises(FileNotFoundError, match="run folder .* does not exist"):
         export_operator(tmp_path / "nowhere", tmp_path / "m.pt2")
-    with pytest.raises(ValueError, match="pretrained weights are not available"):
+    with pytest.raises(ValueError, match="no shipped operator 'darcy'"):
         export_operator("pretrained:darcy", tmp_path / "m.pt2")
 
 

@@ -162,6 +162,10 @@ class Trainer:
         self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
                                    ctx.device, static=static_shapes(self.eval_compile_mode),
                                    node_inputs=node_inputs(model))
+        if ctx.is_main:
+            log.debug("model %s: %d parameters on %s (compile: %s); %d training batches of %d per epoch (rank 0)%s",
+                      cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device, self.compile_mode,
+                      len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
 
     def _build_step(self, model: torch.nn.Module) -> None:
         """The batch loss (compiled as a whole in one process; under DDP around the compiled DDP-wrapped model,

@@ -116,11 +116,15 @@ def build_model(name: str, **config):
 # Importing the modules registers the models.
 from . import (  # noqa: E402,F401
     arfno1d,
+    arfno2d,
+    artransolver2d,
     fno,
+    fno3d,
     galerkin1d,
     galerkin2d,
     latent,
     marching1d,
+    marching2d,
     mesh_attention,
     mesh_fno,
     mesh_latent,
