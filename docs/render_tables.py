@@ -20,12 +20,14 @@ that order) and returns the Markdown lines of the table; the caption lines are a
     @table("accuracy-mesh", "accuracy-mesh-2026-11-27")
     def accuracy_mesh(record):
         cols = list(record["rows"][0]["values"])
-        return [header(["model", *cols]), *(row([r["name"], *(spread(r["values"][c]) for c in cols)])
-                                            for r in record["rows"])]
+        return [*header(["model", *cols]), *(row([r["name"], *(spread(r["values"][c]) for c in cols)])
+                                             for r in record["rows"])]
 
 then put ``<!-- table: accuracy-mesh -->`` and ``<!-- /table -->`` where it belongs and run
 ``make tables``.  ``tests/test_records.py`` fails while a region differs from its rendering.  With
 ``brief=True`` (the README's ``headline``) the caption is one short line for all the table's records.
+A problem joins the README's headline with one line in ``HEADLINE``: its label and its records (each
+stating its ``train_resolution``), e.g. ``("Navier-Stokes", ("ns-marching",), 3)``.
 """
 from __future__ import annotations
 
@@ -147,10 +149,20 @@ def demo_burgers(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def seeds_table(recs: Sequence[dict[str, Any]], trained: str, digits: int, per_seed_at: str | None = None) -> list[str]:
+def trained_column(record: dict[str, Any]) -> str:
+    """The column of the training resolution: the record's ``settings.train_resolution``, else its first
+    row's ``facts.train_resolution`` (a benchmark writes one of them)."""
+    trained = record["settings"].get("train_resolution", record["rows"][0]["facts"].get("train_resolution"))
+    if trained is None:
+        raise TableError(f"record {record['name']!r} states no train_resolution (settings or its first row's facts)")
+    return str(trained)
+
+
+def seeds_table(recs: Sequence[dict[str, Any]], digits: int, per_seed_at: str | None = None) -> list[str]:
     """Rows of several records, one column per resolution: mean ± std over the seeds; with
     ``per_seed_at`` a last column with each seed's value there (where the record states them)."""
     cols = list(recs[0]["rows"][0]["values"])
+    trained = trained_column(recs[0])
     lines = header(["model", "parameters", "epochs (per seed)", *(resolution(c, trained) for c in cols),
                     *([f"per seed at {per_seed_at}"] if per_seed_at else [])])
     for rec in recs:
@@ -170,39 +182,63 @@ def seeds_table(recs: Sequence[dict[str, Any]], trained: str, digits: int, per_s
 @table("accuracy-darcy-seeds", "accuracy-darcy-seeds-2026-11-28", "accuracy-darcy-performer-2026-11-28")
 def accuracy_darcy_seeds(*recs: dict[str, Any]) -> list[str]:
     """Darcy at an equal 20-minute CPU budget, mean ± std of the test relative L2 over seeds 0-2."""
-    return seeds_table(recs, trained="85", digits=4)
+    return seeds_table(recs, digits=4)
 
 
 @table("accuracy-burgers-seeds", "accuracy-burgers-seeds-2026-11-28")
 def accuracy_burgers_seeds(record: dict[str, Any]) -> list[str]:
     """Burgers at an equal 20-minute CPU budget, mean ± std over seeds 0-2, each seed at 1024."""
-    return seeds_table([record], trained="1024", digits=3, per_seed_at="1024")
+    return seeds_table([record], digits=3, per_seed_at=trained_column(record))
 
 
-@table("headline", "demo-burgers", "accuracy-burgers-seeds-2026-11-28", "accuracy-darcy-seeds-2026-11-28",
-       "accuracy-darcy-performer-2026-11-28", brief=True)
-def headline(demo: dict[str, Any], burgers: dict[str, Any], *darcy: dict[str, Any]) -> list[str]:
+# The README's headline: (the problem's label, the records of its rows, significant digits).  A row per
+# row of each record, its figure at the record's training resolution; the label gets the budget where the
+# record's settings give one.  A new problem (Navier-Stokes, once its record is in benchmarks/results/) is
+# one more line here; its record names its training resolution as the others do.
+HEADLINE: tuple[tuple[str, tuple[str, ...], int], ...] = (
+    ("Burgers, `make demo`", ("demo-burgers",), 3),
+    ("Burgers", ("accuracy-burgers-seeds-2026-11-28",), 3),
+    ("Darcy", ("accuracy-darcy-seeds-2026-11-28", "accuracy-darcy-performer-2026-11-28"), 4),
+)
+
+
+def headline_problem(label: str, record: dict[str, Any]) -> str:
+    """``label``, the budget where the record's settings give one, and its resolutions: "Darcy, 20 CPU
+    minutes each (trained at 85, tested at 61, 85, 141, 211)"."""
+    budget = record["settings"].get("budget_minutes")
+    device = "GPU" if record["device"]["kind"] == "cuda" else "CPU"
+    label += f", {budget:g} {device} minutes each" if budget else ""
+    return f"{label} (trained at {trained_column(record)}, tested at {', '.join(record['rows'][0]['values'])})"
+
+
+def headline_rows(label: str, recs: Sequence[dict[str, Any]], digits: int) -> list[str]:
+    """One line per model: the figure at the training resolution, the worst other resolution against it
+    ("—" where the record has no other), the seeds."""
+    out = []
+    for rec in recs:
+        trained = trained_column(rec)
+        for r in rec["rows"]:
+            if trained not in r["values"]:
+                raise TableError(f"record {rec['name']!r}, row {r['name']!r}: no value at the training "
+                                 f"resolution {trained}")
+            at = records.cell_mean(r["values"][trained])
+            others = [records.cell_mean(c) for col, c in r["values"].items() if col != trained]
+            worst = f"{max(others) / at:.2f}" if others else "—"
+            out.append(row([headline_problem(label, recs[0]), f"`{r['name']}`",
+                            spread(r["values"][trained], digits) + f" ({trained})", worst,
+                            records.cell_n(r["values"][trained])]))
+    return out
+
+
+@table("headline", *(name for _, names, _ in HEADLINE for name in names), brief=True)
+def headline(*recs: dict[str, Any]) -> list[str]:
     """The README's: each problem's figures at the training resolution, and the worst of the other
     resolutions against it (how far the operator is from one across grids)."""
-    def rows(problem: str, recs: Sequence[dict[str, Any]], trained: str, digits: int) -> list[str]:
-        out = []
-        for rec in recs:
-            for r in rec["rows"]:
-                at = records.cell_mean(r["values"][trained])
-                worst = max(records.cell_mean(c) for col, c in r["values"].items() if col != trained)
-                out.append(row([problem, f"`{r['name']}`", spread(r["values"][trained], digits) + f" ({trained})",
-                                f"{worst / at:.2f}", records.cell_n(r["values"][trained])]))
-        return out
-
-    def problem(what: str, rec: dict[str, Any], trained: str) -> str:
-        return f"{what} (trained at {trained}, tested at {', '.join(rec['rows'][0]['values'])})"
-
-    demo_trained = str(demo["rows"][0]["facts"]["train_resolution"])
+    by_name = {r["name"]: r for r in recs}
     return [*header(["problem", "model", "relative L² at the training resolution", "worst other resolution / "
                      "training", "seeds"]),
-            *rows(problem("Burgers, `make demo`", demo, demo_trained), [demo], demo_trained, 3),
-            *rows(problem("Burgers, 20 CPU minutes each", burgers, "1024"), [burgers], "1024", 3),
-            *rows(problem("Darcy, 20 CPU minutes each", darcy[0], "85"), darcy, "85", 4)]
+            *(line for label, names, digits in HEADLINE
+              for line in headline_rows(label, [by_name[n] for n in names], digits))]
 
 
 # --- the regions ----------------------------------------------------------------------------------

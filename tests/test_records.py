@@ -125,6 +125,34 @@ def test_marker_mistakes_are_named(tmp_path):
     assert render_tables.main(["--check", str(tmp_path / "missing.md")]) == 1
 
 
+def test_a_new_problems_record_joins_the_headline():
+    """A record of another problem (here one shaped as a Navier-Stokes rollout on a GPU would be) gives its
+    headline rows from its own figures: the value at its training resolution, the worst other against it."""
+    ns = copy.deepcopy(MEASURED)
+    ns.update(name="ns-trial", device={"kind": "cuda", "name": "some GPU", "threads": 1},
+              settings={"train_resolution": 64, "budget_minutes": 30},
+              rows=[{"name": "marching2d", "facts": {}, "values": {
+                  "64": records.cell({0: 0.02, 1: 0.04}), "128": records.cell({0: 0.033, 1: 0.033})}}])
+    records.check_record(ns)
+    [line] = render_tables.headline_rows("Navier-Stokes", [ns], 3)
+    assert line == ("| Navier-Stokes, 30 GPU minutes each (trained at 64, tested at 64, 128) | `marching2d` | "
+                    "3.00e-2 ± 1.4e-2 (64) | 1.10 | 2 |")
+    del ns["rows"][0]["values"]["128"]  # one resolution only: no ratio to show
+    assert render_tables.headline_rows("Navier-Stokes", [ns], 3)[0].endswith("| 3.00e-2 ± 1.4e-2 (64) | — | 2 |")
+    del ns["settings"]["train_resolution"]
+    with pytest.raises(render_tables.TableError, match="states no train_resolution"):
+        render_tables.headline_rows("Navier-Stokes", [ns], 3)
+
+
+def test_the_headline_is_drawn_from_the_records_it_names():
+    """Every figure of the README's headline is a record's: the table names the records of HEADLINE."""
+    named = [n for _, names, _ in render_tables.HEADLINE for n in names]
+    assert render_tables.TABLES.get("headline").records == tuple(named)
+    assert set(named) <= {p.stem for p in RECORD_FILES}
+    lines = (ROOT / "README.md").read_text().split("\n")
+    assert [name for name, _, _ in render_tables.regions(lines, "README.md")] == ["headline"]
+
+
 # --- the schema -----------------------------------------------------------------------------------
 
 MEASURED = {
