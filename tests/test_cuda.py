@@ -207,7 +207,7 @@ def test_a_cell_normaliser_on_the_gpu_is_taken_to_a_coarser_grid():
 
 
 @pytest.mark.parametrize("preset, grid", [("darcy-gpu", (85, 85)), ("burgers-gpu", (1024,)),
-                                          ("darcy-inverse-gpu", (141, 141))])
+                                          ("darcy-inverse-gpu", (141, 141)), ("navier-stokes-gpu", (64, 64))])
 def test_the_gpu_presets_models_compile_to_the_eager_model(preset, grid):
     # inductor on CUDA once computed another latent2d than eager (H200, torch 2.11): the trainer checks
     # this before it trains compiled; this test names the models where it happens
@@ -218,8 +218,9 @@ def test_the_gpu_presets_models_compile_to_the_eager_model(preset, grid):
     cfg = load_config(preset)
     torch.manual_seed(0)
     model = build_model(cfg.model.name, **cfg.model.options).to(DEVICE).train()
-    x = torch.randn(4, *grid, 1, device=DEVICE)
-    pos = grid_coordinates(grid, periodic=len(grid) == 1).expand(4, *grid, len(grid)).to(DEVICE)
+    x = torch.randn(4, *grid, cfg.data.history, device=DEVICE)  # a marching model's given states
+    periodic = getattr(model.config, "periodic", len(grid) == 1)
+    pos = grid_coordinates(grid, periodic=periodic).expand(4, *grid, len(grid)).to(DEVICE)
     outputs, grads = compiled_agreement(lambda net: net(x, pos), model, torch.compile(model), "default")
     tol_out, tol_grad = AGREEMENT_TOLERANCE[None]
     assert outputs <= tol_out and grads <= tol_grad, f"compiled {cfg.model.name}: {outputs:.2e}, {grads:.2e}"
