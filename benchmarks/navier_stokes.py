@@ -52,6 +52,7 @@ from petrov.train.config import load_config
 from petrov.train.planning import epochs_for_budget
 from petrov.train.trainer import train
 
+from records import seed_table, try_write_record
 from _common import (
     SPREAD_RULE, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, minutes,
     print_machine, run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
@@ -67,6 +68,8 @@ CONTENDERS: dict[str, tuple[str, dict, str]] = {
     "artransolver2d": ("artransolver2d", {}, "pushforward"),
     "neuralop-fno": (NEURALOP, {"n_modes": [12, 12], "hidden_channels": 20}, "pushforward"),
 }
+# --quick predicts 5 states: FNO-3D's time axis (5 + padding 6) holds at most 6 modes
+QUICK_OPTIONS: dict[str, dict] = {"fno3d": {"time_modes": 4}}
 # relative L2 over the 10 predicted states, 1000 training samples at 64 x 64, GPUs, ~500 epochs, FNO's data
 # (the published tables of the Transolver / Transolver++ papers, which rerun the baselines on FNO's file)
 PUBLISHED_1E5 = [("Transolver++", 0.0719), ("LNO", 0.0845), ("Transolver", 0.0900), ("ONO", 0.1195),
@@ -115,6 +118,12 @@ def register_neuralop() -> None:
         def __init__(self, config: NeuralopMarchingConfig):
             super().__init__(config, ChannelsFirst(config))
 
+        def state_dict(self, *args, **kwargs):
+            # neuraloperator's models add a top-level "_metadata" entry, which a wrapping module cannot load
+            state = super().state_dict(*args, **kwargs)
+            state.pop("_metadata", None)
+            return state
+
     register_model(NEURALOP, NeuralopMarchingConfig)(NeuralopMarching)
 
 
@@ -132,6 +141,8 @@ def parse_args(argv=None):
                    help="2: two runs at once, each pinned to its own core with one thread")
     p.add_argument("--seed", type=int, default=0, help="run.seed of every contender's first run")
     p.add_argument("--seeds", type=int, default=1, help="train every contender N times (run.seed = --seed, +1, ...)")
+    p.add_argument("--record", default="navier-stokes-1e5", metavar="NAME",
+                   help="write the result record benchmarks/results/NAME.json (not with --quick)")
     args = p.parse_args(argv)
     if args.seeds < 1:
         p.error(f"--seeds must be >= 1, got {args.seeds}")
@@ -167,6 +178,8 @@ def run_contender(name: str, s: dict, path: Path, run_dir: Path, seed: int) -> d
     if done.is_file():
         return json.loads(done.read_text())
     model, options, mode = CONTENDERS[name]
+    if s["quick"]:
+        options = {**options, **QUICK_OPTIONS.get(name, {})}
     if model == NEURALOP:
         register_neuralop()
     budget = s["budget_minutes"]
@@ -256,7 +269,8 @@ def main(argv=None) -> None:
     table = [[g["name"], g["parameters"], g["mode"], g["epochs"], g["budget_used"], f"{g['seconds_per_epoch']:.1f}"]
              + [format_spread(st) for st in g["errors"]] + [format_spread(g["spread"], ".3f")] for g in groups.values()]
     over = f", mean ± std over seeds {seeds}" if args.seeds > 1 else ""
-    print(f"\nrelative L2 of the predicted space-time block (10 states; mean over {s['n_test']} test samples{over}), "
+    steps = load_config(s["preset"]).model.options["time_steps"]
+    print(f"\nrelative L2 of the predicted space-time block ({steps} states; mean over {s['n_test']} test samples{over}), "
           f"CPU {info['cpu']}, {s['budget_minutes']:g} minutes of one core per run, noisy shared machine")
     print(format_table(headers, table))
     print("published (GPUs, ~500 epochs, FNO's file; not rerun): "
@@ -278,6 +292,23 @@ def main(argv=None) -> None:
     write_json(out, {"machine": info, "settings": {**s, "seeds": seeds}, "results": results,
                      "summary": {"contenders": groups, "targets": targets, "published": PUBLISHED_1E5}})
     print(f"saved {out}; plots in {runs}/*/eval/")
+    if not args.quick:  # --quick's numbers are meaningless: no record
+        write_navier_stokes_record(args, s, results)
+
+
+def write_navier_stokes_record(args, s: dict, results: list[dict]) -> None:
+    """benchmarks/results/RECORD.json (benchmarks/records.py): each contender's relative L2 of the predicted
+    space-time block per resolution and seed; its parameters, epochs and budget used per seed as facts."""
+    facts = {name: {"model": model, "mode": mode, "train_resolution": s["train_resolution"],
+                    **{k: [r[k] for r in results if r["name"] == name] for k in
+                       ("parameters", "epochs", "planned_epochs", "budget_used", "seconds_per_epoch")}}
+             for name, (model, _, mode) in CONTENDERS.items() if any(r["name"] == name for r in results)}
+    values = seed_table(results, lambda r: r["name"], lambda r: {row["resolution"]: row["mean"] for row in r["rows"]})
+    try_write_record(args.record, values, facts=facts,
+                     settings={**s, "seeds": args.seeds, "seed": args.seed, "jobs": args.jobs},
+                     metric=f"relative L2 of the predicted space-time block (10 states), mean over the "
+                            f"{s['n_test']} test samples",
+                     device="cpu", threads=1)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ planned epochs, so a planned run trains exactly as a run configured with that ma
 """
 from __future__ import annotations
 
+import copy
+
 import logging
 import math
 import statistics
@@ -129,7 +131,9 @@ def probe(trainer: Any, steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) ->
     the random number generators are as they were afterwards, the optimizer and schedule are not (build
     them again: ``plan`` does)."""
     device = trainer.ctx.device
-    weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    # a model may keep more than tensors in its state (neuraloperator's models: a metadata dict)
+    weights = {k: v.detach().clone() if torch.is_tensor(v) else copy.deepcopy(v)
+               for k, v in trainer.model.state_dict().items()}
     rng = ckpt.rng_state()
     try:
         trainer.model.train()
