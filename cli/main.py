@@ -24,7 +24,7 @@ import os
 import sys
 import traceback
 
-from ..common.files import NoSpace
+from ..common.disk_space import NoSpace
 from ..common.interrupts import Terminated, exit_status, stop_on_signals
 from ..common.version import petrov_version
 from . import catalog, data, inverse, training

@@ -27,7 +27,6 @@ from .grid_files import FORMAT_VERSION, default_chunk_size, file_bytes
 from .grid_generation import check_resources
 from .hdf5_files import FORMAT, MESH_FORMAT, claimed_now, file_attrs, h5_image, open_h5, partial_path, writing_h5
 from .recipes import RECIPES, get_recipe
-from .resources import check_disk
 from .sampling import cell_average
 from .write_path import already_generated, check_generation_args, claim_partial
 
@@ -182,7 +181,7 @@ def open_stored(path: str | os.PathLike) -> StoredData:
 
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MESH_FORMAT", "StoredData", "already_generated", "attribute_error",
-           "check_disk", "check_generation_args", "check_output_dir", "check_resources", "claim_partial", "claimed_now",
+           "check_generation_args", "check_output_dir", "check_resources", "claim_partial", "claimed_now",
            "default_chunk_size", "file_attrs", "file_bytes", "h5_image", "open_h5",
            "open_stored", "partial_path", "require_attrs", "stored_layout", "whole_number", "writing_h5"]
 

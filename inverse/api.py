@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from ..common.config import asdict
-from ..common.files import atomic_write, ensure_dir, write_csv, write_json
+from ..common.files import atomic_write, write_csv, write_json
+from ..common.path_checks import ensure_dir
 from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import average_pool, fit_normalizer
 from ..datasets.sampling import pool_kernel

@@ -7,7 +7,7 @@ import h5py
 import numpy as np
 import pytest
 
-from petrov.common.files import exclusive_lock
+from petrov.common.locks import exclusive_lock
 from petrov.common.interrupts import Terminated, stop_on_signals
 from petrov.datasets import dataset_info, generate_dataset, merge_shards, periodic_grf_1d, solve_burgers
 from petrov.datasets.content_hash import ContentHash
