@@ -30,7 +30,7 @@ class NoSpace(OSError):
 def format_size(n_bytes: float) -> str:
     """``1_500_000`` -> ``"1.5 MB"`` (decimal units; bytes below 1 kB)."""
     if abs(n_bytes) < 1000:
-        return f"{int(n_bytes)} bytes"
+        return f"{int(n_bytes)} byte{'' if int(n_bytes) == 1 else 's'}"
     for unit in ("kB", "MB", "GB", "TB"):
         n_bytes /= 1000.0
         if abs(n_bytes) < 1000 or unit == "TB":
@@ -41,7 +41,7 @@ def format_size(n_bytes: float) -> str:
 def existing_ancestor(path: Path) -> Path:
     """``path`` (made absolute) or its nearest parent that exists."""
     path = Path(path).absolute()
-    while not path.exists() and path != path.parent:
+    while not os.path.exists(path) and path != path.parent:  # a name too long does not exist either
         path = path.parent
     return path
 
@@ -69,14 +69,16 @@ def no_space_message(path: str | os.PathLike, needed: int | None = None, code: i
     if code == errno.EFBIG:
         return (f"file size limit reached writing {path} (the shell's `ulimit -f`); raise the limit or "
                 f"write smaller files, then run the command again")
-    cause = "disk quota exceeded" if code == errno.EDQUOT else "disk full"
-    free = free_space(path.parent)
+    quota = code == errno.EDQUOT
+    free = None if quota else free_space(path.parent)  # a quota is used up while the disk has room
     sizes = [f"{format_size(needed)} needed" if needed else None,
              f"{format_size(free)} free in {path.parent}" if free is not None else None]
     sizes = ", ".join(s for s in sizes if s)
     if advice is None:
-        what = "remove some of your files or ask for a larger quota" if code == errno.EDQUOT else "free some space"
+        what = ("remove some of your files (`quota -s` shows the quota), ask for a larger quota" if quota
+                else "free some space")
         advice = f"{what} or choose another location, then run the command again"
+    cause = "disk quota exceeded" if quota else "disk full"
     return f"{cause}: cannot write {path}{f' ({sizes})' if sizes else ''}; {advice}"
 
 

@@ -174,12 +174,25 @@ def _locked_temp(directory: Path, name: str) -> tuple[int, Path]:
 
 
 @contextlib.contextmanager
+def _naming(path: Path, tmp: Path) -> Iterator[None]:
+    """An operating-system error of the block that names no file (``os.fsync(fd)``) or the temporary one
+    names ``path``, the file the user asked for."""
+    try:
+        yield
+    except OSError as err:
+        if err.strerror is not None and (err.filename is None or Path(os.fsdecode(err.filename)) == tmp):
+            err.filename, err.filename2 = str(path), None
+        raise
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; if the block succeeds, it becomes ``path``.
 
     ``with atomic_path("best.pt") as tmp: write(tmp)``.  On an exception the temporary file is
     removed and ``path`` is untouched; a full disk is a [`NoSpace`][petrov.common.disk_space.NoSpace]
-    naming ``path`` and, when ``needed`` (bytes) is given, how much it needs.  Missing parent folders are created (the one rule
+    naming ``path`` and, when ``needed`` (bytes) is given, how much it needs; any other operating-system
+    error names ``path`` too (not the temporary file).  Missing parent folders are created (the one rule
     for every output path); a file where a folder must be is a ``NotADirectoryError``, an unwritable
     folder a ``PermissionError``, an existing directory at ``path`` an ``IsADirectoryError``.
     Temporary files of dead writers in the directory are removed first.
@@ -198,7 +211,7 @@ def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[
     remove_stale_temps(directory)
     fd, tmp = _locked_temp(directory, path.name)
     try:
-        with reporting_no_space(path, needed):
+        with reporting_no_space(path, needed), _naming(path, tmp):
             yield tmp
             os.chmod(tmp, 0o666 & ~_umask())
             replace_synced(tmp, path)

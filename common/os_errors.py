@@ -16,6 +16,7 @@ system such as /proc, no permission), for the checks made before the work.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -68,11 +69,36 @@ def unwritable_reason(err: OSError, base: str | os.PathLike) -> str:
     return f"{_words(err.errno, err)} (in {base})"
 
 
-def _name_max(path: Path) -> int | None:
+def display_path(path: str | os.PathLike) -> str:
+    """``path`` relative to the working folder when it lies inside it (as a user would have written it),
+    else as it is."""
+    path = os.fsdecode(path)
+    if os.path.isabs(path):
+        with contextlib.suppress(ValueError):
+            if os.path.commonpath([path, os.getcwd()]) == os.getcwd():
+                return os.path.relpath(path)
+    return path
+
+
+def _name_max(path: Path) -> int:
     try:
         return int(os.pathconf(existing_ancestor(path), "PC_NAME_MAX"))
     except (OSError, ValueError):
-        return None
+        return 255
+
+
+def _short(text: str, keep: int = 24) -> str:
+    return text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}"
+
+
+def _too_long(path: Path) -> str:
+    """Which name of ``path`` is longer than its file system allows, or that the whole path is too long."""
+    limit = _name_max(path)
+    for part in path.parts:
+        if len(os.fsencode(part)) > limit:
+            return (f"the name {_short(part)!r} is {len(os.fsencode(part))} bytes long, the file system allows "
+                    f"{limit}")
+    return f"the path is {len(os.fsencode(str(path.absolute())))} bytes long, more than the system allows"
 
 
 def _file_in_the_way(path: Path) -> Path | None:
@@ -96,7 +122,7 @@ def stream_message(err: OSError, stream: str, target: str | None) -> str:
     elsewhere = "send it to a file on a disk with free space, or to /dev/null to discard it"
     if code in SPACE_ERRNOS and target and _is_regular(target):
         folder = Path(target).parent
-        free = free_space(folder) if code != errno.EFBIG else None
+        free = free_space(folder) if code == errno.ENOSPC else None
         sizes = f" ({format_size(free)} free in {folder})" if free is not None else ""
         return (f"{SPACE_CAUSES[code]}: cannot write the {stream} to {target}{sizes}; free some space or send "
                 f"the output elsewhere, then run the command again")
@@ -115,25 +141,19 @@ def os_error_message(err: OSError, path: str | os.PathLike | None = None) -> str
     path = err.filename if path is None else path
     if path is None:
         return f"{_words(code, err)}; check the files and folders the command reads and writes"
-    shown = Path(os.fsdecode(path))
+    shown = Path(display_path(path))
     if code in SPACE_ERRNOS:
         return no_space_message(shown, code=code)
     if code == errno.EROFS:
-        base = existing_ancestor(shown.parent)
-        return (f"cannot write {shown}: {shown_ancestor(shown, base)} is on a read-only file system; "
-                f"choose a writable location")
+        return f"cannot write {shown}: the file system holding it is read-only; choose a writable location"
     if code in (errno.EACCES, errno.EPERM):
-        return (f"cannot access {shown}: permission denied; check the permissions of {shown} and of its folders "
-                f"(ls -ld), or choose another location")
+        return (f"cannot access {shown}: {_words(code, err)}; check the permissions of {shown} and of its "
+                f"folders (ls -ld), or choose another location")
     if code == errno.EIO:
         return (f"cannot read or write {shown}: input/output error (the disk or network file system under it "
                 f"failed or went away); check the device (dmesg) and run the command again")
     if code == errno.ENAMETOOLONG:
-        limit = _name_max(shown)
-        allowed = f" ({limit} bytes)" if limit else ""
-        text = str(shown) if len(str(shown)) <= 80 else f"{str(shown)[:40]}...{str(shown)[-24:]}"
-        return (f"cannot use {text}: a name in it is longer than the file system allows{allowed}; choose a "
-                f"shorter name")
+        return f"cannot use {_short(str(shown), 40)}: {_too_long(shown)}; choose a shorter name"
     if code == errno.ENOTDIR:
         blocker = _file_in_the_way(shown)
         what = f"{str(blocker)!r} is a file, not a folder" if blocker else "a part of it is a file, not a folder"
@@ -148,4 +168,4 @@ def os_error_message(err: OSError, path: str | os.PathLike | None = None) -> str
     return f"cannot use {shown}: {_words(code, err)}"
 
 
-__all__ = ["VIRTUAL_FS", "file_system_type", "os_error_message", "stream_message", "unwritable_reason"]
+__all__ = ["VIRTUAL_FS", "display_path", "file_system_type", "os_error_message", "stream_message", "unwritable_reason"]
