@@ -12,6 +12,5 @@
 - [`allocator`][]: ``retain_freed_memory``, glibc malloc set to reuse what training steps free;
 - [`host`][]: ``to_numpy``, the one way a tensor that may live on a device comes back to the host;
 - [`version`][]: the installed petrov version;
-- [`progress`][]: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook);
-- [`moved`][]: the module paths of petrov 0.1 that moved, importable until petrov 0.3.0.
+- [`progress`][]: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook).
 """

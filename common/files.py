@@ -31,7 +31,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -47,9 +46,6 @@ log = logging.getLogger(__name__)
 
 TEMP_INFIX = ".petrov-"
 _TEMP_NAME = re.compile(r"^\..+\.petrov-[a-z0-9_]{8}\.tmp$")
-# temporary files of petrov 0.1 (no lock held while writing): removed once they are this old
-_OLD_TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
-_OLD_TEMP_AGE = 600.0
 
 
 @contextlib.contextmanager
@@ -116,8 +112,8 @@ def replace_synced(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
 def remove_stale_temps(directory: str | os.PathLike) -> list[Path]:
     """Remove the temporary files of writers that died in ``directory`` (their lock is free); returns them.
 
-    A live writer holds an ``flock`` on its temporary file, so it is never touched.  Temporary files
-    of petrov 0.1 (written without a lock) are removed once they are ten minutes old.
+    A live writer holds an ``flock`` on its temporary file, so it is never touched; only names petrov
+    gives its temporary files (``.NAME.petrov-XXXXXXXX.tmp``) are looked at.
     """
     if fcntl is None:
         return []
@@ -128,8 +124,7 @@ def remove_stale_temps(directory: str | os.PathLike) -> list[Path]:
         return []
     removed = []
     for name in names:
-        old = not _TEMP_NAME.match(name)
-        if old and not _OLD_TEMP_NAME.match(name):
+        if not _TEMP_NAME.match(name):
             continue
         path = directory / name
         try:
@@ -137,8 +132,6 @@ def remove_stale_temps(directory: str | os.PathLike) -> list[Path]:
         except OSError:
             continue
         try:
-            if old and time.time() - os.fstat(fd).st_mtime < _OLD_TEMP_AGE:
-                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -21,8 +21,7 @@ so petrov can tell its own files from a user's.  [`claim_outputs`][] is the rule
   existing one needs ``overwrite``, another command's output is refused.
 
 Hidden entries (locks, temporary files, the manifest) and sub-folders holding their own manifest are
-never counted as a user's files.  A run directory of petrov 0.1 (``config.json`` and ``last.pt``, no
-manifest) is recognised as the training's.
+never counted as a user's files.
 
 [`output_file`][] checks an output file's path before the work and creates its folders: a name too
 long for the temporary files written beside it, a file where a folder must be and an unwritable folder
@@ -45,13 +44,9 @@ from .path_checks import Unwritable, check_writable, ensure_dir, probe_writable
 
 MANIFEST = ".petrov-outputs.json"
 FORMAT = "petrov-outputs"
-# a run directory written before manifests existed: these files are the training's
-LEGACY_RUN = ("config.json", "last.pt")
 # the most bytes a name petrov writes beside an output adds to it: ".NAME.petrov-XXXXXXXX.tmp"
 # (atomic writes; "NAME.partial" and ".NAME.lock" add less)
 NAME_ROOM = len(".") + len(TEMP_INFIX) + 8 + len(".tmp")
-LEGACY_RUN_FILES = ("config.json", "log.csv", "log.jsonl", "last.pt", "best.pt", "metrics.json", "metrics.csv",
-                    "tensorboard")
 
 
 class OutputConflict(FileExistsError):
@@ -66,10 +61,7 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, str]:
         files = doc["files"] if doc.get("format") == FORMAT else {}
         return {str(k): str(v) for k, v in files.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    if all((directory / name).is_file() for name in LEGACY_RUN):
-        return {name: "train" for name in LEGACY_RUN_FILES if (directory / name).exists()}
-    return {}
+        return {}
 
 
 def _is_output_folder(path: Path) -> bool:

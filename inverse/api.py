@@ -33,7 +33,7 @@ from ..common.path_checks import ensure_dir
 from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import average_pool, fit_normalizer
 from ..datasets.sampling import pool_kernel
-from ..datasets.storage import h5_image
+from ..datasets.hdf5_files import h5_image
 from ..evaluate.runs import load_run
 from ..train.checkpoint import load_operator
 from .calibration import conformal_scale, expected_calibration_error, interval_coverage

@@ -103,7 +103,7 @@ def test_latent2d_inverse_with_a_stencil_grid_converges_under_refinement():
 def assert_converges_under_refinement(name: str, config: dict):
     torch.manual_seed(0)
     model = build_model(name, **config).double().eval()
-    ndim = 1 if model.cfg.periodic else 2
+    ndim = 1 if model.config.periodic else 2
     resolutions = RES_1D if ndim == 1 else RES_2D
     with torch.no_grad():
         outs = [on_coarsest_points(model(smooth_field(n, ndim)), n, ndim) for n in resolutions]

@@ -9,7 +9,7 @@ import pytest
 from petrov.common.locks import Locked, exclusive_lock
 from petrov.datasets import generate_dataset, open_dataset
 from petrov.datasets.mesh import DarcyMeshParams, darcy_mesh_sample, mesh_info, open_mesh_dataset, read_domain
-from petrov.datasets.storage import partial_path
+from petrov.datasets.hdf5_files import partial_path
 from petrov.cli import main
 
 SMALL = dict(h=0.08, refinements=1, modes=16)  # ~180 / ~650 nodes: fast

@@ -84,7 +84,7 @@ def test_hdf5_write_errors_are_raised_before_the_rename(small_disk):
     fill(small_disk, leave=200_000)
     code = ("import sys, numpy as np\n"
             "from petrov.common.files import atomic_path\n"
-            "from petrov.datasets.storage import writing_h5\n"
+            "from petrov.datasets.hdf5_files import writing_h5\n"
             "target = sys.argv[1]\n"
             "try:\n"
             "    with atomic_path(target) as tmp, writing_h5(tmp, 'w', shown=target, locking=False) as h5:\n"
@@ -209,14 +209,13 @@ def test_a_commands_earlier_outputs_are_replaced_as_a_whole(tmp_path):
     claim_outputs(out, "evaluate", NAMES, resume=True)  # resuming keeps what is there
 
 
-def test_runs_of_petrov_0_1_are_recognised_and_nested_output_folders_are_not_a_users(tmp_path):
-    run = tmp_path / "old"
-    run.mkdir()
-    for name in ("config.json", "last.pt", "best.pt", "metrics.json"):
-        (run / name).write_text("")
-    assert read_manifest(run)["metrics.json"] == "train"
-    claim_outputs(run / "eval", "evaluate", NAMES)
-    check_outputs(run, "train", ("config.json", "last.pt", "best.pt", "metrics.json"))  # eval/ is petrov's
+def test_nested_output_folders_are_not_a_users(tmp_path):
+    out = tmp_path / "out"
+    claim_outputs(out / "eval", "evaluate", NAMES)
+    check_outputs(out, "train", ("config.json", "last.pt", "best.pt", "metrics.json"))  # eval/ is petrov's
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputConflict, match=r"holds files petrov did not write for `petrov train` \(notes.txt\)"):
+        check_outputs(out, "train", ("config.json", "last.pt", "best.pt", "metrics.json"))
 
 
 def test_an_output_file_that_is_a_directory_or_exists(tmp_path):
