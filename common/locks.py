@@ -35,10 +35,10 @@ def exclusive_lock(target: str | os.PathLike, what: str = "written") -> Iterator
     """Hold an exclusive lock on ``target`` for the block: writers of one path exclude each other.
 
     The lock is ``fcntl.flock`` on a small file ``.NAME.lock`` beside ``target`` (which may not exist
-    yet), holding the owner's pid.  A second writer gets [`Locked`][] at once, naming the pid.  The holder
-    removes the file when it is done; a writer that locked a file removed meanwhile (it checks the inode)
-    tries again on the new one.  A folder where the lock file cannot be made is a ``PermissionError``
-    saying why.
+    yet), holding the owner's pid where the disk has room for it (a full disk still locks, without the pid).
+    A second writer gets [`Locked`][] at once, naming the pid.  The holder removes the file when it is done;
+    a writer that locked a file removed meanwhile (it checks the inode) tries again on the new one.
+    A folder where the lock file cannot be made is a ``PermissionError`` saying why.
     """
     if fcntl is None:  # pragma: no cover - not POSIX
         yield
@@ -70,8 +70,12 @@ def exclusive_lock(target: str | os.PathLike, what: str = "written") -> Iterator
             pass
         os.close(fd)  # the previous holder removed it between our open and flock: again
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError as err:  # a full disk: the lock holds, its holder's pid goes unsaid
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):

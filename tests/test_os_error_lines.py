@@ -183,6 +183,15 @@ def test_a_full_disk_is_said_with_the_file_before_any_work(full_disk, cli, comma
     assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]
 
 
+@pytest.mark.parametrize("command", ["train", "invert"])
+def test_a_disk_without_a_byte_free_is_said_with_the_file_the_command_writes(full_disk, cli, command):
+    # the lock taken first holds without its pid; the first file written names the disk full
+    code, _, err = cli(*_in("fs", COMMANDS[command]))
+    line = one_line(err, command)
+    assert code == 1 and line.startswith(f"disk full: cannot write fs/{TARGET[command]}/"), line
+    assert " free in fs/" in line and leftovers(full_disk) == []
+
+
 @pytest.mark.parametrize("command", ["info b.h5", "presets", "train tiny.toml --out run"])
 def test_a_standard_output_that_cannot_be_written_is_named(here, command):
     code, err = shell(here, f"{command} > /dev/full")
