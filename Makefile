@@ -4,10 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
-PACKAGES := cli common grids operators datasets train evaluate inverse
-SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null)
+PACKAGES := cli common grids operators datasets train evaluate export inverse pretrained
+SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null) \
+	$(wildcard pretrained/*/*.json pretrained/*/*.pt)
 
-.PHONY: install test test-all demo docs clean
+.PHONY: install test test-all demo docs pretrained clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,16 +24,38 @@ $(VENV)/.installed: $(BIN)/python $(SOURCES)
 
 install: $(VENV)/.installed
 
-# --rootdir=tests: the repository root is the package itself (its __init__.py); a rootdir above the tests
-# makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x
-test: $(VENV)/.installed
-	OMP_NUM_THREADS=2 $(BIN)/pytest -m "not slow" -q -p no:cacheprovider --rootdir=tests tests
+# The whole suite also compares the paper presets with the reference Galerkin Transformer, installed from
+# the "reference" extra (tests/test_reference_equivalence.py; skipped, with its reason, without it).
+$(VENV)/.installed-reference: $(VENV)/.installed
+	$(BIN)/pip install --quiet ".[test,reference]"
+	touch $@
 
-test-all: $(VENV)/.installed
-	$(BIN)/pytest -q -p no:cacheprovider --rootdir=tests tests
+# --rootdir=tests: the repository root is the package itself (its __init__.py); a rootdir above the tests
+# makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x.
+# Two worker processes of one thread each (pytest-xdist), a test file to a worker (--dist loadscope: a
+# file's module fixtures, such as its trained runs, are built once); the README's test, the longest, starts
+# first (tests/conftest.py).  PYTEST_WORKERS=0 runs the suite in this process.
+PYTEST_WORKERS ?= 2
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider --rootdir=tests -n $(PYTEST_WORKERS) --dist loadscope
+
+test: $(VENV)/.installed
+	$(PYTEST) -m "not slow" tests
+
+# everything, the slow tests and the comparison with the reference included (what CI runs)
+test-all: $(VENV)/.installed-reference
+	$(PYTEST) tests
 
 demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers
+
+# The shipped operators (pretrained/NAME/: the run's best.pt and config.json, and the model card), trained by
+# petrov's own commands in this folder (runs/pretrained/, data/) at fixed epochs, evaluated and packed with
+# the measured figures (python -m petrov.pretrained.build --help). Hours of CPU (docs/pretrained.md); an
+# interrupted build continues where it stopped. PRETRAINED_FLAGS: e.g. --only burgers-1024, or --quick (toy
+# sizes into a temporary folder, nothing shipped: a check that the path runs).
+PRETRAINED_FLAGS ?=
+pretrained: $(VENV)/.installed
+	$(BIN)/python -m petrov.pretrained.build $(if $(findstring --quick,$(PRETRAINED_FLAGS)),,--dest pretrained) $(PRETRAINED_FLAGS)
 
 # The documentation site (mkdocs-material + mkdocstrings, pinned in the "docs" extra), offline and
 # strict: every warning fails the build, an unresolved cross-reference included. The API reference reads

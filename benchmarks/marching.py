@@ -150,7 +150,7 @@ def worker(spec: dict) -> None:
 
 def spread(run: dict) -> float:
     """A run's t = 1 error max/min over the resolutions."""
-    t1 = [row["mean"] for row in run["rows"]]
+    t1 = [row["per_time_mean"][-1] for row in run["rows"]]
     return max(t1) / min(t1)
 
 
@@ -163,7 +163,7 @@ def summarize(runs: list[dict], resolutions: list[int]) -> dict:
             "epochs": " ".join(f"{format_epochs(r['epochs'])}/{format_epochs(r['planned_epochs'])}" for r in runs),
             "budget_used": " ".join(f"{r['budget_used']:.0%}" for r in runs),
             "seconds_per_epoch": sum(r["seconds_per_epoch"] for r in runs) / len(runs),
-            "t1": [seed_stats([r["rows"][i]["mean"] for r in runs]) for i in range(len(resolutions))],
+            "t1": [seed_stats([r["rows"][i]["per_time_mean"][-1] for r in runs]) for i in range(len(resolutions))],
             "spread": seed_stats(spreads), "spreads": spreads}
 
 

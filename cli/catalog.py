@@ -16,7 +16,7 @@ import difflib
 import inspect
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 from ..common.config import asdict
 from ..operators import list_mixers, list_models
@@ -24,7 +24,7 @@ from ..common.registry import Registry
 from ..operators.attention.mixers import MIXERS, mixer_options
 from ..operators.models import MODELS, config_class
 from ..train.config import preset_names
-from .usage import UsageError
+from .usage import UsageError, add_command
 
 
 def _value(value: Any) -> str:
@@ -121,27 +121,30 @@ def close_preset(name: str) -> str | None:
     return close[0] if close else None
 
 
-def _list_mixers(args: argparse.Namespace) -> int:
-    if not args.names and not args.options:
-        print(_table(list_mixers(), lambda n: summary(n, MIXER_SUMMARIES, MIXERS.get(n))))
-        print("\npetrov mixers NAME shows a mixer's options (model.options.mixer_options in a config)")
+def _lister(what: str, registry: Registry, names: Callable[[], list[str]], summaries: dict[str, str],
+            title: Callable[[str, str], str], options: Callable[[str], dict | None], fields: str):
+    """The body of ``petrov mixers`` / ``petrov models``: every registered name with what it is for, or the
+    named ones (``--options``: all) with their options (``options(name)``, ``fields`` says where a config sets
+    them); ``title(name, summary)`` heads a name's block."""
+
+    def run(args: argparse.Namespace) -> int:
+        describe = lambda n: summary(n, summaries, registry.get(n))  # noqa: E731
+        if not args.names and not args.options:
+            print(_table(names(), describe))
+            print(f"\npetrov {what} NAME shows a {what[:-1]}'s {fields}")
+            return 0
+        check_names(args.names, registry)
+        print("\n".join(_block(title(n, describe(n)), options(n)) for n in args.names or names()))
         return 0
-    check_names(args.names, MIXERS)
-    names = args.names or list_mixers()
-    print("\n".join(_block(f"{n} — {summary(n, MIXER_SUMMARIES, MIXERS.get(n))}", mixer_defaults(n)) for n in names))
-    return 0
+
+    return run
 
 
-def _list_models(args: argparse.Namespace) -> int:
-    if not args.names and not args.options:
-        print(_table(list_models(), lambda n: summary(n, MODEL_SUMMARIES, MODELS.get(n))))
-        print("\npetrov models NAME shows a model's config fields and defaults (model.options in a config)")
-        return 0
-    check_names(args.names, MODELS)
-    names = args.names or list_models()
-    print("\n".join(_block(f"{n} ({config_class(n).__name__}) — {summary(n, MODEL_SUMMARIES, MODELS.get(n))}",
-                           model_options(n)) for n in names))
-    return 0
+_list_mixers = _lister("mixers", MIXERS, list_mixers, MIXER_SUMMARIES, lambda n, s: f"{n} — {s}", mixer_defaults,
+                       "options (model.options.mixer_options in a config)")
+_list_models = _lister("models", MODELS, list_models, MODEL_SUMMARIES,
+                       lambda n, s: f"{n} ({config_class(n).__name__}) — {s}", model_options,
+                       "config fields and defaults (model.options in a config)")
 
 
 def _presets(args: argparse.Namespace) -> int:
@@ -169,17 +172,15 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("mixers", help="list the attention mixers (what each is for; NAME: its options)")
-    p.add_argument("names", nargs="*", metavar="NAME", help="show these mixers' options and defaults")
-    p.add_argument("--options", action="store_true", help="show every mixer's options and defaults")
-    p.set_defaults(func=_list_mixers)
-    p = sub.add_parser("models", help="list the models (what each is for; NAME: its config fields)")
-    p.add_argument("names", nargs="*", metavar="NAME", help="show these models' config fields and defaults")
-    p.add_argument("--options", action="store_true", help="show every model's config fields and defaults")
-    p.set_defaults(func=_list_models)
-    p = sub.add_parser("presets", help="list the shipped training presets (what each is for), or show one's TOML",
-                       description="petrov presets: list them; petrov presets show NAME: print the TOML "
-                       "(save it, edit it, then petrov train FILE.toml)")
+    for what, run, help_, shows in (
+            ("mixers", _list_mixers, "list the attention mixers (what each is for; NAME: its options)", "options"),
+            ("models", _list_models, "list the models (what each is for; NAME: its config fields)", "config fields")):
+        p = add_command(sub, what, run, help=help_)
+        p.add_argument("names", nargs="*", metavar="NAME", help=f"show these {what}' {shows} and defaults")
+        p.add_argument("--options", action="store_true", help=f"show every {what[:-1]}'s {shows} and defaults")
+    p = add_command(sub, "presets", _presets,
+                    help="list the shipped training presets (what each is for), or show one's TOML",
+                    description="petrov presets: list them; petrov presets show NAME: print the TOML "
+                    "(save it, edit it, then petrov train FILE.toml)")
     p.add_argument("action", nargs="?", metavar="show", help="show a preset")
     p.add_argument("name", nargs="?", metavar="NAME", help="the preset to show")
-    p.set_defaults(func=_presets)

@@ -19,7 +19,7 @@ import typing
 
 from ..datasets.mesh.recipes import MESH_RECIPES
 from ..datasets.recipes import RECIPES
-from .usage import UsageError, as_usage_error, check_minimums
+from .usage import UsageError, add_command, as_usage_error, check_minimums
 
 
 def _param_option(parser: argparse.ArgumentParser, field: dataclasses.Field, annotation) -> None:
@@ -90,8 +90,8 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _add_merge(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "merge", help="merge the shards of a dataset (petrov generate ... --shard K/N) into one file",
+    p = add_command(
+        sub, "merge", _merge, resume_hint=_resume_hint, help="merge the shards of a dataset (petrov generate ... --shard K/N) into one file",
         description="Write the whole dataset file from its shards, identical (samples, attributes, content hash) "
         "to one `petrov generate` of all the samples. The shards are checked first: all of one dataset, each "
         "sample in exactly one shard, each shard's samples matching its content hash.",
@@ -101,7 +101,6 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--chunk-size", type=int, default=None, help="samples copied at a time")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_merge, resume_hint=_resume_hint)
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -110,6 +109,8 @@ def _import(args: argparse.Namespace) -> int:
     check_minimums(args, chunk_size=1)
     if args.mesh:
         return _import_meshes(args, UsageError)
+    if args.fno:
+        return _import_fno(args)
     missing = [opt for opt, value in (("--x", args.x), ("--y", args.y), ("--grid", args.grid)) if value is None]
     if missing:
         raise UsageError(f"grid arrays need {', '.join(missing)} (or import meshes with --mesh FILE ... "
@@ -132,6 +133,19 @@ def _import(args: argparse.Namespace) -> int:
 _GRID_ONLY = ("x", "y", "grid", "x_axes", "y_axes", "domain", "coords")
 
 
+def _import_fno(args: argparse.Namespace) -> int:
+    from ..datasets.importing import import_fno
+
+    clash = [f"--{name.replace('_', '-')}" for name in _GRID_ONLY if getattr(args, name) is not None]
+    if clash:
+        raise UsageError(f"{', '.join(clash)} {'applies' if len(clash) == 1 else 'apply'} to grid arrays, not to an "
+                         f"--fno file (its layout is known)")
+    path = import_fno(args.output, args.fno, overwrite=args.overwrite, chunk_size=args.chunk_size,
+                      progress=not args.no_progress)
+    print(f"wrote {path}")
+    return 0
+
+
 def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
     from ..datasets.mesh.importing import import_meshes
 
@@ -152,16 +166,18 @@ def _import_meshes(args: argparse.Namespace, usage_error: type) -> int:
 
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "import",
+    p = add_command(
+        sub, "import", _import,
         help="turn your own arrays (.npy, .npz, HDF5, .mat) or meshes (.msh, .vtu, .npz, ...) into a petrov dataset",
         description="Write input/output arrays on a grid into a petrov dataset file (HDF5) that loads at "
         "strided resolutions and trains through data.path like a generated one (SPEC is FILE.npy or FILE:KEY: "
         "a .npz key, an HDF5 dataset path, a .mat variable); or, with --mesh, triangle meshes with nodal "
         "fields (one sample per file: anything meshio reads, or a .npz of points, triangles and fields) into "
-        "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset.",
+        "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset; or, with --fno, an FNO benchmark .mat file "
+        "(Burgers, Darcy, Navier-Stokes) into a petrov file of its kind.",
         epilog="examples: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5\n"
-        "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5",
+        "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5\n"
+        "          petrov import --fno ns_V1e-3_N5000_T50.mat -o data/ns-1e-3.h5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--x", metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
@@ -177,6 +193,9 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
                    help="the domain: LO HI for every axis, or one pair per axis (default 0 1)")
     p.add_argument("--coords", nargs="+", metavar="SPEC",
                    help="1-D coordinates of each grid axis (checked uniform; they give the domain)")
+    p.add_argument("--fno", metavar="FILE.mat", help="an FNO benchmark file (burgers_data_R10, piececonst_r421_*, "
+                   "NavierStokes_V1e-5_N1200_T20, ns_V1e-3_N5000_T50, ...): written as a petrov file of its kind "
+                   "(instead of --x/--y/--grid)")
     meshes = p.add_argument_group("meshes (instead of --x/--y/--grid)")
     meshes.add_argument("--mesh", nargs="+", metavar="FILE", help="mesh files, one sample each (.msh, .vtu, "
                         ".xdmf, ... read by meshio; or .npz with points, triangles and the fields)")
@@ -190,7 +209,6 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--chunk-size", type=int, default=None, help="samples read and written at a time")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_import)
 
 
 def _format_value(value) -> str:
@@ -255,7 +273,8 @@ def _mesh_info_lines(info: dict) -> list[str]:
 
 
 def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None:
-    p = kinds.add_parser(recipe.name, help=recipe.description, description=recipe.description, allow_abbrev=False)
+    p = add_command(kinds, recipe.name, _generate, resume_hint=_resume_hint, help=recipe.description,
+                    description=recipe.description, allow_abbrev=False)
     p.add_argument("--n-samples", type=int, required=True, help="number of samples")
     if not mesh:
         p.add_argument("--resolution", type=int, default=None,
@@ -264,7 +283,8 @@ def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None
     p.add_argument("-o", "--output", required=True, help="output file, e.g. data/burgers.h5")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--workers", type=int, default=0,
-                   help="Darcy solver worker processes (default 0: in this process; Burgers is batched)")
+                   help="Darcy and Navier-Stokes solver worker processes (default 0: in this process; Burgers is "
+                   "batched)")
     p.add_argument("--chunk-size", type=int, default=None, help="samples per written chunk")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     part = p.add_mutually_exclusive_group()
@@ -277,7 +297,6 @@ def _add_generate(kinds: argparse._SubParsersAction, recipe, mesh: bool) -> None
     group = p.add_argument_group("equation parameters")
     for field in dataclasses.fields(recipe.params_cls):
         _param_option(group, field, hints[field.name])
-    p.set_defaults(func=_generate, resume_hint=_resume_hint)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -294,7 +313,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_merge(sub)
     _add_import(sub)
 
-    info = sub.add_parser("info", help="show what a dataset file (grid or mesh .h5, or FNO .mat) holds")
+    info = add_command(sub, "info", _info, help="show what a dataset file (grid or mesh .h5, or FNO .mat) holds")
     info.add_argument("file", help="dataset file")
     info.add_argument("--json", action="store_true", help="print as JSON")
-    info.set_defaults(func=_info)

@@ -22,7 +22,7 @@ from ..inverse.api import invert
 from ..inverse.methods import METHODS
 from ..inverse.runner import PARTIAL
 from ..train.config import parse_override
-from .usage import check_minimums
+from .usage import add_command, check_minimums
 
 
 def parse_settings(items: list[str] | None) -> dict:
@@ -69,8 +69,8 @@ def _resume_hint(args: argparse.Namespace) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "invert",
+    p = add_command(
+        sub, "invert", _run, resume_hint=_resume_hint,
         help="recover Darcy coefficients a from observed solutions u",
         description="Inverse Darcy: recover the coefficient on a coarse grid from observed u with a "
         "PDE-constrained (adjoint), refined (learned, then PDE-constrained to the noise level), surrogate-based "
@@ -113,4 +113,3 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "discrepancy, steps, lr, prior_std, ...: the fields of petrov.inverse.InversionConfig)")
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--overwrite", action="store_true", help="write into DIR even if it holds other files")
-    p.set_defaults(func=_run, resume_hint=_resume_hint)

@@ -32,11 +32,11 @@ from ..common.disk_space import NoSpace, errno_of
 from ..common.interrupts import Terminated, exit_status, stop_on_signals
 from ..common.os_errors import os_error_message
 from ..common.version import petrov_version
-from . import catalog, data, inverse, training
+from . import catalog, data, export, inverse, pretrained, training
 from .console import StreamFailed, console_logging, level_for, named_stream_errors
 from .usage import UsageError, attach_negative_values
 
-COMMAND_GROUPS = [catalog, data, training, inverse]
+COMMAND_GROUPS = [catalog, data, training, inverse, export, pretrained]
 
 
 WORKFLOW = """\

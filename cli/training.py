@@ -24,6 +24,7 @@ import math
 import os
 from pathlib import Path
 
+from ..common.shipped import resolve_source
 from ..evaluate import format_table, parse_indices, parse_resolutions, run_evaluation
 from ..evaluate.resolutions import ResolutionChoiceError
 from ..evaluate.runs import slice_text
@@ -38,7 +39,7 @@ from ..train.config import (
     preset_names,
 )
 from ..train.trainer import train
-from .usage import UsageError, as_usage_error, check_minimums
+from .usage import UsageError, add_command, as_usage_error, check_minimums
 
 
 def _check_train_flags(args: argparse.Namespace) -> None:
@@ -64,7 +65,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.continue_from is not None:
         if args.resume or args.config is not None:
             raise UsageError("--continue RUN_DIR takes that run's config: give neither CONFIG nor --resume")
-        source = Path(args.continue_from)
+        source = Path(resolve_source(args.continue_from))  # pretrained:NAME: a shipped operator's folder
         saved = load_config_json(source / "config.json")
         overrides.append(f"run.init_from={json.dumps(source.as_posix())}")
         config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))
@@ -88,8 +89,8 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "train",
+    p = add_command(
+        sub, "train", _run_train, resume_hint=_train_hint,
         help="train an operator from a TOML config",
         description="Train an operator; writes config.json, log.csv/jsonl, last.pt, best.pt and "
         "metrics.json into --out. Run under torchrun for data parallel training.",
@@ -104,8 +105,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="continue the run in RUN_DIR from its last.pt (written after every epoch, and where Ctrl-C "
                    "or SIGTERM stopped it); with nothing to resume the run starts, so a job script can always pass it")
     p.add_argument("--continue", dest="continue_from", metavar="FINISHED_RUN",
-                   help="train on from a finished run's best weights with its config and a new schedule "
-                   "into --out (e.g. --set optim.epochs=20)")
+                   help="train on from a finished run's best weights (or a shipped operator's: pretrained:NAME) "
+                   "with its config and a new schedule into --out (e.g. --set optim.epochs=20)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run in RUN_DIR, or write beside other files there")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="same as --set run.device=...")
@@ -113,7 +114,6 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="train for M minutes on this machine: the epochs are planned from a timing probe of the "
                    "run to fill 95%% of them (optim.epochs at most); same as --set run.time_budget_minutes=M "
                    "--set run.fill_budget=true")
-    p.set_defaults(func=_run_train, resume_hint=_train_hint)
 
 
 def _train_hint(args: argparse.Namespace) -> str:
@@ -135,7 +135,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         if resolutions is None:  # the run's own resolutions do not fit --data: not a bad flag value
             raise
         raise UsageError(f"--resolutions: {err}") from None
-    train_res = load_config_json(Path(args.run_dir) / "config.json", check_model=False).data.train_resolution
+    run_dir = Path(resolve_source(args.run_dir))  # pretrained:NAME: the shipped operator's folder
+    train_res = load_config_json(run_dir / "config.json", check_model=False).data.train_resolution
     print(format_table(rows, train_res, _evaluated(indices)))
     return 0
 
@@ -150,13 +151,14 @@ def _evaluated(indices) -> str:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "evaluate",
+    p = add_command(
+        sub, "evaluate", _run_evaluate,
         help="evaluate a trained run at several resolutions",
         description="Evaluate RUN_DIR/best.pt on the test split at each resolution; print a table of "
         "relative L2 and save RUN_DIR/eval/metrics.csv, metrics.json and plots.",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `petrov train`")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `petrov train`, or pretrained:NAME (a "
+                   "shipped operator: petrov pretrained lists them)")
     p.add_argument("--data", metavar="FILE", help="dataset file (.h5 or FNO .mat; default: the run's)")
     p.add_argument("--resolutions", metavar="R1,R2,...",
                    help="comma-separated resolutions (grid runs), or mesh level names such as level0,level1 "
@@ -168,9 +170,9 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help="evaluation batch (default: the run's run.eval_batch_size or optim.batch_size)")
     p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True,
                    help="write PNG figures next to the metrics (default: yes)")
-    p.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/eval)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/eval; for pretrained:NAME, "
+                   "pretrained-eval/NAME)")
     p.add_argument("--overwrite", action="store_true", help="write into DIR even if it holds other files")
-    p.set_defaults(func=_run_evaluate)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

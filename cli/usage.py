@@ -66,4 +66,15 @@ def attach_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
-__all__ = ["UsageError", "as_usage_error", "attach_negative_values", "check_minimums", "flag_name"]
+def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int], *,
+                resume_hint: Callable[[argparse.Namespace], str] | None = None, **parser_options: Any
+                ) -> argparse.ArgumentParser:
+    """The command ``petrov NAME``: its parser (``parser_options``: ``help``, ``description``, ...), whose
+    parsed arguments ``run(args)`` takes (its return value is the exit status); ``resume_hint(args)``: the
+    line an interrupted run of it prints (``petrov.cli.main``)."""
+    p = sub.add_parser(name, **parser_options)
+    p.set_defaults(func=run, **({} if resume_hint is None else {"resume_hint": resume_hint}))
+    return p
+
+
+__all__ = ["UsageError", "add_command", "as_usage_error", "attach_negative_values", "check_minimums", "flag_name"]

@@ -12,5 +12,6 @@
 - [`allocator`][]: ``retain_freed_memory``, glibc malloc set to reuse what training steps free;
 - [`host`][]: ``to_numpy``, the one way a tensor that may live on a device comes back to the host;
 - [`version`][]: the installed petrov version;
+- [`shipped`][]: the operators shipped inside petrov by name (``pretrained:NAME`` -> their folder);
 - [`progress`][]: ``progress_bar``, the one tqdm factory (bars only on a terminal or in a notebook).
 """

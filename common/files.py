@@ -247,8 +247,3 @@ def serialized(write: Any) -> bytes:
 
 __all__ = ["TEMP_INFIX", "atomic_path", "atomic_write", "fsync_dir", "fsync_file", "remove_stale_temps",
            "replace_synced", "serialized", "unraisable_errors", "write_csv", "write_json"]
-
-# train/trainer.py imports these two from here until its import names their modules (petrov.common.locks,
-# petrov.common.path_checks); not part of this module
-from .locks import exclusive_lock  # noqa: E402,F401
-from .path_checks import ensure_dir  # noqa: E402,F401

@@ -23,6 +23,18 @@ This is the scaling of FNO's data_generation/darcy/GRF.m (``coef = tau^(alpha-1)
 ``L = s*coef*xi``, orthonormal ``idct2``, whose basis on s points equals N_k cos cos). GRF.m evaluates the
 series on the cell-centred DCT-II points (i + 1/2)/s; here it is evaluated on the node grid (DCT-I), where the
 Darcy solver lives. Only the sign of psi is used for Darcy, so the overall scale does not matter there.
+
+2-D periodic (Navier-Stokes initial vorticity), on x = (i/n, j/n), modes 0 < |k| with |k1|, |k2| < n/2:
+
+    w0(x) = sum_k s_k (xi_k cos(2 pi k.x) + eta_k sin(2 pi k.x))   (k over a half-plane),
+    s_k = sqrt(2) sigma (4 pi^2 |k|^2 + tau^2)^(-alpha/2),   xi, eta ~ N(0, 1) i.i.d.
+
+i.e. w0 ~ N(0, sigma^2 (-Laplacian + tau^2 I)^(-alpha)) with zero mean: FNO's GaussianRF (navier_stokes/
+random_fields.py), which takes the real part of an inverse FFT of ``size^2 sqrt(2) sigma (4 pi^2 |k|^2 +
+tau^2)^(-alpha/2)`` times complex normals, with its default ``sigma = tau^(alpha - d/2)`` = 7^1.5 for
+alpha = 2.5, tau = 7 (the paper writes the covariance as ``7^(3/2) (-Laplacian + 49 I)^(-2.5)``; the code's
+7^1.5 multiplies the field, not its covariance). The modes at +-n/2, which the grid cannot tell apart, are
+left out, so the field is exactly band-limited below the grid's Nyquist frequency.
 """
 from __future__ import annotations
 
@@ -35,6 +47,7 @@ import scipy.fft
 # Stream tags keep the two families' generators distinct for the same (seed, index).
 _STREAM_1D = 1
 _STREAM_2D = 2
+_STREAM_PERIODIC_2D = 3
 
 
 def _check_indices(seed: int, indices: Iterable[int]) -> np.ndarray:
@@ -81,19 +94,25 @@ def _named(**params: float) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in params.items())
 
 
-def check_periodic_grf(n: int, *, alpha: float = 2.0, tau: float = 5.0, sigma: float = 25.0) -> None:
-    """ValueError naming the parameters unless the 1-D field's pointwise std is finite and within
-    ``FIELD_STD_RANGE`` (a field that overflows, underflows to zero or is lost in float32 storage)."""
-    std = _field_std(lambda **p: periodic_grf_std(n, **p), alpha=alpha, tau=tau, sigma=sigma)
+def _check_pointwise_std(variance, field: str, defaults: str, **params: float) -> None:
+    """ValueError naming ``params`` unless ``sqrt(variance(**params))``, a periodic field's pointwise std, is
+    finite and within ``FIELD_STD_RANGE`` (a field that overflows, underflows to zero or is lost in float32)."""
+    var = _field_std(variance, **params)
     with np.errstate(all="ignore"):
-        total = math.sqrt(float(np.sum(std**2))) if std is not None and np.isfinite(std).all() else math.inf
+        total = math.sqrt(float(var)) if var is not None and np.isfinite(var) else math.inf
     lo, hi = FIELD_STD_RANGE
     if lo <= total <= hi:
         return
     what = ("overflows" if total > hi else "is zero or too small to store") + f" (pointwise std {total:.3g})"
     fix = "a smaller --sigma or --tau" if total > hi else "a smaller --alpha or --tau, or a larger --sigma"
-    raise ValueError(f"the initial condition's random field with {_named(alpha=alpha, tau=tau, sigma=sigma)} "
-                     f"{what}; use {fix} (defaults alpha=2, tau=5, sigma=25)")
+    raise ValueError(f"the {field}'s random field with {_named(**params)} {what}; use {fix} (defaults {defaults})")
+
+
+def check_periodic_grf(n: int, *, alpha: float = 2.0, tau: float = 5.0, sigma: float = 25.0) -> None:
+    """ValueError naming the parameters unless the 1-D field's pointwise std is finite and within
+    ``FIELD_STD_RANGE`` (a field that overflows, underflows to zero or is lost in float32 storage)."""
+    _check_pointwise_std(lambda **p: np.sum(periodic_grf_std(n, **p) ** 2), "initial condition",
+                         "alpha=2, tau=5, sigma=25", alpha=alpha, tau=tau, sigma=sigma)
 
 
 def check_neumann_grf(n: int, *, alpha: float = 2.0, tau: float = 3.0) -> None:
@@ -185,3 +204,48 @@ def darcy_coefficient(psi, high: float = 12.0, low: float = 3.0) -> np.ndarray:
     if not (high > 0 and low > 0):
         raise ValueError(f"coefficient values must be positive, got high={high}, low={low}")
     return np.where(psi >= 0, float(high), float(low))
+
+
+def periodic_grf_2d_std(n: int, *, alpha: float = 2.5, tau: float = 7.0, sigma: float = 7.0**1.5,
+                        modes: int | None = None) -> np.ndarray:
+    """(n, n) std of the coefficient of e^(2 pi i k.x), k in FFT order: sqrt(2) sigma (4 pi^2 |k|^2 +
+    tau^2)^(-alpha/2) (the std of the cos and of the sin coefficient of the pair +-k), 0 at k = 0 and
+    beyond ``|k1|, |k2| <= modes`` (default and at most (n - 1) // 2: below the grid's Nyquist frequency)."""
+    k = np.fft.fftfreq(n, 1.0 / n)
+    k2 = k[:, None] ** 2 + k[None, :] ** 2
+    std = math.sqrt(2.0) * sigma * (4.0 * np.pi**2 * k2 + tau**2) ** (-alpha / 2.0)
+    inside = np.abs(k) <= min((n - 1) // 2, (n - 1) // 2 if modes is None else modes)
+    std = std * (inside[:, None] & inside[None, :])
+    std[0, 0] = 0.0
+    return std
+
+
+def check_periodic_grf_2d(n: int, *, alpha: float = 2.5, tau: float = 7.0, sigma: float = 7.0**1.5) -> None:
+    """ValueError naming the parameters unless the 2-D periodic field's pointwise std is finite and within
+    ``FIELD_STD_RANGE``. The std falls with the wavenumber (alpha > 1), so the lowest 64 x 64 modes
+    decide: the check costs the same on any grid."""
+    _check_pointwise_std(lambda **p: np.sum(periodic_grf_2d_std(min(n, 64), **p) ** 2) / 2, "initial vorticity",
+                         "alpha=2.5, tau=7, sigma=7^1.5", alpha=alpha, tau=tau, sigma=sigma)
+
+
+def periodic_grf_2d(
+    n: int, seed: int, indices, *, alpha: float = 2.5, tau: float = 7.0, sigma: float = 7.0**1.5,
+    modes: int | None = None,
+) -> np.ndarray:
+    """Samples of the 2-D periodic GRF on x = (i/n, j/n): float64 array (len(indices), n, n), axis 1 is x.
+
+    Each sample is the real part of ``sum_k std_k z_k e^(2 pi i k.x)`` with ``std`` from
+    [`periodic_grf_2d_std`][] (``modes``: the largest |k1|, |k2| kept) and ``z_k`` standard complex normals
+    (real and imaginary parts N(0, 1/2)), drawn on the whole n x n grid of modes whatever ``modes`` (so a
+    sample's kept modes are the same for any ``modes``), independent for every k (FNO's construction; the
+    real part pairs k with -k).
+    """
+    n = _check_n(n, 4)
+    idx = _check_indices(seed, indices)
+    check_periodic_grf_2d(n, alpha=alpha, tau=tau, sigma=sigma)
+    std = periodic_grf_2d_std(n, alpha=alpha, tau=tau, sigma=sigma, modes=modes) * (n * n / math.sqrt(2.0))
+    out = np.empty((idx.size, n, n))
+    for j, i in enumerate(idx):
+        xi = _normals(seed, _STREAM_PERIODIC_2D, i, (2, n, n))
+        out[j] = scipy.fft.ifft2(std * (xi[0] + 1j * xi[1])).real
+    return out

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import burgers, grf
+from . import burgers, grf, navier_stokes
 from ..common.path_checks import require_space
 from ..common.worker_pool import worker_pool
 from .grid_files import default_chunk_size, file_bytes, grid_attrs, grid_layout, sample_shapes
@@ -32,10 +32,11 @@ def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size:
     rest of the file (``NoSpace``; ``already_written``: bytes of the partial file being resumed)."""
     params = recipe.params_cls() if params is None else params
     points = math.prod(recipe.grid(resolution))
-    chunk = chunk_size or default_chunk_size(points)
-    # a chunk's x and y in float64, plus one solve's working set (sparse matrix and its factor or
-    # multigrid hierarchy, FFT buffers): a generous 2 kB per grid point
-    check_memory(points * (16 * chunk + 2048),
+    values = _sample_values(recipe, params, resolution)
+    chunk = chunk_size or default_chunk_size(values)
+    # a chunk's x and y (with a trajectory's snapshots) in float64, plus one solve's working set (sparse matrix
+    # and its factor or multigrid hierarchy, FFT buffers): a generous 2 kB per grid point
+    check_memory(8 * (points + values) * chunk + 2048 * points,
                  f"{recipe.name} at resolution {resolution} ({points:,} grid points per sample)",
                  f"choose a lower --resolution (native {recipe.native_resolution}) or a smaller --chunk-size")
     require_space(path, file_bytes(recipe, params, resolution, n_samples) - already_written,
@@ -67,10 +68,21 @@ def _check_darcy(p, resolution: int, seed: int, first: int, count: int) -> None:
     grf.check_neumann_grf(resolution, alpha=p.alpha, tau=p.tau)
 
 
+def _check_navier_stokes(p, resolution: int, seed: int, first: int, count: int) -> None:
+    navier_stokes.check_generation(p, resolution, count)
+
+
 # by recipe family: the checks of a generation's random field and solver before any work (ValueError),
 # and what a non-finite target most likely means
-_FAMILY_CHECKS = {"burgers": _check_burgers, "burgers-trajectory": _check_burgers, "darcy": _check_darcy}
-_NON_FINITE_HINT = {"burgers": burgers.UNSTABLE_HINT, "burgers-trajectory": burgers.UNSTABLE_HINT}
+_FAMILY_CHECKS = {"burgers": _check_burgers, "burgers-trajectory": _check_burgers, "darcy": _check_darcy,
+                  "navier-stokes": _check_navier_stokes}
+_NON_FINITE_HINT = {"burgers": burgers.UNSTABLE_HINT, "burgers-trajectory": burgers.UNSTABLE_HINT,
+                    "navier-stokes": navier_stokes.UNSTABLE_HINT}
+
+
+def _sample_values(recipe: Recipe, params, resolution: int) -> int:
+    """Values in one sample's target: its grid points times its snapshots (what sizes a chunk)."""
+    return math.prod(recipe.sample_shape("y", params, resolution))
 
 
 def non_finite_message(recipe: Recipe, name: str, first: int, last: int) -> str:
@@ -130,7 +142,7 @@ def generate_grid(kind: str, path: str | os.PathLike, n_samples: int, resolution
     desc = f"{kind} n={resolution}" + (f" shard {attrs['shard']}" if attrs.get("shard") else "")
     blocks = _produced(recipe, p, resolution, seed, first_index(attrs), count, workers)
     return write_dataset(path, attrs, grid_layout(sample_shapes(recipe, p, resolution)), blocks, options,
-                         default_chunk=default_chunk_size(math.prod(recipe.grid(resolution))), admit=admit,
+                         default_chunk=default_chunk_size(_sample_values(recipe, p, resolution)), admit=admit,
                          desc=desc)
 
 

@@ -6,7 +6,7 @@ Generated, merged and imported files, on grids and on meshes, carry a content ha
 [`data_identity`][] is that hash plus a hash of the file's attributes (``created``, versions and
 the chunking left out), or, for files without a content hash (FNO ``.mat``, files of petrov 0.1, mesh
 files of petrov 0.2.0 and before), size, modification time and the attribute hash.
-[`identity_change`][] says how two differ.
+[`identity_change`][] says how two differ, [`check_data_unchanged`][] refuses a file whose content changed.
 """
 from __future__ import annotations
 
@@ -55,4 +55,18 @@ def identity_change(recorded: Mapping[str, Any] | None, current: Mapping[str, An
     return "; ".join(f"{names[k]} changed" for k in changed[:2])
 
 
-__all__ = ["data_identity", "identity_change"]
+class DataChanged(ValueError):
+    """The run's data file is not the one it started on (regenerated, replaced, edited)."""
+
+
+def check_data_unchanged(path: str, recorded: dict | None, when: str, advice: str) -> None:
+    """[`DataChanged`][] if the data file ``path`` no longer holds the content ``recorded`` (None: nothing
+    recorded, nothing to check)."""
+    if recorded is None:
+        return
+    why = identity_change(recorded, data_identity(path))
+    if why:
+        raise DataChanged(f"the data file {path} changed {when} ({why}); {advice}")
+
+
+__all__ = ["DataChanged", "check_data_unchanged", "data_identity", "identity_change"]

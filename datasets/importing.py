@@ -26,6 +26,11 @@ v7.3 sources larger than memory are streamed. The file is written to a temporary
 directory, flushed to disk and renamed, so an interrupted import never leaves a partial dataset under the
 final name. Every problem found on the way in is a ValueError / KeyError / FileNotFoundError naming it.
 
+An FNO benchmark ``.mat`` file (Burgers, Darcy, Navier-Stokes: ``fno_files``) becomes a petrov file of its
+own kind with [`import_fno`][] (``petrov import --fno FILE.mat``): the same samples as ``open_dataset`` reads
+from the ``.mat`` (a Navier-Stokes ``y = [a, u]`` along time), stored one sample per chunk, so that a sample
+is read without touching the rest (MATLAB's arrays keep a sample's values one every N apart).
+
 Meshes with nodal fields (``petrov import --mesh``) are imported by ``petrov.datasets.mesh.importing``.
 """
 from __future__ import annotations
@@ -45,7 +50,7 @@ import scipy.io
 from ..common.files import atomic_path
 from ..common.path_checks import require_file
 from ..common.outputs import check_outputs, output_file
-from .fno_files import mat_format
+from .fno_files import mat_format, open_mat
 from .grid_files import default_chunk_size, grid_attrs, grid_layout, stored_bytes
 from .hdf5_files import open_h5
 from .recipes import ImportedParams, get_recipe
@@ -376,6 +381,33 @@ def import_arrays(
         return _write_atomically(output, xs, ys, attrs, progress)
 
 
+def import_fno(output: str | os.PathLike, source: str | os.PathLike, *, overwrite: bool = False,
+               chunk_size: int | None = None, progress: bool = False) -> Path:
+    """Write the FNO ``.mat`` file ``source`` into the petrov dataset file ``output`` of the file's own kind
+    (``burgers``, ``darcy``, ``navier-stokes``; fields with a channel axis, ``attrs["sources"]`` naming the
+    file; no generation parameters are known: ``params`` is empty). Returns ``Path(output)``."""
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    output = output_file(output)
+    check_outputs(output.parent, "import", [output.name], overwrite=overwrite, scope="file", flag="-o")
+    if Path(source).exists() and output.exists() and os.path.samefile(source, output):
+        raise ValueError(f"the output {output} is the source file; choose another name")
+    with open_mat(source) as src:
+        grid = "N" + GRID_LETTERS[: src.dim]
+        xs, ys = (ArraySource(f"{name} ({source})", field, grid + ("C" if src.channel_shape(name) else ""),
+                              file=str(source), reversed_axes=src.transposed)
+                  for name, field in (("x", src.x), ("y", src.y)))
+        n, dim, res, cx, cy = _check_pair(xs, ys)
+        recipe = get_recipe(src.kind)
+        attrs = grid_attrs(get_recipe("imported"), ImportedParams(), res, 0, n, chunk_size or default_chunk_size(
+            res**dim * max(cx, cy)))
+        del attrs["seed"]  # nothing random here
+        attrs.update(kind=recipe.name, family=recipe.family, equation=recipe.description, x_name=src.attrs["x_name"],
+                     y_name=src.attrs["y_name"], grid=recipe.grid_kind, dim=dim, x_channels=cx, y_channels=cy,
+                     sources=json.dumps({"file": str(source), "format": src.source}))
+        return _write_atomically(output, xs, ys, attrs, progress)
+
+
 def _checked_blocks(xs: ArraySource, ys: ArraySource, n: int):
     """The block source of the write path: the samples of the sources a chunk at a time, each checked finite."""
 
@@ -406,5 +438,5 @@ def _write_atomically(output: Path, xs: ArraySource, ys: ArraySource, attrs: dic
     return output
 
 
-__all__ = ["GRID_KINDS", "MIN_POINTS", "domain_from_coords", "import_arrays", "open_array", "parse_axes",
-           "parse_domain", "parse_spec"]
+__all__ = ["GRID_KINDS", "MIN_POINTS", "domain_from_coords", "import_arrays", "import_fno", "open_array",
+           "parse_axes", "parse_domain", "parse_spec"]

@@ -35,6 +35,7 @@ from .grid_files import FORMAT_VERSION
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, average_pool, pool_kernel, stride_for
 from .storage import StoredData, open_stored
+from .windows import Window
 
 
 def open_source(path: str | os.PathLike) -> StoredData:
@@ -210,11 +211,16 @@ class LazyGridDataset(Dataset):
         return f"LazyGridDataset({str(self.path)!r}, kind={self.kind!r}, n={len(self)}, grid={self.grid})"
 
 
-def _read_fields(src: StoredData, idx: Any, inverse: bool, stride: int, coarse: int | None) -> tuple[Any, Any]:
+def _read_fields(src: StoredData, idx: Any, inverse: bool, stride: int, coarse: int | None,
+                 window: Window | None = None) -> tuple[Any, Any]:
     """The model's input and target of samples ``idx``: ``(x, y)`` float32 arrays with a channel axis
-    (the inverse problem: x = the stored u, y = the stored a pooled to ``coarse``)."""
+    (the inverse problem: x = the stored u, y = the stored a pooled to ``coarse``; trajectories: the
+    ``window``'s given states and the whole window)."""
     if inverse:
         return src.read_channels("y", idx, stride), read_pooled(src, idx, stride, coarse)[..., None]
+    if window is not None:
+        x, y = window.apply(src.read_channels("y", idx, stride), str(src.path))
+        return np.ascontiguousarray(x), np.ascontiguousarray(y)
     return src.read_channels("x", idx, stride), src.read_channels("y", idx, stride)
 
 
@@ -227,6 +233,7 @@ def open_dataset(
     kind: str | None = None,
     dtype: torch.dtype = torch.float32,
     lazy: bool = False,
+    window: Window | None = None,
 ) -> GridDataset | LazyGridDataset:
     """Load samples ``indices`` (default: all complete ones) of a dataset file at ``resolution`` points per
     axis (default native), strided from the native grid (averaged over blocks of cells on a cell-centred
@@ -235,7 +242,9 @@ def open_dataset(
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
     (default: the file's attribute, else 36).  ``dtype``: the floating dtype of ``x``, ``y`` and the
     coordinates.  ``lazy=True``: nothing is read now; a [`LazyGridDataset`][] reads each sample when
-    asked for.  Selecting no samples is a ValueError.
+    asked for.  Selecting no samples is a ValueError.  ``window``: trajectory files only, which states are
+    the input and the target ([`Window`][petrov.datasets.windows.Window]; default: the stored input and the
+    whole trajectory).
     """
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a floating torch.dtype such as torch.float32, got {type(dtype).__name__} "
@@ -273,7 +282,12 @@ def open_dataset(
             attrs["coarse_resolution"] = coarse_resolution
         elif coarse_resolution is not None:
             raise ValueError(f"coarse_resolution applies to 'darcy-inverse' only, not {kind!r}")
-        read = {"inverse": recipe.inverse, "stride": stride, "coarse": coarse_resolution}
+        if window is not None:
+            if recipe.snapshots is None:
+                raise ValueError(f"{src.path} holds {kind!r} samples, not trajectories: a window of states "
+                                 f"(data.history, data.first_state, data.states) applies to trajectory files only")
+            window.bounds((src.channel_shape("y") or (1,))[-1], str(src.path))  # fail before reading anything
+        read = {"inverse": recipe.inverse, "stride": stride, "coarse": coarse_resolution, "window": window}
         meta = {"kind": kind, "periodic": src.periodic, "native_resolution": native, "indices": idx, "attrs": attrs,
                 "coarse_resolution": coarse_resolution if recipe.inverse else None, "cells": src.cells}
         if lazy:

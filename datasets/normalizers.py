@@ -27,6 +27,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from ..common.host import to_numpy
 from ..grids.transfer import interpolate_field, prolong, restrict_points
+from .windows import Window
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, cell_average, stride_for
@@ -151,6 +152,14 @@ class PointwiseGaussianNormalizer:
         return PointwiseGaussianNormalizer(self.mean[sel].clone(), self.std[sel].clone(), self.eps,
                                            periodic=self.periodic, strideable=True)
 
+    def first_channels(self, k: int) -> "PointwiseGaussianNormalizer":
+        """The statistics of the first ``k`` channels (a trajectory's given states: the input's normalizer is
+        its target's first states, so a state has the same units in and out); global statistics as they are."""
+        if self.mean.dim() == 0:
+            return self
+        return PointwiseGaussianNormalizer(self.mean[..., :k].clone(), self.std[..., :k].clone(), self.eps,
+                                           periodic=self.periodic, strideable=self.strideable, cells=self.cells)
+
     def to(self, device=None, dtype=None) -> "PointwiseGaussianNormalizer":
         return PointwiseGaussianNormalizer(self.mean.to(device, dtype), self.std.to(device, dtype), self.eps,
                                            periodic=self.periodic, strideable=self.strideable, cells=self.cells)
@@ -217,6 +226,7 @@ def fit_normalizer(
     resolution: int | None = None,
     coarse_resolution: int | None = None,
     block: int = 32,
+    window: Window | None = None,
 ) -> PointwiseGaussianNormalizer:
     """Fit on samples ``indices`` (the TRAINING split) of model input ``field="x"`` or target ``"y"``.
 
@@ -224,7 +234,9 @@ def fit_normalizer(
     Point values are read at the native resolution, block by block; call ``.at_resolution(r)`` for data
     loaded at ``r``. The pooled inverse target is fitted at ``resolution`` (the input grid, default native)
     pooled to ``coarse_resolution`` (default: the file's), exactly as ``open_dataset`` builds it; for
-    point values ``resolution`` is not used, but it must still be one the file can be loaded at.
+    point values ``resolution`` is not used, but it must still be one the file can be loaded at.  ``window``:
+    a trajectory file's window of states, as ``open_dataset`` reads it (``x`` its given states, ``y`` all of it).
+    ``pointwise=False``: one mean and std over every sample, point and channel.
     """
     if field not in ("x", "y"):
         raise ValueError(f"field must be 'x' (model input) or 'y' (target), got {field!r}")
@@ -245,7 +257,12 @@ def fit_normalizer(
         moments = _RunningMoments()
         for lo in range(0, len(idx), block):
             part = idx[lo : lo + block]
-            data = read_pooled(src, part, stride, coarse)[..., None] if pooled else src.read_channels(stored, part, 1)
+            if pooled:
+                data = read_pooled(src, part, stride, coarse)[..., None]
+            elif window is not None:
+                data = window.apply(src.read_channels("y", part, 1), str(src.path))[field == "y"]
+            else:
+                data = src.read_channels(stored, part, 1)
             moments.add(data, axis=0 if pointwise else None)
         std = np.sqrt(moments.m2 / (moments.n - 1))
         return PointwiseGaussianNormalizer(

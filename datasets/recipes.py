@@ -14,6 +14,10 @@ Kinds (the FNO paper's recipes, checked against its released MATLAB scripts):
   ``y`` holds the snapshots ``u(., t_k)``, ``t_k = k t / T``, ``k = 0..T`` (``T = time_steps``, default 20,
   so ``y[:, 0] = x`` and ``y[:, T]`` is the ``burgers`` target up to solver error), taken from one time
   stepping. ``y`` is stored and loaded as ``(n_samples, n, T + 1)``: the snapshots are its channels.
+- ``navier-stokes``: 2-D vorticity ``w_t + u.grad(w) = nu Laplacian(w) + f`` on the torus [0, 1)^2 (FNO's
+  recipe, ``petrov.datasets.navier_stokes``): ``x = w0 ~ N(0, sigma^2 (-Laplacian + tau^2 I)^-alpha)``,
+  ``y`` the snapshots ``w(., t_k)``, ``t_k = k t / T``, ``k = 0..T``, stored ``(n_samples, n, n, T + 1)``
+  as ``burgers-trajectory`` stores them (``y[..., 0] = x``); nu = 1e-5, t = 20, T = 20, native grid 128.
 - ``darcy``: ``x = a`` (12 where psi >= 0, 3 where psi < 0, psi a Neumann GRF), ``y = u`` solving
   ``-div(a grad u) = f``, u = 0 on the boundary; native node grid 421 (also the solve grid).
 - ``darcy-inverse``: stored exactly as ``darcy``; the loader swaps the roles (input u, target a
@@ -31,6 +35,7 @@ import numpy as np
 
 from ..common.config import asdict, from_dict
 from ..common.registry import Registry
+from . import navier_stokes
 from .darcy import SOLVERS, solve_darcy
 from .grf import darcy_coefficient, neumann_grf_2d
 from .sampling import pool_kernel
@@ -155,6 +160,22 @@ RECIPES: Registry[Recipe] = Registry("dataset kind")
 """The dataset kinds by name (``petrov generate KIND``), each a [`Recipe`][]."""
 
 
+def add_kind(registry: Registry, cls: type, name: str, **fields: Any) -> Any:
+    """Make the kind ``cls(name=name, family=name, **fields)`` (a grid [`Recipe`][] or a mesh recipe; ``fields``
+    may name another family), register it in ``registry`` under ``name`` and return it."""
+    return registry.register(name)(cls(**{"name": name, "family": name, **fields}))
+
+
+def add_imported_kind(registry: Registry, cls: type, name: str, how: str, **fields: Any) -> Any:
+    """``add_kind`` for a user's own data (fields ``x`` and ``y``, no solver): not generated, its ``validate``
+    refuses, saying ``how`` such a file is written."""
+
+    def refuse(*_: Any) -> None:
+        raise ValueError(f"{name!r} data are not generated; write such a file with {how}")
+
+    return add_kind(registry, cls, name, x_name="x", y_name="y", validate=refuse, solver_settings=lambda p: {}, **fields)
+
+
 def get_recipe(kind: str) -> Recipe:
     """The recipe registered as ``kind`` (KeyError listing the registered kinds otherwise)."""
     return RECIPES.get(kind)
@@ -226,17 +247,14 @@ def _burgers_solver(p: BurgersParams) -> dict:
 
 _BURGERS_GRID = dict(native_resolution=8192, periodic=True, dim=1, x_name="u0", y_name="u")
 
-RECIPES.register("burgers")(
-    Recipe(
-        name="burgers",
-        description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), y = u(.,t)",
-        family="burgers",
-        params_cls=BurgersParams,
-        produce=_produce_burgers,
-        validate=_validate_burgers,
-        solver_settings=_burgers_solver,
-        **_BURGERS_GRID,
-    )
+add_kind(
+    RECIPES, Recipe, "burgers",
+    description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), y = u(.,t)",
+    params_cls=BurgersParams,
+    produce=_produce_burgers,
+    validate=_validate_burgers,
+    solver_settings=_burgers_solver,
+    **_BURGERS_GRID,
 )
 
 
@@ -266,19 +284,16 @@ def _burgers_trajectory_solver(p: BurgersTrajectoryParams) -> dict:
             "times": snapshot_times(p).tolist()}
 
 
-RECIPES.register("burgers-trajectory")(
-    Recipe(
-        name="burgers-trajectory",
-        description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), "
-        "y = u(.,t_k) at t_k = k t / T, k = 0..T",
-        family="burgers-trajectory",
-        params_cls=BurgersTrajectoryParams,
-        **_BURGERS_GRID,
-        produce=_produce_burgers_trajectory,
-        validate=_validate_burgers_trajectory,
-        solver_settings=_burgers_trajectory_solver,
-        snapshots=lambda p: p.time_steps + 1,
-    )
+add_kind(
+    RECIPES, Recipe, "burgers-trajectory",
+    description="Burgers u_t + (u^2/2)_x = nu u_xx on [0,1) periodic; x = u(.,0), "
+    "y = u(.,t_k) at t_k = k t / T, k = 0..T",
+    params_cls=BurgersTrajectoryParams,
+    **_BURGERS_GRID,
+    produce=_produce_burgers_trajectory,
+    validate=_validate_burgers_trajectory,
+    solver_settings=_burgers_trajectory_solver,
+    snapshots=lambda p: p.time_steps + 1,
 )
 
 
@@ -323,26 +338,42 @@ _DARCY_COMMON = dict(
     uses_workers=True,
 )
 
-RECIPES.register("darcy")(
-    Recipe(
-        name="darcy",
-        description="Darcy -div(a grad u) = f on (0,1)^2, u = 0 on the boundary; x = a, y = u",
-        params_cls=DarcyParams,
-        validate=_validate_darcy,
-        **_DARCY_COMMON,
-    )
+add_kind(
+    RECIPES, Recipe, "darcy",
+    description="Darcy -div(a grad u) = f on (0,1)^2, u = 0 on the boundary; x = a, y = u",
+    params_cls=DarcyParams,
+    validate=_validate_darcy,
+    **_DARCY_COMMON,
 )
 
-RECIPES.register("darcy-inverse")(
-    Recipe(
-        name="darcy-inverse",
-        description="inverse Darcy: stored as darcy (x = a, y = u); loaded as input u (+ noise), "
-        "target a average-pooled to coarse_resolution",
-        params_cls=DarcyInverseParams,
-        validate=_validate_darcy_inverse,
-        inverse=True,
-        **_DARCY_COMMON,
-    )
+add_kind(
+    RECIPES, Recipe, "darcy-inverse",
+    description="inverse Darcy: stored as darcy (x = a, y = u); loaded as input u (+ noise), "
+    "target a average-pooled to coarse_resolution",
+    params_cls=DarcyInverseParams,
+    validate=_validate_darcy_inverse,
+    inverse=True,
+    **_DARCY_COMMON,
+)
+
+
+# --- Navier-Stokes (parameters, checks and solves in petrov.datasets.navier_stokes) -----------------
+
+add_kind(
+    RECIPES, Recipe, "navier-stokes",
+    description="2-D Navier-Stokes w_t + u.grad w = nu lap w + f on the torus [0,1)^2 (vorticity); x = w(.,0), "
+    "y = w(.,t_k) at t_k = k t / T, k = 0..T",
+    params_cls=navier_stokes.NavierStokesParams,
+    native_resolution=128,
+    periodic=True,
+    dim=2,
+    x_name="w0",
+    y_name="w",
+    produce=navier_stokes.produce,
+    validate=navier_stokes.validate,
+    solver_settings=navier_stokes.solver_settings,
+    snapshots=lambda p: p.time_steps + 1,
+    uses_workers=True,
 )
 
 
@@ -354,23 +385,9 @@ class ImportedParams:
     """No parameters: the data come from the user's arrays."""
 
 
-def _no_generation(*_: Any) -> None:
-    raise ValueError("'imported' data are not generated; write such a file with `petrov import` (import_arrays)")
-
-
-RECIPES.register("imported")(
-    Recipe(
-        name="imported",
-        description="a user's own input/output arrays (petrov import); grid and channels from the file",
-        family="imported",
-        params_cls=ImportedParams,
-        native_resolution=0,  # per file: the native_resolution, dim and grid attributes
-        periodic=False,
-        dim=0,
-        x_name="x",
-        y_name="y",
-        produce=None,
-        validate=_no_generation,
-        solver_settings=lambda p: {},
-    )
+add_imported_kind(
+    RECIPES, Recipe, "imported", "`petrov import` (import_arrays)",
+    description="a user's own input/output arrays (petrov import); grid and channels from the file",
+    params_cls=ImportedParams, produce=None, periodic=False,
+    native_resolution=0, dim=0,  # per file: the native_resolution, dim and grid attributes
 )

@@ -79,17 +79,17 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
 def plot_error_vs_time(rows: Sequence[dict[str, Any]], path: str | os.PathLike, *,
                        title: str | None = None) -> Path:
     """Rollout relative L² against time, one line per resolution, from trajectory evaluation rows
-    (``resolution`` and ``per_time_mean``: the mean over samples of each snapshot's error, snapshot
-    ``k`` at ``t_k = k/T`` of the simulated span; snapshot 0, the given state, is not drawn)."""
+    (``resolution`` and ``per_time_mean``: the mean over samples of each state's error, state ``k`` of
+    the window at ``k`` steps; the ``history`` given states are not drawn)."""
     if not rows or any("per_time_mean" not in r for r in rows):
         raise ValueError("plot_error_vs_time needs trajectory evaluation rows (with per_time_mean)")
     fig, ax = plt.subplots(figsize=(6.0, 4.2))
     for r in sorted(rows, key=lambda r: r["resolution"]):
-        err = np.asarray(r["per_time_mean"], dtype=float)
-        t = np.arange(len(err)) / (len(err) - 1)
-        ax.plot(t[1:], err[1:], "o-", ms=3, lw=1.0, label=f"{r['resolution']} grid points")
+        err, given = np.asarray(r["per_time_mean"], dtype=float), int(r.get("history", 1))
+        steps = np.arange(1, len(err) - given + 1)
+        ax.plot(steps, err[given:], "o-", ms=3, lw=1.0, label=f"{r['resolution']} grid points")
     ax.set_yscale("log")
-    ax.set_xlabel("t / t_final")
+    ax.set_xlabel("steps after the given states")
     ax.set_ylabel("relative L2 error of the rollout")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)

@@ -10,6 +10,7 @@ validation and test use them too); which samples and resolutions: [`runs`][], [`
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -27,7 +28,8 @@ from ..datasets.recipes import is_trajectory
 from ..operators.models import sample_transform
 from ..train import distributed as dist_
 from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
-from ..train.losses import check_targets, per_time_relative_l2, relative_l2_per_sample
+from ..train.datapass import window_of
+from ..train.losses import check_targets, relative_l2_per_sample
 from ..train.memory import evaluation_advice, out_of_memory_advice
 from ..train.metrics import (
     ROW_FIELDS,
@@ -37,6 +39,8 @@ from ..train.metrics import (
     resolution_row,
     write_metrics,
 )
+from ..train.rollout import trajectory_scores
+from ..train.testing import trajectory_metric_text
 from .reports import format_table
 from .resolutions import (
     check_kind,
@@ -50,6 +54,7 @@ from .runs import (
     as_setup,
     data_file,
     default_batch,
+    eval_dir,
     load_run,
     select_indices,
     setup_noise,
@@ -60,8 +65,10 @@ from .runs import (
 log = logging.getLogger(__name__)
 
 # what `petrov evaluate` may write into its output folder (the output-folder rule: petrov.common.outputs)
-_FIGURES = ("error_vs_resolution", "error_vs_level", "predictions", "training_curves", "error_vs_time", "spacetime")
-EVAL_FILES = ("metrics.csv", "metrics.json") + tuple(f"{f}.{ext}" for f in _FIGURES for ext in ("png", "pdf"))
+_FIGURES = ("error_vs_resolution", "error_vs_level", "predictions", "training_curves", "error_vs_time", "spacetime",
+            "states")
+EVAL_FILES = ("metrics.csv", "metrics.json", "rollout.gif") + tuple(f"{f}.{ext}" for f in _FIGURES
+                                                                    for ext in ("png", "pdf"))
 
 
 def _device(device: Any) -> torch.device:
@@ -74,8 +81,9 @@ def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int | 
     """The samples ``idx`` at a grid resolution or, from a mesh file, on the mesh level ``resolution``."""
     if is_mesh_file(data_path):
         return open_mesh_dataset(data_path, resolution, idx, transform=sample_transform(setup.operator.model))
+    d = setup.data_config
     return open_dataset(data_path, resolution=resolution, indices=idx, kind=setup.kind,
-                        coarse_resolution=coarse_resolution(setup))
+                        coarse_resolution=coarse_resolution(setup), window=None if d is None else window_of(d))
 
 
 def evaluate_resolutions(
@@ -107,10 +115,10 @@ def evaluate_resolutions(
     [`petrov.common.outputs`][] (``overwrite``: write into a folder holding other files).  A data file
     whose content differs from what the run recorded for its training file is evaluated with a warning.
 
-    ``per_time`` (default: when the data kind stores trajectories, snapshots as channels): the
-    operator's prediction (a free rollout for marching models) is scored per snapshot; the row's
-    statistics are those of the final snapshot ``t_T`` and it adds ``per_time_mean``,
-    ``per_time_median``, ``per_time_max`` (lists over the snapshots ``k = 0..T``).
+    ``per_time`` (default: when the data kind stores trajectories, states as channels): the operator's
+    prediction (a free rollout for marching models) is scored over the predicted states by the run's
+    ``loss.trajectory_metric`` (the row's statistics) and per state: ``per_time_mean``, ``per_time_median``,
+    ``per_time_max`` (lists over the window's states ``k = 0 .. S-1``, the given ones first).
     """
     if batch_size is not None:
         check_batch_size(batch_size, "evaluate_resolutions")
@@ -130,14 +138,16 @@ def evaluate_resolutions(
 
     batch_size = batch_size or default_batch(setup)
     per_time = is_trajectory(info["kind"]) if per_time is None else per_time
-    metric = per_time_relative_l2 if per_time else relative_l2_per_sample
+    history, how = trajectory_scoring(setup)
+    metric = functools.partial(trajectory_scores, history=history, metric=how) if per_time else relative_l2_per_sample
     rows = []
     for res in resolutions:
         dataset = _open(setup, data_path, idx, res)
         check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}",
                               evaluating=True)
         if not is_point_data(dataset):  # mesh samples are checked where they are read
-            check_targets(dataset.y, sample_ids(dataset), f"{data_path} at resolution {res}", snapshots=per_time)
+            check_targets(dataset.y, sample_ids(dataset), f"{data_path} at resolution {res}", snapshots=per_time,
+                          history=history)
         noise = setup_noise(setup, dataset)
         log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
                   batch_size, noise.level)
@@ -145,16 +155,21 @@ def evaluate_resolutions(
                                   evaluation_advice("the batch size (petrov evaluate --batch-size)", batch_size)):
             errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
                                           noise=noise, metric=metric)
-        rows.append(per_time_row(res, errors, per_sample) if per_time
+        rows.append(per_time_row(res, errors, per_sample, history) if per_time
                     else resolution_row(res, errors, keep_samples=per_sample))
     if out_dir is not None:
         meta = _meta(setup, data_path, idx)
         if per_time:
-            meta["metric"] = ("relative L2 per sample at the final snapshot t_T (rows), raw units; "
-                              "per snapshot k = 0..T in per_time_*")
+            meta["metric"] = trajectory_metric_text(how)
         claim_outputs(out_dir, "evaluate", EVAL_FILES, overwrite=overwrite)  # the earlier evaluation's go
         write_metrics(rows, out_dir, meta=meta)
     return rows
+
+
+def trajectory_scoring(setup: EvalSetup) -> tuple[int, str]:
+    """``(given states, loss.trajectory_metric)`` of the run (a bare operator: 1 and the per-state mean)."""
+    cfg = setup.config
+    return (1, "state_mean") if cfg is None else (cfg.data.history, cfg.loss.trajectory_metric)
 
 
 def _meta(setup: EvalSetup, data_path: Path, idx: np.ndarray) -> dict[str, Any]:
@@ -233,13 +248,30 @@ def make_plots(
         f" (inputs drawn without the noise {noise:g} the model was given)" if noise else "")
     if "per_time_mean" in rows[0]:
         written.append(figures.plot_error_vs_time(rows, out / "error_vs_time.png"))
-        written.append(figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
-                                            title=f"{title}: rollouts", labels=labels, n=len(chosen)))
+        written += _rollout_figures(dataset, pred, out, int(rows[0].get("history", 1)), f"{title}: rollouts", labels)
     else:
         written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title, labels=labels,
                                                 n=len(chosen)))
     written += _training_curves(setup, out)
     return written
+
+
+def _rollout_figures(dataset: Any, pred: torch.Tensor, out: Path, history: int, title: str,
+                     labels: list[str]) -> list[Path]:
+    """Trajectories: ``spacetime.png`` on 1-D grids; on 2-D grids ``states.png`` (truth, prediction and their
+    difference at the first and last predicted states) and ``rollout.gif`` (the first chosen sample)."""
+    from . import plots as figures, state_plots
+
+    if dataset.y.dim() == 3:
+        return [figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
+                                       title=title, labels=labels, n=len(pred))]
+    extent = figures.grid_extent(dataset.coords, figures.dataset_domain(dataset))
+    ids = [int(i) for i in dataset.indices]
+    name = figures.field_names(getattr(dataset, "kind", None), getattr(dataset, "attrs", None))[1]
+    return [state_plots.plot_states(dataset.y, pred, out / "states.png", history=history, name=name, sample_ids=ids,
+                                    labels=labels, extent=extent, title=title),
+            state_plots.animate_rollout(dataset.y[0], pred[0], out / "rollout.gif", history=history, name=name,
+                                        sample_id=ids[0], extent=extent)]
 
 
 def _training_curves(setup: EvalSetup, out: Path) -> list[Path]:
@@ -321,7 +353,7 @@ def run_evaluation(
     ``"per_sample"``: the error-vs-resolution figure draws their percentiles."""
     dev = _device(device)
     setup = load_run(run_dir, map_location=dev)
-    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "eval"
+    out = Path(out_dir) if out_dir is not None else eval_dir(run_dir)
     rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
                                 device=dev, out_dir=out, per_sample=True, overwrite=overwrite)
     if echo:

@@ -131,6 +131,7 @@ FIELD_NAMES = {
     "burgers": ("u₀", "u(·, {t})"),
     "burgers-trajectory": ("u₀", "u(·, 0)"),  # the first snapshot (channel 0) is what is drawn
     "darcy": ("a", "u"),
+    "navier-stokes": ("w₀", "vorticity w"),
     "darcy-inverse": ("u observed", "a (pooled)"),
     "imported": ("x", "y"),
 }

@@ -10,7 +10,7 @@ def format_table(rows: list[dict[str, Any]], train_resolution: int | None = None
     """A fixed-width text table of the rows (the training resolution marked with ``*``), titled with
     what was measured on ``samples`` (``petrov evaluate --indices`` may pick others than the test's)."""
     head = f"{'resolution':>11} {'n':>5} {'mean':>11} {'std':>10} {'median':>11} {'max':>10}"
-    what = "rollout relative L2 at the final time" if rows and "per_time_mean" in rows[0] else "relative L2"
+    what = "rollout relative L2 over the predicted states" if rows and "per_time_mean" in rows[0] else "relative L2"
     lines = [f"{what} on {samples}", head, "-" * len(head)]
     for r in rows:
         mark = "*" if train_resolution is not None and r["resolution"] == train_resolution else " "

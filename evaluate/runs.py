@@ -1,7 +1,8 @@
 """Which operator and which samples an evaluation uses: runs, bare models, index rules.
 
 An [`EvalSetup`][] is a trained operator with how its training data were read (config, kind);
-[`load_run`][] makes one from a run directory (its ``best.pt`` and ``config.json``).  The samples:
+[`load_run`][] makes one from a run directory (its ``best.pt`` and ``config.json``) or a shipped
+operator (``pretrained:NAME``).  The samples:
 ``"test"`` (the run's test split, the last ``data.n_test`` samples of the file, never seen by model
 selection), ``"all"``, or a slice ``a:b`` of the file; a selection that overlaps the run's training
 or validation split is evaluated with a warning.
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from ..common.path_checks import require_dir, require_file
+from ..common.shipped import resolve_source, shipped_name
 from ..datasets import dataset_info
 from ..datasets.identity import data_identity, identity_change
 from ..datasets.loading import _slice_text as slice_text
@@ -50,8 +52,9 @@ class EvalSetup:
 
 
 def load_run(run_dir: str | os.PathLike, map_location: Any = "cpu") -> EvalSetup:
-    """The best model and config of a run directory (clear errors if either is missing)."""
-    run_dir = require_dir(run_dir, "run directory")
+    """The best model and config of a run directory, or of a shipped operator (``"pretrained:NAME"``,
+    [`petrov.common.shipped`][]); clear errors if either is missing."""
+    run_dir = require_dir(resolve_source(run_dir), "run directory")
     config = load_config_json(run_dir / "config.json", check_model=False)
     try:
         state = load_run_checkpoint(run_dir / "best.pt", map_location=map_location)
@@ -63,6 +66,13 @@ def load_run(run_dir: str | os.PathLike, map_location: Any = "cpu") -> EvalSetup
     warn_if_model_edited(config, state, run_dir)
     operator = operator_from_state(state, run_dir / "best.pt", map_location)
     return EvalSetup(operator, config, run_dir, _trained_kind(config), state.get("data_identity"))
+
+
+def eval_dir(run_dir: str | os.PathLike) -> Path:
+    """Where ``petrov evaluate`` writes unless told: ``RUN_DIR/eval``; for a shipped operator, whose folder is
+    part of the installed package, ``pretrained-eval/NAME`` in the working directory."""
+    name = shipped_name(run_dir)
+    return Path(run_dir) / "eval" if name is None else Path("pretrained-eval") / name
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:
@@ -219,5 +229,5 @@ def setup_noise(setup: EvalSetup, dataset: Any):
     return setup.operator.noise
 
 
-__all__ = ["EvalSetup", "as_setup", "data_file", "default_batch", "load_run", "none_selected", "parse_indices",
-           "select_indices", "setup_noise", "warn_if_other_data", "warn_if_seen"]
+__all__ = ["EvalSetup", "as_setup", "data_file", "default_batch", "eval_dir", "load_run", "none_selected",
+           "parse_indices", "select_indices", "setup_noise", "warn_if_other_data", "warn_if_seen"]

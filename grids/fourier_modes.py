@@ -22,7 +22,11 @@ def dft_matrices(n: int, freqs: torch.Tensor, dtype: torch.dtype) -> tuple[torch
     index ``j = 0..n-1`` and the frequencies ``k = freqs`` (the product reduced mod ``n`` first, in
     integers: exact angles at any size)."""
     j = torch.arange(n, device=freqs.device)
-    theta = (torch.outer(j, freqs) % n).to(torch.float64) * (2 * math.pi / n)
+    turns = torch.outer(j, freqs)
+    # a symbolic n (an export with the grid size as a dynamic axis) divides as a tensor: torch.onnx has no
+    # translation of a remainder by a symbolic number
+    modulus = torch.full((), n, dtype=turns.dtype, device=turns.device) if isinstance(n, torch.SymInt) else n
+    theta = (turns % modulus).to(torch.float64) * (2 * math.pi / n)
     return torch.cos(theta).to(dtype), torch.sin(theta).to(dtype)
 
 

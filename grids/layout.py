@@ -70,6 +70,15 @@ def _check_grid(grid: object) -> None:
             raise ValueError(f"grid must be a tuple of grid sizes (integers >= 1), got {tuple(grid)!r}")
 
 
+def node_axis(n: int, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+    """``(n,)`` node coordinates ``j/(n-1)`` of ``[0, 1]`` (``torch.linspace(0, 1, n)``).  A symbolic size (an
+    export with the grid size as a dynamic axis) is written ``arange(n) / (n - 1)``: ``linspace`` takes a
+    concrete count only, and tracing it would fix the exported grid to the example's size."""
+    if isinstance(n, torch.SymInt):
+        return torch.arange(n, dtype=dtype, device=device) / (n - 1)
+    return torch.linspace(0.0, 1.0, n, dtype=dtype, device=device)
+
+
 def grid_coordinates(
     grid: tuple[int, ...] | torch.Size,
     periodic: bool = False,
@@ -93,7 +102,7 @@ def grid_coordinates(
         elif periodic:
             axes.append(torch.arange(n, dtype=dtype, device=device) / n)
         else:
-            axes.append(torch.linspace(0.0, 1.0, n, dtype=dtype, device=device))
+            axes.append(node_axis(n, dtype, device))
     mesh = torch.meshgrid(*axes, indexing="ij")
     return torch.stack(mesh, dim=-1)
 

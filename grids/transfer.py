@@ -43,13 +43,14 @@ import torch
 import torch.nn.functional as F
 
 from ..common.dtypes import to_caller_dtype, upcast
+from .layout import node_axis
 from .shape_cache import shape_cached
 from .fourier_modes import irfft_modes, rfft_modes
 
 
 def node_points(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
     """``(n,)`` node coordinates ``j/(n-1)`` of ``[0, 1]`` (``[0.]`` for ``n = 1``)."""
-    return torch.linspace(0.0, 1.0, n, dtype=dtype, device=device)
+    return node_axis(n, dtype, device)
 
 
 def trapezoid_weights(n: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:

@@ -31,6 +31,7 @@ from ..common.config import asdict
 from ..common.files import atomic_write, write_csv, write_json
 from ..common.path_checks import ensure_dir
 from ..common.outputs import check_outputs, claim_outputs
+from ..common.shipped import resolve_source
 from ..datasets import average_pool, fit_normalizer
 from ..datasets.sampling import pool_kernel
 from ..datasets.hdf5_files import h5_image
@@ -137,7 +138,7 @@ RUN_KINDS = {"forward operator": ("darcy", "a Darcy forward operator a -> u"),
 def _operator(source: Any, what: str):
     if source is None or isinstance(source, torch.nn.Module):
         return source
-    path = Path(source)
+    path = Path(resolve_source(source))  # a shipped operator (pretrained:NAME) is a run directory
     if not path.exists():
         raise FileNotFoundError(f"{what} run {str(path)!r} does not exist")
     if not (path.is_dir() and (path / "config.json").is_file()):
@@ -184,7 +185,7 @@ def _noise_normalizer(noise_stats: Any, ops: Operators, source: Any):
             return None
     if not isinstance(noise_stats, (str, os.PathLike)):
         return noise_stats  # a normalizer object
-    path = Path(noise_stats)
+    path = Path(resolve_source(noise_stats))
     if path.is_dir():
         return _run_statistics_of_u(path)
     if not path.exists():
@@ -257,8 +258,9 @@ def invert(
     ``noise``: a level added per the reference protocol with ``noise_seed`` and the point-wise
     statistics ``noise_stats`` (a run directory, a dataset file or a normalizer; default the inverse
     run's, else the source file's), or ``"observed"`` for observations that are noisy already.
-    ``forward_run``/``inverse_run``: run directories (or loaded operators) for ``surrogate``/``learned``
-    (and ``refined``, which starts from the learned answer).
+    ``forward_run``/``inverse_run``: run directories, shipped operators (``"pretrained:NAME"``,
+    [`petrov.common.shipped`][]) or loaded operators for ``surrogate``/``learned`` (and ``refined``, which
+    starts from the learned answer).
     ``start``: ``"midpoint"`` or ``"learned"`` (pde/surrogate start from the learned inverse's output).
     ``settings``: [`InversionConfig`][] or a mapping of its fields. ``uncertainty``: phase
     probabilities and error intervals (pde/refined, the unknown on the solve grid). ``calibrate``:

@@ -1,4 +1,5 @@
-"""Shared test fixtures, and the ``cuda`` marker's rule: such tests are skipped where torch sees no GPU."""
+"""Shared test fixtures, the ``cuda`` marker's rule (such tests are skipped where torch sees no GPU) and the
+order of the tests (the README's test first)."""
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -10,6 +11,10 @@ import torch
 
 
 def pytest_collection_modifyitems(config, items):
+    # The README's test first (a stable sort: the others keep their order): one test of several minutes, a
+    # third of the fast suite, which under pytest-xdist (make test) then runs on one worker while the other
+    # takes the rest, instead of starting last and running alone.
+    items.sort(key=lambda item: item.path.name != "test_readme.py")
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
@@ -219,3 +224,4 @@ def cli(capsys):
         return code, out, err
 
     return run
+

@@ -2,8 +2,9 @@
 (so it resolves to a file of the tree, for readers and tools alike), and the subpackages form layers —
 each imports only the layers below it, never one above, and no two import each other.
 
-The layers, bottom to top (README "What is inside"): ``common`` (utilities), ``operators`` (layers and
-models), ``datasets`` (PDE data), ``train``, ``evaluate``, ``inverse``, ``cli``, and the package root.
+The layers, bottom to top (README "What is inside"): ``common`` (utilities), ``grids`` (grid helpers),
+``datasets`` (PDE data), ``operators`` (layers and models), ``train``, ``evaluate``, ``export``, ``inverse``,
+``pretrained`` (the shipped operators), ``cli``, and the package root.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ["common", "operators", "datasets", "train", "evaluate", "inverse", "cli"]
+LAYERS = ["common", "grids", "datasets", "operators", "train", "evaluate", "export", "inverse", "pretrained", "cli"]
 
 
 def package_modules() -> list[Path]:

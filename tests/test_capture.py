@@ -30,7 +30,8 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTens
 from petrov.operators import Attention, build_model, list_mixers, list_models, point_set_models
 from petrov.operators.attention.mixers import MIXERS, mixer_options
 from petrov.operators.attention.mixers.performer import advance_feature_draws
-from petrov.operators import checks, transfer
+from petrov.grids import transfer
+from petrov.operators import checks
 from petrov.operators.checks import checks_values, raise_first
 from petrov.operators.models import base
 from petrov.operators.p1_grid import p1_grid_interpolation
@@ -45,7 +46,11 @@ from petrov.grids.transfer import (
 
 DT = torch.float64
 GRID_SIZE = {1: 32, 2: 24}  # fits every default config (modes, latent and coarse grids)
-MARCHING = ("marching1d", "arfno1d")
+MARCHING = ("marching1d", "arfno1d", "arfno2d", "fno3d", "artransolver2d", "marching2d")
+# a rollout of 3 steps instead of the default (each step is traced anew: 10 or 20 take that many times as
+# long, and the 3 repeat the same step), from a history of 2 states (fno3d: time modes that fit 3 + 6 times)
+MARCHING_OPTIONS = {"time_steps": 3, "history": 2}
+MARCHING_EXTRA = {"fno3d": {"time_modes": 4}}
 
 
 @pytest.fixture(autouse=True)
@@ -92,8 +97,8 @@ def model_inputs(name: str, model, meshes, device, teacher: bool = False) -> tup
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, *(GRID_SIZE[ndim],) * ndim, model.input_channels, generator=g, dtype=DT).to(device)
     if teacher:
-        steps = model.config.time_steps
-        return (x,), dict(teacher=torch.randn(*x.shape[:-1], steps + 1, generator=g, dtype=DT).to(device))
+        states = model.config.history + model.config.time_steps
+        return (x,), dict(teacher=torch.randn(*x.shape[:-1], states, generator=g, dtype=DT).to(device))
     return (x,), {}
 
 
@@ -101,10 +106,10 @@ MODEL_CASES = [(name, False) for name in list_models()] + [(name, True) for name
 
 
 def _model(name: str, device="cpu"):
-    """The default config; a rollout of 3 steps instead of 20 (each step is traced anew: 20 take 20 times
-    as long, and the 3 repeat the same step)."""
+    """The default config; marching models with ``MARCHING_OPTIONS``."""
     torch.manual_seed(0)
-    return build_model(name, **(dict(time_steps=3) if name in MARCHING else {})).to(device, DT).train()
+    options = {**MARCHING_OPTIONS, **MARCHING_EXTRA.get(name, {})} if name in MARCHING else {}
+    return build_model(name, **options).to(device, DT).train()
 
 
 def forward_backward(fn, module, args, kwargs):

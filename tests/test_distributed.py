@@ -209,16 +209,18 @@ def test_a_rank_that_stops_answering_is_given_up_after_the_collective_timeout(tm
             time.sleep(0.05)
         os.kill(procs[1].pid, signal.SIGSTOP)
         start = time.monotonic()
-        _, err = procs[0].communicate(timeout=120)
+        _, err = procs[0].communicate(timeout=60)  # rank 0 ends (the bound guards against a hang)
         seconds = time.monotonic() - start
     finally:
-        procs[1].kill()
-        procs[1].communicate()
+        for proc in procs[::-1]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     lines = [line for line in err.splitlines() if line.startswith("petrov train:")]
     assert procs[0].returncode == 1 and lines == [
         "petrov train: error: rank 0 of 2 stopped: rank 1 did not answer within run.collective_timeout_minutes = 0.1 "
         "(stuck, stopped or unreachable); continue with the same command and --resume (from run/last.pt)"], err[-2000:]
-    assert 6 <= seconds < 60
+    assert seconds >= 6  # it waited the 0.1 minutes (a lower bound: a busy machine only lengthens the wait)
 
 
 def test_a_world_size_without_the_other_processes_waits_the_timeout_then_says_what_to_do(monkeypatch):
@@ -238,4 +240,5 @@ def test_a_world_size_without_the_other_processes_waits_the_timeout_then_says_wh
         f"run.collective_timeout_minutes = 0.02; start all 2 processes with torchrun (e.g. torchrun "
         f"--nproc-per-node=2 -m petrov train ...), or unset WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
         f"to train in one process")
-    assert 1 <= seconds < 120 and not torch.distributed.is_initialized()
+    # it waited the 0.02 minutes (a lower bound: a busy machine only lengthens the wait)
+    assert seconds >= 1 and not torch.distributed.is_initialized()

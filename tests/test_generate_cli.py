@@ -72,7 +72,6 @@ def test_info_on_missing_file(tmp_path, capsys):
 
 
 def test_generate_darcy_inverse_and_info(tmp_path, capsys):
-    pytest.importorskip("petrov.datasets.darcy")
     out = tmp_path / "inv.h5"
     assert generate("darcy-inverse", "--n-samples", 2, "--resolution", 9, "-o", out, "--coarse-resolution", 5,
                     "--noise", 0.01, "--averaging", "harmonic") == 0

@@ -36,6 +36,13 @@ TINY = {
     ),
     "transolver1d": (dict(d_model=8, n_layers=1, n_heads=2, n_slices=3), (2, 16, 1)),
     "transolver2d": (dict(d_model=8, n_layers=2, n_heads=2, n_slices=4, temperature=1.0), (2, 9, 9, 1)),
+    "arfno2d": (dict(time_steps=2, history=2, width=4, modes=2, n_layers=2, proj_hidden=8), (2, 8, 8, 2)),
+    "fno3d": (dict(time_steps=2, history=2, width=4, modes=2, time_modes=2, n_layers=2, proj_hidden=8,
+                   padding=2), (2, 8, 8, 2)),
+    "artransolver2d": (dict(time_steps=2, history=2, d_model=8, n_layers=1, n_heads=2, n_slices=3, unified_pos=3),
+                       (2, 8, 8, 2)),
+    "marching2d": (dict(time_steps=2, history=2, d_model=8, n_layers=1, n_heads=2, latent_size=6, fine_width=3,
+                        latent_modes=2, decoder_width=4, modes=2, mixer="linear"), (2, 8, 8, 2)),
 }
 
 

@@ -20,7 +20,6 @@ def burgers_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def darcy_file(tmp_path_factory):
-    pytest.importorskip("petrov.datasets.darcy")
     path = tmp_path_factory.mktemp("darcy") / "d.h5"
     return generate_dataset("darcy", path, 5, 17, seed=1, progress=False)
 
@@ -154,7 +153,6 @@ def test_darcy_inverse_view_of_a_darcy_file(darcy_file):
 
 
 def test_darcy_inverse_file_records_its_defaults(tmp_path):
-    pytest.importorskip("petrov.datasets.darcy")
     path = generate_dataset("darcy-inverse", tmp_path / "inv.h5", 2, 17, progress=False,
                             coarse_resolution=5, noise=0.01)
     ds = open_dataset(path)

@@ -197,10 +197,11 @@ def test_rollout_evaluation_per_time_and_plots(tmp_path, trajectory_file):
     assert [r["resolution"] for r in rows] == [16, 32, 64]
     for r in rows:
         assert len(r["per_time_mean"]) == T + 1 and r["per_time_mean"][0] == pytest.approx(0, abs=1e-6)
-        assert r["mean"] == pytest.approx(r["per_time_mean"][-1])  # the row is the final time's error
+        # the row is the mean over the predicted states (loss.trajectory_metric's default)
+        assert r["mean"] == pytest.approx(sum(r["per_time_mean"][1:]) / T) and r["history"] == 1
     saved = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert saved["rows"][0]["per_time_max"] == rows[0]["per_time_max"]
-    assert "final snapshot" in saved["metric"]
+    assert "mean over the predicted states" in saved["metric"]
     # the training run's test rows hold the same quantity under the same names
     trained = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert trained["metric"] == saved["metric"]

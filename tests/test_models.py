@@ -6,7 +6,7 @@ import torch
 
 from petrov.operators import build_model, grid_coordinates, list_mixers, list_models, model_config, model_name
 from petrov.operators.blocks import EncoderConfig, EncoderLayer, count_parameters
-from petrov.operators.models import fno, galerkin1d, galerkin2d, point_set_models, transolver
+from petrov.operators.models import artransolver2d, fno, galerkin1d, galerkin2d, point_set_models, transolver
 from petrov.operators.models import latent as latent2d
 
 ATTN_1D = dict(d_model=8, n_layers=1, n_heads=2, decoder_width=4, modes=3)
@@ -28,15 +28,26 @@ TINY = {
     "arfno1d": (dict(time_steps=3, width=4, modes=3, n_layers=2, proj_hidden=8), lambda n: (2, n, 1), (16, 23)),
     "transolver1d": (TRANSOLVER, lambda n: (2, n, 1), (16, 23)),
     "transolver2d": (TRANSOLVER, lambda n: (2, n, n, 1), (9, 13)),
+    # the 2-D marching models with a history of 2 states (x: (b, n, n, 2)), on non-square grids too
+    "arfno2d": (dict(time_steps=2, history=2, width=4, modes=2, n_layers=2, proj_hidden=8),
+                lambda n: (2, n, n + 3, 2), (8, 11)),
+    "fno3d": (dict(time_steps=2, history=2, width=4, modes=2, time_modes=2, n_layers=2, proj_hidden=8,
+                   padding=2), lambda n: (2, n, n + 3, 2), (8, 11)),
+    "artransolver2d": (dict(TRANSOLVER, time_steps=2, history=2, unified_pos=3), lambda n: (2, n, n + 3, 2), (8, 11)),
+    "marching2d": (dict(LATENT_2D, time_steps=2, history=2, latent_size=6, latent_modes=2, decoder_width=4, modes=2),
+                   lambda n: (2, n, n + 3, 2), (8, 11)),
 }
-MARCHING_MODELS = ["marching1d", "arfno1d"]  # output: the trajectory, time_steps + 1 snapshots as channels
-ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse", "latent1d", "latent2d", "latent2d_inverse"]
+# output: the trajectory, history + time_steps states as channels
+MARCHING_MODELS = ["marching1d", "arfno1d", "arfno2d", "fno3d", "artransolver2d", "marching2d"]
+ATTENTION_MODELS = ["galerkin1d", "galerkin2d", "galerkin2d_inverse", "latent1d", "latent2d", "latent2d_inverse",
+                    "marching2d"]
 
 
-def expected_grid(name, config, n):
+def expected_grid(name, config, x):
+    """The output grid for the input ``x``: the input's, or an inverse model's fixed coarse grid."""
     if name.endswith("_inverse"):
         return (config["coarse_size"],) * 2
-    return (n,) * (2 if "2d" in name else 1)
+    return tuple(x.shape[1:-1])
 
 
 def test_every_registered_model_has_a_tiny_case():
@@ -50,9 +61,10 @@ def test_forward_at_two_resolutions(name):
     torch.manual_seed(0)
     model = build_model(name, **config).eval()
     for n in resolutions:  # built without a resolution; evaluated at two different ones
-        out = model(torch.randn(shape(n)))
-        channels = config["time_steps"] + 1 if name in MARCHING_MODELS else 1
-        assert out.shape == (2, *expected_grid(name, config, n), channels)
+        x = torch.randn(shape(n))
+        out = model(x)
+        channels = config.get("history", 1) + config["time_steps"] if name in MARCHING_MODELS else 1
+        assert out.shape == (2, *expected_grid(name, config, x), channels)
         assert torch.isfinite(out).all()
 
 
@@ -244,6 +256,9 @@ def test_fno_padding_keeps_the_grid():
         # projections; counted by hand from thuml/Transolver's Physics_Attention_1D and Transolver_block
         # (without its 128-entry placeholder): 33,920 + 8 x 84,936 + 385
         ("transolver2d", transolver.REFERENCE_CONFIG, transolver.REFERENCE_PARAMETERS),
+        # Neural-Solver-Library's NS Transolver (n_hidden 256, 8 layers, 8 heads, 32 slices, mlp_ratio 2, ref 8,
+        # 10 input states) with linear projections: 169,728 + 8 x 465,448 + 769
+        ("artransolver2d", artransolver2d.REFERENCE_CONFIG, artransolver2d.REFERENCE_PARAMETERS),
     ],
 )
 def test_reference_presets_have_the_reference_parameter_counts(name, preset, expected):
@@ -259,6 +274,14 @@ def test_fno_reference_presets_build():
     # FNO paper: 1-D width 64 / 16 modes; 2-D width 32 / 12 modes; 4 layers, 128 hidden
     assert count_parameters(build_model("fno1d", **fno.REFERENCE_CONFIG["fno1d"])) == 549_569
     assert count_parameters(build_model("fno2d", **fno.REFERENCE_CONFIG["fno2d"])) == 2_368_001
+
+
+def test_fno_navier_stokes_models_at_their_defaults_have_the_reference_counts():
+    # fourier_2d_time.py (10 states and x, y as 12 inputs; width 20, 12 modes, 4 layers, 128 hidden):
+    # 260 + 4 x (230,400 + 420) + 2,688 + 129; fourier_3d.py (13 inputs, width 20, 8 modes, 4 layers): 6,558,377,
+    # the paper's 6,558,537 less the 160 parameters of the 4 BatchNorm3d layers of its first script
+    assert count_parameters(build_model("arfno2d", history=10, time_steps=10)) == 926_357
+    assert count_parameters(build_model("fno3d", history=10, time_steps=10)) == 6_558_377
 
 
 def test_config_is_plain_and_rebuilds_the_same_architecture():
@@ -296,8 +319,8 @@ def test_wrong_rank_and_channels_raise(name):
     good = shape(n)
     with pytest.raises(ValueError, match="rank"):
         model(torch.randn(*good, 1))
-    with pytest.raises(ValueError, match="expected 1 input channel"):
-        model(torch.randn(*good[:-1], 3))
+    with pytest.raises(ValueError, match=f"expected {good[-1]} input channel"):
+        model(torch.randn(*good[:-1], good[-1] + 2))
 
 
 @pytest.mark.parametrize("name", sorted(TINY))

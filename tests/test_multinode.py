@@ -207,10 +207,12 @@ def test_sigterm_to_one_node_stops_both_and_resume_is_bit_identical(project):
     """A scheduler's SIGTERM may reach one node first: both ranks stop after the same step, rank 0 writes
     the place in the epoch, both workers end with 143; resumed, the run ends as the uninterrupted one."""
     sent = project / "sent"  # rank 1 signals its node (itself and its launcher) after step 5 of epoch 2
-    results = finish(launch(project, "stopped", hooked=True, env={"SIGNAL_AT": "2:5", "SIGNAL_RANK": "1",
-                                                                   "SIGNAL_LOG": str(sent)}), timeout=240)
+    procs = launch(project, "stopped", hooked=True, env={"SIGNAL_AT": "2:5", "SIGNAL_RANK": "1",
+                                                         "SIGNAL_LOG": str(sent)})
+    wait_for(sent.exists, what="rank 1's SIGTERM")
+    results = finish(procs, timeout=60)  # both launchers end after the signal (the bound guards against a hang)
     seconds = time.time() - float(sent.read_text())
-    assert all(code != 0 for code, _, _ in results) and seconds < 60
+    assert all(code != 0 for code, _, _ in results)
     lines = [petrov_lines(err) for _, _, err in results]
     assert sorted(map(len, lines)) == [1, 1], lines  # one line per worker
     assert all(ls[0] == "petrov train: terminated; continue with `petrov train --out stopped --resume`" for ls in lines)
@@ -232,11 +234,9 @@ def test_sigterm_to_one_node_stops_both_and_resume_is_bit_identical(project):
 def test_a_killed_rank_ends_both_launchers_with_one_line_naming_it(project):
     procs = launch(project, "killed")
     wait_for((project / "killed" / "last.pt").exists, what="the first epoch's checkpoint")
-    start = time.monotonic()
     os.kill(worker(1, "killed"), signal.SIGKILL)
-    results = finish(procs, timeout=120)
-    seconds = time.monotonic() - start
-    assert all(code != 0 for code, _, _ in results) and seconds < 60, seconds
+    results = finish(procs, timeout=60)  # both launchers end (the bound guards against a hang)
+    assert all(code != 0 for code, _, _ in results)
     lines = [line for _, _, err in results for line in petrov_lines(err)]
     assert lines == ["petrov train: error: rank 0 of 2 stopped: rank 1 ended without a word (killed, out of memory, "
                      "or its machine went down: see its launcher's log); continue with the same command and --resume "

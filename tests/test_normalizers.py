@@ -27,7 +27,6 @@ def burgers_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def darcy_file(tmp_path_factory):
-    pytest.importorskip("petrov.datasets.darcy")
     path = tmp_path_factory.mktemp("norm") / "d.h5"
     return generate_dataset("darcy", path, 6, 17, seed=3, progress=False)
 

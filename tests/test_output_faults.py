@@ -236,7 +236,7 @@ def test_a_truncated_checkpoint_is_one_short_line_with_a_remedy(run, tmp_path, c
     assert cli_main(["evaluate", str(copy), "--no-plots"]) == 1
     err = _error(capsys)
     assert "best.pt is damaged (corrupt or truncated?" in err and "--overwrite" in err
-    assert "miniz" not in err and len(err) < 400
+    assert "miniz" not in err and len(err.replace(str(tmp_path), "")) < 300  # short apart from the paths
     with pytest.raises(DamagedCheckpoint, match=r"restore it from a copy, or save or train the model again$"):
         load_checkpoint(copy / "best.pt")
 

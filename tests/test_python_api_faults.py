@@ -134,7 +134,7 @@ def test_what_the_config_alone_decides_is_refused_before_its_data_are_generated(
     def generate(*args, **kwargs):
         raise AssertionError("the data were generated before the config's own error was raised")
 
-    monkeypatch.setattr("petrov.train.trainer.ensure_data_file", generate)
+    monkeypatch.setattr("petrov.train.data.ensure_data_file", generate)
     monkeypatch.chdir(tmp_path)
     config = load_config("darcy-gpu", [override, "run.device=cpu", "run.progress=false"])
     with pytest.raises((KeyError, ValueError, FileNotFoundError), match=message):

@@ -225,7 +225,6 @@ def test_quick_mode_caps_the_samples(tmp_path, monkeypatch):
 
 
 def test_darcy_file_round_trips(tmp_path):
-    pytest.importorskip("petrov.datasets.darcy")
     path = generate_dataset("darcy", tmp_path / "d.h5", 3, 17, seed=2, chunk_size=2, progress=False)
     x, y, attrs = read_all(path)
     assert x.shape == y.shape == (3, 17, 17)

@@ -15,7 +15,8 @@ import torch
 from petrov.datasets import generate_dataset
 from petrov.train.config import check_resumable, load_config, replace, with_evaluation_keys
 from petrov.train.datapass import first_huge
-from petrov.train.trainer import TrainingDiverged, parameters_state, train
+from petrov.train.divergence import parameters_state
+from petrov.train.trainer import TrainingDiverged, train
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, tiny_fno1d_toml):

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from petrov.datasets import InputNoise
+from petrov.operators import MODELS
 from petrov.train import distributed as dist_
 from petrov.train.batches import Batches, ResidentSplit, pad_batch
 from petrov.train.checkpoint import load_run_checkpoint
@@ -68,8 +69,7 @@ def test_a_padded_batch_has_the_loss_and_gradient_of_its_real_samples():
     model = build_model("fno1d", width=8, modes=4, n_layers=1).double()
     op = NormalizedOperator(model, data.x_normalizer.to(dtype=torch.float64), data.y_normalizer.to(dtype=torch.float64))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    loss = BatchLoss(op, model, training_mode("direct"), noise=op.noise, h1_weight=0.5, periodic=True, amp_dtype=None,
-                     device=CPU)
+    loss = BatchLoss(op, model, training_mode("direct"), noise=op.noise, h1_weight=0.5, periodic=True, amp_dtype=None)
     stepper = Stepper(operator=op, loss=loss, optimizer=opt, scheduler=None, scaler=None, grad_clip=0.0,
                       compile_mode="off")
     plain = epoch_batches(data.train, 4)[-1]
@@ -157,7 +157,8 @@ def test_a_training_step_reads_nothing_back_to_the_host(tmp_path, monkeypatch):
 
     step = watched(Stepper.step)
     monkeypatch.setattr(Stepper, "step", lambda *a: (step(*a), steps.__setitem__(0, steps[0] + 1)))
-    monkeypatch.setattr(BatchLoss, "_forward_net", watched(BatchLoss._forward_net, watch=False))
+    model_class = MODELS.get(cases.tiny_config().model.name)
+    monkeypatch.setattr(model_class, "forward", watched(model_class.forward, watch=False))
     monkeypatch.setattr(torch.optim.Adam, "step", watched(torch.optim.Adam.step, watch=False))
     real_finish = EpochTotals.finish
     monkeypatch.setattr(EpochTotals, "finish", lambda self, ctx: finishes.append(1) or real_finish(self, ctx))

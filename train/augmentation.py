@@ -65,8 +65,9 @@ from typing import Any
 
 import torch
 
+from ..datasets.sampling import pool_kernel
 from ..grids.shape_cache import shape_cached
-from .data import Batch
+from .data import Batch, sample_ids
 
 SQUARE_SYMMETRIES = 8
 # the groups of the square's symmetries, by their number of elements: D4's elements are numbered so that
@@ -244,6 +245,19 @@ def check_augmentable(item: Any, model_inputs: set[str], where: str, group: str 
                          f"({fine} - 1 = k (coarse - 1) with k odd), or \"none\"")
 
 
+def symmetry_draws(train: Any, cfg: Any, transform: Any, seed: int, device: torch.device) -> SymmetryDraws:
+    """The draws of ``data.augment`` (``cfg``: the ``DataConfig``) for the training split ``train``, checked on
+    its first sample (``transform``: a point-set model's per-sample inputs, which the symmetry must not
+    invalidate; a target pooled by an even kernel allows only the diagonal)."""
+    item, group = train[0], cfg.augment
+    added = set(transform(item)) if transform is not None and isinstance(item, dict) else set()
+    coarse = getattr(train, "coarse_resolution", None)
+    pooling = pool_kernel(train.resolution, coarse) if coarse else 1
+    check_augmentable(item, added, cfg.path, group, periodic=bool(getattr(train, "periodic", False)), pooling=pooling)
+    n_ids = max(len(train), int(sample_ids(train).max()) + 1)
+    return SymmetryDraws(seed, n_ids, device, group_order(group, item))
+
+
 def _check_shiftable(item: Any, where: str, periodic: bool, advice: str, group: str) -> None:
     """``check_augmentable`` for the periodic groups."""
     option = f"data.augment = \"{group}\""
@@ -262,4 +276,4 @@ def _check_shiftable(item: Any, where: str, periodic: bool, advice: str, group: 
 
 __all__ = ["PERIODIC_GROUPS", "SQUARE_GROUPS", "SQUARE_SYMMETRIES", "SymmetryDraws", "augment_batch",
            "check_augmentable", "gather_nodes", "group_order", "move_periodic", "periodic_shift_index",
-           "permute_square_grid", "shift_periodic_grid", "square_grid_permutation", "square_symmetry"]
+           "permute_square_grid", "shift_periodic_grid", "square_grid_permutation", "square_symmetry", "symmetry_draws"]

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..common.host import to_numpy
+from ..common.shipped import resolve_source
 from ..datasets import InputNoise
 from ..datasets.normalizers import normalizer_from_state
 from ..operators import save_model
@@ -147,9 +148,10 @@ def unfinished_note(run_dir: Path, best: dict[str, Any]) -> str | None:
 
 
 def load_operator(path: str | os.PathLike, map_location: Any = "cpu") -> NormalizedOperator:
-    """A trained operator (raw units in and out, any resolution) from ``best.pt``/``last.pt``
-    or a run directory (its ``best.pt``); in eval mode."""
-    path = Path(path)
+    """A trained operator (raw units in and out, any resolution) from ``best.pt``/``last.pt``,
+    a run directory (its ``best.pt``) or a shipped operator, ``"pretrained:NAME"``
+    ([`petrov.common.shipped`][]); in eval mode."""
+    path = Path(resolve_source(path))
     if path.is_dir():
         path = path / "best.pt"
     return operator_from_state(load_run_checkpoint(path, map_location=map_location), path, map_location)

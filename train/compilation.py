@@ -56,9 +56,12 @@ setting stops with an error).  A model with dropout is compared through a copy w
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any, Callable
 
 import torch
+
+log = logging.getLogger(__name__)
 
 COMPILE_SETTINGS = ("auto", "off", "default", "cuda-graphs")
 
@@ -156,6 +159,28 @@ def without_dropout(module: torch.nn.Module) -> torch.nn.Module:
     return twin
 
 
+def compiled_fault(predict: Callable[[torch.nn.Module], torch.Tensor], eager: torch.nn.Module,
+                   compiled: torch.nn.Module, model: torch.nn.Module, mode: str, amp: torch.dtype | None,
+                   what: str) -> str | None:
+    """None if the ``compiled`` batch loss agrees with the ``eager`` one within ``AGREEMENT_TOLERANCE`` (of the
+    run's autocast type ``amp``) on one forward and backward, ``predict(loss)`` giving a loss's prediction
+    ([`compiled_agreement`][]; a ``model`` with dropout is compared through copies without it,
+    [`without_dropout`][]); else the sentence that says how far apart they are (``what``: the model's name
+    and the device)."""
+    if drops(model):  # compiled dropout draws other masks: compare a copy without it
+        eager = without_dropout(eager)
+        compiled = compile_module(eager, mode)
+    outputs, grads = compiled_agreement(predict, eager, compiled, mode)
+    tol_out, tol_grad = AGREEMENT_TOLERANCE[amp]
+    if outputs <= tol_out and grads <= tol_grad:
+        log.info("compiled model (run.compile = %r) checked against eager on the first batch: outputs %.2e, "
+                 "gradients %.2e apart (relative L2)", mode, outputs, grads)
+        return None
+    return (f"torch.compile (run.compile = {mode!r}) computes another {what}: on the first training batch its "
+            f"outputs differ by {outputs:.2e} and its gradients by {grads:.2e} (relative L2; rounding gives < "
+            f"{tol_out:g} and {tol_grad:g}) -- a compiler fault on this device and torch {torch.__version__}")
+
+
 def _agreement(predict, reference: torch.nn.Module, compiled: torch.nn.Module, mode: str,
                model: torch.nn.Module) -> tuple[float, float]:
     outputs, grads = [], []
@@ -175,4 +200,5 @@ def _agreement(predict, reference: torch.nn.Module, compiled: torch.nn.Module, m
 
 
 __all__ = ["AGREEMENT_TOLERANCE", "COMPILE_SETTINGS", "compile_module", "compile_options", "compiled_agreement",
+           "compiled_fault",
            "drops", "evaluation_compile", "mark_step", "resolve_compile", "static_shapes", "without_dropout"]

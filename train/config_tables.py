@@ -60,8 +60,18 @@ class DataConfig:
       file's).
     - ``noise_seed``: the noise of sample i is fixed by ``(noise_seed, i)``, the same in every epoch
       and in evaluation.
-    - ``normalize_x``, ``normalize_y``: normalise the input, the target point-wise (Gaussian
-      normalisers fitted on the training split).
+    - ``normalize_x``, ``normalize_y``: normalise the input, the target (Gaussian normalisers fitted on
+      the training split).
+    - ``normalizer``: ``"pointwise"``: a mean and std per grid point and channel; ``"global"``: one mean and
+      std for all points and channels (trajectories of a translation-invariant flow, whose point-wise
+      statistics are sampling noise; every state then in the same units, as a stepping model wants them).
+    - ``history``, ``first_state``, ``states``: trajectory files (states stored as the channels of ``y``):
+      the window ``y[..., first_state : first_state + states]`` is the target (``states`` None: to the last
+      state) and its first ``history`` states the input ``x``, which a marching model with ``history``
+      given states and ``time_steps = states - history`` maps to the whole window.  FNO's Navier–Stokes
+      benchmark (``w0`` and 20 states stored, the first 10 after ``w0`` in, the next 10 out):
+      ``first_state = 1``, ``history = 10``.  A trajectory's normalisers are fitted on the window, the
+      input's being the target's first ``history`` states, so a state has the same units in and out.
     - ``normalizer_grid``: mesh files: the normalisers' mean and std are functions on the node grid
       of ``[0, 1]²`` with this many nodes per axis (hat averages over the training samples,
       interpolated to each node); ``None``: as fine as the training meshes (``1 + round(1/h)``, ``h``
@@ -94,6 +104,10 @@ class DataConfig:
     noise_seed: int = 0  # the noise of sample i is fixed by (noise_seed, i) in train, val and test
     normalize_x: bool = True
     normalize_y: bool = True
+    normalizer: Literal["pointwise", "global"] = "pointwise"  # statistics per grid point, or one mean and std
+    history: int = 1  # trajectories: the states the model is given (x), the first of the window
+    first_state: int = 0  # trajectories: the window starts at this stored state
+    states: int | None = None  # trajectories: the window's length (None: to the last stored state)
     normalizer_grid: int | None = None  # mesh files: nodes per axis of the normalisers' grid; None: the meshes'
     augment: Literal["none", "square", "diagonal", "periodic", "periodic-odd"] = "none"  # moved by a symmetry group
     generate: GenerateConfig | None = None
@@ -152,10 +166,15 @@ class LossConfig:
       sample); for marching models ``"teacher_forcing"`` (every step from the true previous state),
       ``"pushforward"`` (from the model's own detached one-step predictions) or ``"rollout"`` (the
       loss through every step of a free rollout).
+    - ``trajectory_metric``: marching models: what validation selects on and the test reports, of a free
+      rollout: ``"state_mean"``, the mean over the predicted states of their relative L², or
+      ``"space_time"``, the relative L² of the whole predicted space-time block (the FNO paper's
+      Navier–Stokes metric).
     """
 
     h1_weight: float = 0.0
     mode: str = "direct"
+    trajectory_metric: Literal["state_mean", "space_time"] = "state_mean"
 
 
 @dataclass

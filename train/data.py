@@ -29,9 +29,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..common.config import asdict, from_dict
+from ..common.config import asdict
 from ..common.interrupts import held_signals, loader_worker
 from ..common.quick import QUICK_ENV, QUICK_SAMPLES, quick_mode
+from ..datasets.identity import check_data_unchanged, data_identity
 from ..datasets import (
     InputNoise,
     collate_points,
@@ -44,10 +45,10 @@ from ..datasets import (
 from ..datasets.loading import open_source
 from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from ..datasets.mesh.storage import is_mesh_file
-from ..operators.models import MODELS, config_class
-from .config import DataConfig
-from .datapass import fit_normalizers
-from .distributed import Context
+from ..operators.models import MODELS, model_layout
+from .config_tables import DataConfig
+from .datapass import fit_normalizers, window_of
+from .distributed import Context, run_on_main
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ def open_split(cfg: DataConfig, indices: np.ndarray, resolution: int | str | Non
     res = cfg.train_resolution if resolution is None else resolution
     return open_dataset(
         cfg.path, resolution=res, indices=indices, coarse_resolution=cfg.coarse_resolution,
-        kind=cfg.kind, lazy=lazy,
+        kind=cfg.kind, lazy=lazy, window=window_of(cfg),
     )
 
 
@@ -204,6 +205,19 @@ def build_training_data(cfg: DataConfig, ctx: Context | None = None) -> Training
     train, val = open_split(cfg, splits.train, lazy=lazy), open_split(cfg, splits.val, lazy=lazy)
     x_norm, y_norm = fit_normalizers(cfg, splits.train, train, ctx)
     return TrainingData(train, val, x_norm, y_norm, input_noise(cfg, train), splits)
+
+
+def read_training_data(cfg: Any, ctx: Context) -> tuple[TrainingData, dict]:
+    """The splits of ``cfg.data.path`` (``cfg``: the ``TrainConfig``; generated first from ``[data.generate]``
+    where it does not exist) and the content they were read from (``data_identity``): a file that changed
+    while it was read is a ``DataChanged``."""
+    run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx, patient=True)
+    check_model_layout(cfg.model.name, cfg.model.options, cfg.data)  # before the levels, sizes, values
+    identity = data_identity(cfg.data.path)
+    data = build_training_data(cfg.data, ctx)
+    check_data_unchanged(cfg.data.path, identity, "while it was being read",
+                                   "the run must be tested on the data it trained on")
+    return data, identity
 
 
 def input_noise(cfg: DataConfig | None, dataset: Any) -> InputNoise:
@@ -327,25 +341,11 @@ def _file_layout(path: str) -> tuple[bool, int | None] | None:
         return None
 
 
-def _model_layout(name: str, options: dict) -> tuple[bool, int | None] | None:
-    """``(takes point sets?, grid axes)`` of the registered model ``name`` built with ``options``, read
-    from its class and config without building it (grid axes None where the model does not say); None if
-    the name or options are not usable (building the model says why)."""
-    try:
-        cls = MODELS.get(name)
-        if getattr(cls, "point_set", False):
-            return True, None
-        ndim = getattr(cls, "ndim", 0) or getattr(from_dict(config_class(name), options), "ndim", None)
-    except (KeyError, ValueError, TypeError):
-        return None
-    return False, (int(ndim) if isinstance(ndim, int) and not isinstance(ndim, bool) and ndim > 0 else None)
-
-
 def check_model_layout(model_name: str, options: dict, cfg: DataConfig) -> None:
     """Before any other check of the data: the model takes the layout of ``cfg.path`` (point sets or grids,
     and on grids as many axes); a ValueError saying which model fits, so that a wrong pairing is not first
     reported as a wrong level, resolution or split size."""
-    model, data = _model_layout(model_name, options), _file_layout(cfg.path)
+    model, data = model_layout(model_name, options), _file_layout(cfg.path)
     if model is None or data is None:
         return
     (point_model, model_dim), (point_data, data_dim) = model, data

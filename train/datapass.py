@@ -28,8 +28,10 @@ from ..datasets import (PointwiseGaussianNormalizer, fit_normalizer, fit_point_n
                         statistics_grid_size)
 from ..datasets.loading import open_source
 from ..datasets.mesh.storage import is_mesh_file
+from ..datasets.recipes import is_trajectory
+from ..datasets.windows import Window
 from . import distributed as dist_
-from .config import DataConfig
+from .config_tables import DataConfig
 
 CHECK_BYTES = 2**23  # a check reads this many bytes of samples at a time (a few copies of it are held)
 # values beyond this magnitude are refused: sums of their squares (the losses' norms) overflow float32
@@ -91,12 +93,21 @@ def _merged(parts: list[tuple[int, Any]]) -> PointwiseGaussianNormalizer:
                                        periodic=first.periodic, strideable=first.strideable, cells=first.cells)
 
 
+def window_of(cfg: DataConfig) -> Window | None:
+    """The trajectory window ``data.history``, ``first_state`` and ``states`` choose (None: the defaults, the
+    stored input and the whole trajectory)."""
+    if (cfg.history, cfg.first_state, cfg.states) == (1, 0, None):
+        return None
+    return Window(cfg.history, cfg.first_state, cfg.states)
+
+
 def _fit_grid(cfg: DataConfig, field: str, indices: np.ndarray, ctx: dist_.Context) -> PointwiseGaussianNormalizer:
     def fit(idx: np.ndarray) -> PointwiseGaussianNormalizer:
         # x: point values at the native grid (restricted later); y of the inverse problem is pooled
         # from the training grid, so its statistics are fitted there
         return fit_normalizer(cfg.path, field, idx, kind=cfg.kind, coarse_resolution=cfg.coarse_resolution,
-                              resolution=cfg.train_resolution if field == "y" else None)
+                              resolution=cfg.train_resolution if field == "y" else None,
+                              pointwise=cfg.normalizer == "pointwise", window=window_of(cfg))
 
     if not ctx.distributed or len(indices) < 2 * ctx.world_size:  # shares of fewer than 2 samples: no std
         return fit(indices)
@@ -108,7 +119,8 @@ def _fit_grid(cfg: DataConfig, field: str, indices: np.ndarray, ctx: dist_.Conte
 def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = None,
                     ctx: dist_.Context | None = None) -> tuple[Any, Any]:
     """The x and y normalisers (None where ``data.normalize_x`` / ``normalize_y`` is off) fitted on the
-    training split (``train``: the opened split, which tells grids from point sets)."""
+    training split (``train``: the opened split, which tells grids from point sets).  Trajectories: the
+    input's normaliser is the target's for its first ``data.history`` states (one fit, the same units)."""
     ctx = ctx or dist_.Context()
     point_data = train is not None and hasattr(train, "node_counts")
 
@@ -123,7 +135,10 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
     try:
         # point sets: one statistics grid for both, as fine as the training meshes unless set
         size = cfg.normalizer_grid or (statistics_grid_size(train) if point_data and wanted else None)
-        fitted = {field: fit(field, size) for field in wanted}
+        trajectory = is_trajectory(getattr(train, "kind", None)) and wanted == ["x", "y"]
+        fitted = {field: fit(field, size) for field in (["y"] if trajectory else wanted)}
+        if trajectory:
+            fitted["x"] = fitted["y"].first_channels(cfg.history)
     except ValueError as err:  # NaN or inf: the normalisers read the training split first
         raise ValueError(f"training split (checked before training): {err}") from None
     return fitted.get("x"), fitted.get("y")
@@ -215,4 +230,4 @@ def splits_to_check(cfg: DataConfig, splits: Any, train: Any, val: Any,
 
 
 __all__ = ["CHECK_BYTES", "MAGNITUDE_LIMIT", "check_loaded", "check_magnitudes", "check_splits", "first_huge",
-           "huge_statistics", "fit_normalizers", "splits_to_check"]
+           "huge_statistics", "fit_normalizers", "splits_to_check", "window_of"]

@@ -127,7 +127,7 @@ def training_loss_per_sample(
     return loss
 
 
-# --- trajectories: snapshots as the trailing channels ``(b, n, T + 1)`` ----------------------------
+# --- trajectories: states as the trailing channels ``(b, *grid, h + T)``, the first h given ----------
 
 def _grid_only(weights: torch.Tensor | None) -> None:
     if weights is not None:
@@ -147,33 +147,42 @@ def per_time_relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tens
 
 
 def trajectory_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor,
-                                      weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean over the snapshots ``k = 1 .. T`` of the per-time relative L² (snapshot 0, the given
-    initial state, is left out): ``(b,)``.  Every time counts alike, although the field decays."""
+                                      weights: torch.Tensor | None = None, history: int = 1) -> torch.Tensor:
+    """Mean over the predicted states ``k = history .. S-1`` of the per-time relative L² (the ``history``
+    given states are left out): ``(b,)``.  Every time counts alike, although the field decays."""
     _grid_only(weights)
-    return per_time_relative_l2(pred, target)[:, 1:].mean(dim=1)
+    return per_time_relative_l2(pred, target)[:, history:].mean(dim=1)
+
+
+def space_time_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor,
+                                      weights: torch.Tensor | None = None, history: int = 1) -> torch.Tensor:
+    """The relative L² of the whole predicted space-time block, states ``history .. S-1`` together:
+    ``‖p − y‖ / ‖y‖`` over every point and predicted state, ``(b,)`` (the FNO paper's Navier–Stokes metric:
+    late states, larger or smaller, weigh by their size)."""
+    _grid_only(weights)
+    return relative_l2_per_sample(pred[..., history:], target[..., history:])
 
 
 def trajectory_loss_per_sample(
     pred: torch.Tensor, target: torch.Tensor, h1_weight: float = 0.0, periodic: bool = True,
-    weights: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None, history: int = 1,
 ) -> torch.Tensor:
-    """``relL2 + γ·relH1`` per snapshot ``k = 1 .. T``, averaged over the snapshots: ``(b,)``."""
+    """``relL2 + γ·relH1`` per predicted state ``k = history .. S-1``, averaged over the states: ``(b,)``."""
     _grid_only(weights)
     _check_pair(pred, target)
     b = pred.shape[0]
-    per_snapshot = training_loss_per_sample(_snapshots_as_samples(pred[..., 1:]),
-                                            _snapshots_as_samples(target[..., 1:]), h1_weight, periodic)
+    per_snapshot = training_loss_per_sample(_snapshots_as_samples(pred[..., history:]),
+                                            _snapshots_as_samples(target[..., history:]), h1_weight, periodic)
     return per_snapshot.view(b, -1).mean(dim=1)
 
 
 def check_targets(y: torch.Tensor, sample_ids, where: str, *, periodic: bool = True, h1_weight: float = 0.0,
-                  snapshots: bool = False) -> None:
+                  snapshots: bool = False, history: int = 1) -> None:
     """ValueError naming the first sample whose target leaves the relative error undefined: zero
     everywhere (``||y|| = 0``: relative L2), or, with ``h1_weight > 0``, constant (``|y|_H1 = 0``: the
     relative H1 term).  ``y: (b, *grid, c)``; ``snapshots``: the channels are time snapshots scored one
-    by one, from snapshot 1 on (snapshot 0 is the given initial state), as the trajectory losses do."""
-    ys = _snapshots_as_samples(y[..., 1:]) if snapshots else y
+    by one, from state ``history`` on (the states before are given), as the trajectory losses do."""
+    ys = _snapshots_as_samples(y[..., history:]) if snapshots else y
     if ys.shape[0] == 0:
         return
     per = ys.shape[0] // y.shape[0]

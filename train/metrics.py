@@ -133,14 +133,16 @@ def resolution_row(resolution: int, per_sample: torch.Tensor, keep_samples: bool
     return row
 
 
-def per_time_row(resolution: int, per_time: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
-    """The metrics row of a trajectory at one resolution: [`resolution_row`][] of the final
-    snapshot's errors plus ``per_time_mean/median/max`` over the samples, per snapshot
-    (``per_time: (N, T + 1)``)."""
-    row = resolution_row(resolution, per_time[:, -1], keep_samples=keep_samples)
-    v = per_time.double()
+def per_time_row(resolution: int, scores: torch.Tensor, keep_samples: bool = False, history: int = 1) -> dict[str, Any]:
+    """The metrics row of trajectories at one resolution from ``scores: (N, 1 + S)``
+    (``petrov.train.rollout.trajectory_scores``): [`resolution_row`][] of column 0, each sample's error over
+    the predicted states (the run's ``loss.trajectory_metric``), plus ``per_time_mean/median/max`` over the
+    samples for every state ``k = 0 .. S-1`` (the ``history`` given states first: 0 where the model returns
+    them as they are), and ``history``."""
+    row = resolution_row(resolution, scores[:, 0], keep_samples=keep_samples)
+    v = scores[:, 1:].double()
     row.update(per_time_mean=v.mean(0).tolist(), per_time_median=v.median(0).values.tolist(),
-               per_time_max=v.max(0).values.tolist())
+               per_time_max=v.max(0).values.tolist(), history=int(history))
     return row
 
 

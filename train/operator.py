@@ -19,6 +19,7 @@ from torch import nn
 
 from ..common.dtypes import upcast
 from ..datasets import InputNoise
+from .precision import autocast
 
 
 class NormalizedOperator(nn.Module):
@@ -82,6 +83,7 @@ class NormalizedOperator(nn.Module):
         sample_ids: torch.Tensor | np.ndarray | None = None,
         noise: InputNoise | None = None,
         net=None,
+        amp: torch.dtype | None = None,
         teacher: torch.Tensor | None = None,
         **inputs: torch.Tensor,
     ) -> torch.Tensor:
@@ -100,7 +102,9 @@ class NormalizedOperator(nn.Module):
         x_hat = self.encode(x, pos)
         x_hat = x_hat if noise is None else noise.apply(x_hat, sample_ids)
         extra = {} if teacher is None else {"teacher": self.encode_target(teacher)}
-        out = self.decode(upcast((self.model if net is None else net)(x_hat, pos, **inputs, **extra)), pos)
+        with autocast(x.device, amp):
+            out = (self.model if net is None else net)(x_hat, pos, **inputs, **extra)
+        out = self.decode(upcast(out), pos)
         return self._keep_zeros(out, inputs)
 
     def _keep_zeros(self, out: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -15,20 +15,28 @@ planned epochs, so a planned run trains exactly as a run configured with that ma
 """
 from __future__ import annotations
 
+import logging
+import math
 import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 
 from . import checkpoint as ckpt
-from . import timing
+from . import distributed as dist_
+from . import run_state, timing
 from .metrics import score_batch
 from .step import EpochTotals
 from .timing import WARMUP_STEPS
 
+log = logging.getLogger(__name__)
+
+# a run planned to a time has its schedule refitted to that time when the steps that fit at the measured pace
+# differ from those left by more than this share of its steps (less: timing noise, left alone)
+REFIT_TOLERANCE = 0.03
 PROBE_STEPS = 5  # timed steps: the median of 5 is not moved by one slow step (a neighbour's spike)
 # The share of a budget a planned schedule fills (``run.fill_budget``, the budget benchmarks), the last epoch
 # ending early where a whole one does not fit.  Not all of it: the probe does not time the per-epoch log
@@ -119,7 +127,7 @@ def _timed(run, items: list, warmup: int, device: torch.device) -> tuple[list[fl
 def probe(trainer: Any, steps: int = PROBE_STEPS, warmup: int = WARMUP_STEPS) -> EpochEstimate:
     """Time ``trainer``'s training step and validation batch (see the module docstring); the weights and
     the random number generators are as they were afterwards, the optimizer and schedule are not (build
-    them again: ``Trainer.plan`` does)."""
+    them again: ``plan`` does)."""
     device = trainer.ctx.device
     weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     rng = ckpt.rng_state()
@@ -150,8 +158,70 @@ def _checkpoint_seconds(trainer: Any) -> float:
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".probe-", dir=trainer.run_dir) as folder:
         start = timing.clock(trainer.ctx.device)
-        trainer.write_checkpoints(Path(folder), True, [ckpt.rng_state()])
+        run_state.write_checkpoints(trainer, Path(folder), True, [ckpt.rng_state()])
         return timing.clock(trainer.ctx.device) - start
 
 
-__all__ = ["EpochEstimate", "PROBE_STEPS", "epochs_for_budget", "probe", "probe_steps"]
+def plan(trainer: Any, plan_epochs: Callable[[EpochEstimate], float]) -> EpochEstimate:
+    """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer and
+    schedule for them (``trainer.build_optimization``)."""
+    per_epoch = len(trainer.train_batches)
+    if trainer.cfg.optim.epochs * per_epoch < probe_steps():  # OneCycle refuses a step past its end
+        trainer.build_optimization(math.ceil(probe_steps() / per_epoch))
+    with trainer.out_of_memory("the timing probe", trainer.batch, trainer.training_advice()):
+        estimate = probe(trainer)
+    epochs = dist_.broadcast_object(plan_epochs(estimate) if trainer.ctx.is_main else None, trainer.ctx)
+    if not epochs * per_epoch >= 1:
+        raise ValueError(f"plan_epochs returned {epochs}; a run needs at least one step (1/{per_epoch} of an epoch)")
+    trainer.build_optimization(epochs)
+    trainer.plan_seconds = trainer.scheduled_steps * estimate.step_seconds + trainer.epochs * estimate.overhead_seconds
+    if trainer.ctx.is_main:
+        log.info("planned %s epochs of ~%.1fs (a step %.3gs, warm-up %.1fs)", f"{epochs:.4g}",
+                 estimate.epoch_seconds, estimate.step_seconds, estimate.warmup_seconds)
+    return estimate
+
+
+def fit_schedule_to(trainer: Any, budget: timing.Budget) -> None:
+    """With a time budget that no longer fits the steps left (the epochs turned out slower than planned, or
+    ``optim.epochs`` is more than the budget allows), the run's steps (``trainer.scheduled_steps``,
+    checkpointed; the config keeps ``optim.epochs``) become those that fit at the pace so far
+    (``Budget.steps_left``: the median of the recent epochs; the last epoch may end early) and the rest of
+    the OneCycle schedule is run in them (``OneCycle.resize``): the run ends annealed, at the end of its
+    schedule, instead of being stopped by the budget with its learning rate still high.  A run planned in
+    this process (``plan``) is refitted both ways to the time its plan was to fill, at the pace measured
+    rather than the probe's, when the two differ by more than ``REFIT_TOLERANCE`` of its steps (within the
+    budget).  Rank 0's clock decides for every rank."""
+    if trainer.epoch >= trainer.epochs or trainer.cfg.run.time_budget_minutes is None:  # the same on every rank
+        return
+    per_epoch, done = len(trainer.train_batches), trainer.epoch * len(trainer.train_batches)
+    left = trainer.scheduled_steps - done
+    fits = _steps_to_fit(budget, per_epoch, left, trainer.scheduled_steps, trainer.plan_seconds) \
+        if trainer.ctx.is_main else None
+    steps = dist_.broadcast_object(fits, trainer.ctx)
+    if steps is None:
+        return
+    before, trainer.scheduled_steps = trainer.scheduled_steps, done + steps
+    trainer.scheduler.resize(trainer.scheduled_steps)
+    if trainer.ctx.is_main:
+        step, validation = budget.pace()
+        log.info("at %.3gs per step and %.1fs per validation %d more steps fit %s: the schedule now ends after "
+                 "%.4g epochs (was %.4g)", step, validation, steps,
+                 "the budget" if trainer.plan_seconds is None else "the planned time",
+                 trainer.scheduled_steps / per_epoch, before / per_epoch)
+
+
+def _steps_to_fit(budget: timing.Budget, per_epoch: int, left: int, scheduled: int,
+                  plan_seconds: float | None) -> int | None:
+    """The steps the schedule is to have left instead of ``left`` (None: keep it; see ``fit_schedule_to``)."""
+    fits = budget.steps_left(per_epoch)
+    if not fits:
+        return None  # no pace yet, or not even one more step: the stop rule ends the run
+    if plan_seconds is not None:
+        aim = min(fits, budget.steps_left(per_epoch, until=plan_seconds))
+        if aim > 0 and abs(aim - left) > REFIT_TOLERANCE * scheduled:
+            return aim
+    return fits if fits < left else None
+
+
+__all__ = ["BUDGET_FRACTION", "EpochEstimate", "PROBE_STEPS", "REFIT_TOLERANCE", "epochs_for_budget", "fit_schedule_to",
+           "plan", "probe", "probe_steps"]

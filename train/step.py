@@ -28,7 +28,6 @@ from ..operators.attention.mixers.performer import advance_feature_draws
 from . import distributed as dist_
 from .compilation import mark_step
 from .data import Batch
-from .precision import autocast
 
 # a drawn progress bar shows the running loss every this many steps (a host read each time)
 PROGRESS_EVERY = 25
@@ -121,19 +120,15 @@ class BatchLoss(torch.nn.Module):
     the check of a compiled step against the eager one (``compiled_agreement``)."""
 
     def __init__(self, operator, net: torch.nn.Module, mode, *, noise: Any, h1_weight: float, periodic: bool,
-                 amp_dtype, device: torch.device):
+                 amp_dtype):
         super().__init__()
         self.operator, self.net, self.mode, self.noise = operator, net, mode, noise
-        self.h1_weight, self.periodic, self.amp_dtype, self.device = h1_weight, periodic, amp_dtype, device
-
-    def _forward_net(self, x_hat: torch.Tensor, pos: torch.Tensor, **inputs) -> torch.Tensor:
-        with autocast(self.device, self.amp_dtype):
-            return self.net(x_hat, pos, **inputs)
+        self.h1_weight, self.periodic, self.amp_dtype = h1_weight, periodic, amp_dtype
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, sample_ids: torch.Tensor | None,
                 loss_weights: torch.Tensor | None = None, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
-        pred = self.mode.predict(self.operator, x, y, noise=self.noise, sample_ids=sample_ids, net=self._forward_net,
-                                 **inputs)
+        pred = self.mode.predict(self.operator, x, y, noise=self.noise, sample_ids=sample_ids, net=self.net,
+                                 amp=self.amp_dtype, **inputs)
         return self.mode.loss(pred, y, self.h1_weight, self.periodic, weights=loss_weights), pred
 
 

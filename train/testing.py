@@ -6,6 +6,7 @@ In a distributed run rank 0 reads ``best.pt`` and sends it to every rank; each s
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..datasets.mesh.loading import mesh_levels
@@ -14,9 +15,9 @@ from ..datasets.sampling import allowed_resolutions
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from .data import OUTPUT_NOT_TARGET, forward_error, is_point_data, open_split, without_advice
-from .losses import per_time_relative_l2
 from .memory import evaluation_advice
 from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
+from .rollout import trajectory_scores
 
 
 def test_discretizations(cfg: Any, train: Any) -> list:
@@ -86,21 +87,29 @@ def run_test(trainer: Any) -> list[dict[str, Any]]:
                                    evaluation_advice("run.eval_batch_size", trainer.eval_batch)):
             per_sample = evaluate_relative_l2(
                 trainer.operator, test, batch_size=trainer.eval_batch, device=ctx.device, ctx=ctx,
-                metric=per_time_relative_l2 if trajectory else trainer.mode.metric,
+                metric=functools.partial(trajectory_scores, history=d.history, metric=trainer.cfg.loss.trajectory_metric)
+                if trajectory else trainer.mode.metric,
             )
-        rows.append(per_time_row(res, per_sample) if trajectory else resolution_row(res, per_sample))
+        rows.append(per_time_row(res, per_sample, history=d.history) if trajectory else resolution_row(res, per_sample))
     return rows
+
+
+def trajectory_metric_text(metric: str) -> str:
+    """What the rows of a trajectory run's metrics hold (``metric``: its ``loss.trajectory_metric``)."""
+    what = ("the relative L2 of the whole predicted space-time block" if metric == "space_time"
+            else "the mean over the predicted states of their relative L2")
+    return f"per sample {what} of a free rollout (rows), raw units; per state k in per_time_*"
 
 
 def write_test_metrics(trainer: Any, rows: list[dict[str, Any]]) -> None:
     """``metrics.json``/``metrics.csv`` of the run directory (rank 0 writes)."""
     if not (trainer.ctx.is_main and rows):
         return
-    metric = ("relative L2 per sample at the final snapshot t_T (rows), raw units; per snapshot k = 0..T in "
-              "per_time_*") if is_trajectory_data(trainer.data.train) else "relative L2 per sample, raw units"
+    metric = trajectory_metric_text(trainer.cfg.loss.trajectory_metric) if is_trajectory_data(trainer.data.train) \
+        else "relative L2 per sample, raw units"
     write_metrics(rows, trainer.run_dir, meta={"split": "test", "best_epoch": trainer.best_epoch,
                                                "best_val_rel_l2": trainer.best_metric, "metric": metric})
 
 
 __all__ = ["check_test_resolutions", "is_trajectory_data", "resolution_refusal", "run_test", "test_discretizations",
-           "write_test_metrics"]
+           "trajectory_metric_text", "write_test_metrics"]

@@ -5,9 +5,14 @@ Recipe (the reference Galerkin Transformer's): Adam/AdamW and OneCycleLR stepped
 (predictions decoded by the y-normaliser, see ``petrov.train.data``; ``loss.mode`` picks how a batch
 becomes predictions, loss and validation metric: ``petrov.train.rollout``); model selection on the
 validation split (``best.pt``); the test split is only evaluated, after training, with the best model,
-at each ``data.eval_resolutions``.  The parts, one module each: the step (``step``), the batches on
-the device (``batches``), ``run.compile`` (``compilation``), ``run.amp`` and
-``run.matmul_precision`` (``precision``), time and budgets (``timing``, ``planning``), the
+at each ``data.eval_resolutions`` (``testing``).
+
+The road from the command to the model's forward: ``train`` -> ``Trainer.fit`` -> ``train_epoch`` ->
+``Stepper.step`` (``step``) -> ``BatchLoss`` -> the training mode's ``predict`` (``rollout``) ->
+``NormalizedOperator.predict`` (``operator``) -> the model.  Each is called, none calls back.  The
+other parts, one module each: the batches on the device (``batches``), ``run.compile``
+(``compilation``), ``run.amp`` and ``run.matmul_precision`` (``precision``), time and budgets
+(``timing``, ``planning``), the checkpointed state (``run_state``), divergence (``divergence``), the
 run log (``runlog``), out-of-memory errors (``memory``).
 
 Run directory (rank 0 writes it):
@@ -17,21 +22,15 @@ Run directory (rank 0 writes it):
     metrics.json/csv test relL2 per resolution    tensorboard/          if run.tensorboard
                      (petrov.train.metrics' rows)
 
-Robustness: a non-finite loss or gradient norm stops the run at the end of its epoch with a
-``TrainingDiverged`` naming the epoch and the first bad batch; ``last.pt`` then still holds the last
-completed (finite) epoch.  Out of device memory: one line saying what to lower (``DeviceOutOfMemory``).
+Robustness: a non-finite loss or gradient norm stops the run at the end of its epoch (``divergence``);
+``last.pt`` then still holds the last completed epoch.  Out of device memory: one line saying what to lower.
 Every split of the data file is checked for NaN/inf before the first step (``datapass``).  SIGTERM or
 Ctrl-C under the ``petrov`` command: ``last.pt`` with the place in the epoch, then exit 143 or 130
-(``preemption``).  In a distributed run a process that fails takes the others down, each with one line
-(``failures``).
-
-Output: one INFO line per epoch on the ``petrov.train.trainer`` logger (shown by the ``petrov``
-command, silent in the API unless logging is configured); the batch progress bar only on a terminal
-and with ``run.progress``.
+(``preemption``).  In a distributed run a process that fails takes the others down (``failures``).
+One INFO line per epoch on this module's logger; the progress bar only on a terminal with ``run.progress``.
 
 Determinism: the sampler order is a function of (seed, epoch), RNG states are checkpointed, so on CPU
-(fixed thread count) a resumed run ends with exactly the weights of an uninterrupted one, whether it was
-stopped between epochs or within one.
+(fixed thread count) a resumed run ends with exactly the weights of an uninterrupted one.
 """
 from __future__ import annotations
 
@@ -47,79 +46,56 @@ from typing import Any, Callable, Iterable
 import torch
 
 from ..common.allocator import retain_freed_memory
-from ..common.files import ensure_dir, exclusive_lock
 from ..common.interrupts import deferred_interrupts, raise_interrupt
+from ..common.locks import exclusive_lock
 from ..common.outputs import claim_outputs
+from ..common.path_checks import ensure_dir
 from ..common.progress import progress_bar
-from ..datasets.identity import data_identity, identity_change
-from ..datasets.sampling import pool_kernel
+from ..datasets.identity import DataChanged, check_data_unchanged
 from ..operators import build_model
 from ..operators.models import node_inputs, sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
-from . import failures, timing
-from .augmentation import SymmetryDraws, augment_batch, check_augmentable, group_order
+from . import failures, planning, run_state, timing
+from .augmentation import augment_batch, symmetry_draws
 from .batches import Batches, resident
-from .compilation import (
-    AGREEMENT_TOLERANCE, compile_module, compiled_agreement, drops, evaluation_compile, resolve_compile, static_shapes,
-    without_dropout,
-)
-from .config import (
-    TrainConfig, check_resumable, config_from_dict, config_to_dict, load_config_json, save_config_json,
-    validate_config, with_evaluation_keys,
-)
-from .data import (
-    TrainingData,
-    build_training_data,
-    check_model_fits_data,
-    check_model_layout,
-    ensure_data_file,
-    is_point_data,
-    sample_ids,
-)
+from .compilation import compile_module, compiled_fault, evaluation_compile, resolve_compile, static_shapes
+from .config import TrainConfig, save_config_json, validate_config
+from .data import TrainingData, check_model_fits_data, is_point_data, read_training_data, sample_ids
 from .datapass import check_loaded, check_splits, splits_to_check
+from .divergence import TrainingDiverged, divergence_of, diverged, parameters_state
 from .losses import check_targets
 from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, training_advice
 from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
 from .optimization import make_optimizer, make_scheduler, seed_all
-from .planning import EpochEstimate, epochs_for_budget, probe, probe_steps
+from .planning import EpochEstimate, epochs_for_budget
 from .precision import amp_dtype, matmul_precision, resolve_matmul_precision
 from .preemption import Position, StopPoll, Stopped
-from .rollout import check_mode_fits_model, training_mode
+from .rollout import check_mode_fits_model, for_window, training_mode
 from .runlog import RUN_FILES, EpochRecord, RunLog, TrainResult, check_run_dir, resume_or_start, summary_writer
-from .step import PROGRESS_EVERY, BatchLoss, Diverged, EpochTotals, Stepper, batch_loss_of, summarize
+from .step import PROGRESS_EVERY, BatchLoss, EpochTotals, Stepper, batch_loss_of
 from .testing import check_test_resolutions, run_test, test_discretizations, write_test_metrics
 
 log = logging.getLogger(__name__)
-# a run planned to a time has its schedule refitted to that time when the steps that fit at the measured pace
-# differ from those left by more than this share of its steps (less: timing noise, left alone)
-REFIT_TOLERANCE = 0.03
-# parameters beyond this magnitude are a divergence (their products overflow float32)
-PARAMETER_LIMIT = 1e18
 __all__ = ["DataChanged", "DeviceOutOfMemory", "EpochRecord", "RUN_FILES", "RunLog", "TrainResult", "Trainer",
-           "TrainingDiverged", "amp_dtype", "train"]  # some defined in the modules above, importable here
+           "TrainingDiverged", "amp_dtype", "parameters_state", "train"]  # some defined in the modules above
 
 
-class DataChanged(ValueError):
-    """The run's data file is not the one it started on (regenerated, replaced, edited)."""
-
-
-class TrainingDiverged(RuntimeError):
-    """A non-finite loss or gradient: the message names the epoch and batch."""
-
-
-def check_before_data(cfg: TrainConfig, device: torch.device, distributed: bool = False) -> None:
-    """What the config alone decides, checked before its data are generated or read (minutes, for a GPU
-    preset's on a CPU), so that a wrong option is not reported after them: ``run.compile`` suits the device,
-    the model builds (its mixer and mixer options), ``run.init_from`` holds this model, and
-    ``run.tensorboard`` has its package."""
-    resolve_compile(cfg.run.compile, device, distributed=distributed)
+def build_checked_model(cfg: TrainConfig, ctx: dist_.Context) -> torch.nn.Module:
+    """The run's model, built once from ``cfg.model`` on the CPU (seeded by ``run.seed``; ``run.init_from``: that
+    run's weights), with what the config alone decides checked before the data are generated or read
+    (minutes, for a GPU preset's on a CPU), so that a wrong option is not reported after them:
+    ``run.compile`` suits the device, the model builds (its mixer and mixer options), ``run.init_from`` holds
+    this model, ``run.tensorboard`` has its package."""
+    resolve_compile(cfg.run.compile, ctx.device, distributed=ctx.distributed)
     if cfg.run.tensorboard:
         summary_writer()
+    seed_all(cfg.run.seed)
     model = build_model(cfg.model.name, **cfg.model.options)
     if cfg.run.init_from:
-        ckpt.read_initial_weights(model, cfg.model, cfg.run.init_from)
+        ckpt.load_initial_weights(model, cfg.model, cfg.run.init_from)
+    return model
 
 
 class Trainer:
@@ -129,136 +105,121 @@ class Trainer:
                  data: TrainingData | None, callbacks: Iterable[Callable]):
         self.cfg, self.run_dir, self.ctx = cfg, Path(run_dir), ctx
         self.callbacks = list(callbacks)
-        self.data_identity = None  # the content the run trains on: its test must be on the same file
+        model = build_checked_model(cfg, ctx)
         from_file = data is None
-        if from_file:
-            check_before_data(cfg, ctx.device, ctx.distributed)
-            dist_.run_on_main(lambda: ensure_data_file(cfg.data, progress=cfg.run.progress), ctx, patient=True)
-            check_model_layout(cfg.model.name, cfg.model.options, cfg.data)  # before the levels, sizes, values
-            self.data_identity = data_identity(cfg.data.path)
-            data = build_training_data(cfg.data, ctx)
-            self.check_data_unchanged("while it was being read")
+        data, self.data_identity = read_training_data(cfg, ctx) if from_file else (data, None)
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         retain_freed_memory()  # the steps reuse the host memory they free (no page faults per step)
         self.periodic = bool(getattr(data.train, "periodic", False))
-        self.mode = training_mode(cfg.loss.mode)
-        point_data = is_point_data(data.train)
-        self.compile_mode = resolve_compile(cfg.run.compile, ctx.device, point_data, ctx.distributed)
-        seed_all(cfg.run.seed)
-        model = build_model(cfg.model.name, **cfg.model.options).to(ctx.device)
-        if cfg.run.init_from:
-            ckpt.load_initial_weights(model, cfg.model, cfg.run.init_from, ctx.device)
+        self.mode = for_window(training_mode(cfg.loss.mode), cfg.data.history, cfg.loss.trajectory_metric)
+        self.compile_mode = resolve_compile(cfg.run.compile, ctx.device, is_point_data(data.train), ctx.distributed)
+        model = model.to(ctx.device)
         self.transform = sample_transform(model)  # a point-set model's per-sample inputs (mesh_fno's grid)
         self.data = data = data.with_transform(self.transform)
-        check_model_fits_data(model, data.train, ctx.device, cfg.data.path)
-        check_mode_fits_model(cfg.loss.mode, model)
-        if data.splits is not None:  # the test's resolutions: an error now, not after the training
-            check_test_resolutions(cfg.data, model, data.train, data.splits.test, self.transform, ctx.device)
-        for split, dataset in (("training", data.train), ("validation", data.val)):
-            self.check_targets(dataset, split, cfg.loss.h1_weight if split == "training" else 0.0)
-        if from_file:  # NaN/inf or huge values in any split: an error now, not after the training
-            check_loaded(cfg.data, {"training": data.train, "validation": data.val})
-            norms = (data.x_normalizer, data.y_normalizer)
-            check_splits(cfg.data, splits_to_check(cfg.data, data.splits, data.train, data.val, norms), ctx,
-                         test_discretizations(cfg.data, data.train) if point_data else None)
+        self._check_data(model, from_file)
         torch.manual_seed(cfg.run.seed + ctx.rank)  # per-rank stream for dropout etc.
         self.operator = NormalizedOperator(model, data.x_normalizer, data.y_normalizer, data.noise)
-        self.ddp = dist_.wrap_model(model, ctx)
-        # the compiled modules wrap the model and share its parameters; checkpoints save the plain model.  One
-        # process compiles the step's whole batch loss (normalisation, noise, model, loss: one graph); under
-        # DDP the DDP-wrapped model is compiled, torch.compile's supported form for it
-        self.train_net = compile_module(self.ddp, self.compile_mode) if ctx.distributed else self.ddp
+        self._build_batches(model)
+        self._build_step(model)
+        self.warmup = timing.WarmupTimer(ctx.device)
+        self.stop = StopPoll(ctx)
+        self.epoch, self.best_metric, self.best_epoch = 0, math.inf, 0
+        self.plan_seconds: float | None = None  # a run planned in this process: the time its plan fills
+        self.position: Position | None = None  # where in its epoch a resumed run continues
+        self.totals = EpochTotals(ctx.device)
+        self.saved_config: TrainConfig | None = None  # a resumed run: the config its last.pt recorded
+
+    # --- set-up ------------------------------------------------------------------------------
+    def _check_data(self, model: torch.nn.Module, from_file: bool) -> None:
+        """The model takes the data, the mode the model, the test resolutions the model; the targets can be
+        scored; and (a file's data) no NaN, inf or huge value in any split: errors now, not after training."""
+        cfg, data, device = self.cfg, self.data, self.ctx.device
+        check_model_fits_data(model, data.train, device, cfg.data.path)
+        check_mode_fits_model(cfg.loss.mode, model)
+        if data.splits is not None:
+            check_test_resolutions(cfg.data, model, data.train, data.splits.test, self.transform, device)
+        for split, dataset in (("training", data.train), ("validation", data.val)):
+            self.check_targets(dataset, split, cfg.loss.h1_weight if split == "training" else 0.0)
+        if from_file:
+            check_loaded(cfg.data, {"training": data.train, "validation": data.val})
+            norms = (data.x_normalizer, data.y_normalizer)
+            check_splits(cfg.data, splits_to_check(cfg.data, data.splits, data.train, data.val, norms), self.ctx,
+                         test_discretizations(cfg.data, data.train) if is_point_data(data.train) else None)
+
+    def _build_batches(self, model: torch.nn.Module) -> None:
+        """The training and validation batches on the device (resident where they fit), and the symmetry
+        draws of ``data.augment``."""
+        cfg, ctx, data = self.cfg, self.ctx, self.data
         self.eval_compile_mode = evaluation_compile(self.compile_mode, self.mode.trajectory)
-        self.eval_net = compile_module(model, self.eval_compile_mode)
         self.batch = dist_.local_batch_size(cfg.optim.batch_size, ctx)
         self.train_sampler = dist_.sampler(data.train, ctx, shuffle=True, seed=cfg.run.seed)
         self.train_batches = Batches(resident(data.train, ctx.device, data.noise) or data.train, self.batch,
                                      self.train_sampler, ctx.device, workers=cfg.run.num_workers,
                                      static=static_shapes(self.compile_mode), node_inputs=node_inputs(model))
-        self.symmetries = self._symmetry_draws(data.train) if cfg.data.augment != "none" else None
+        self.symmetries = None if cfg.data.augment == "none" else \
+            symmetry_draws(data.train, cfg.data, self.transform, cfg.run.seed, ctx.device)
         self.val_split = resident(data.val, ctx.device, data.noise) or data.val
         self.val_batches = Batches(self.val_split, self.eval_batch, dist_.sampler(self.val_split, ctx, shuffle=False),
                                    ctx.device, static=static_shapes(self.eval_compile_mode),
                                    node_inputs=node_inputs(model))
-        self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
-        self.batch_loss = BatchLoss(self.operator, self.train_net, self.mode, h1_weight=cfg.loss.h1_weight,
-                                    periodic=self.periodic, amp_dtype=self.amp_dtype, device=ctx.device,
-                                    noise=self.train_batches.noise_for(self.operator.noise))
-        self.step_loss = self.batch_loss if ctx.distributed else compile_module(self.batch_loss, self.compile_mode)
-        self._build_optimization()
-        if self.compile_mode != "off" and not ctx.distributed:
-            self._check_compiled()
-        self.warmup = timing.WarmupTimer(ctx.device)
-        self.stop = StopPoll(ctx)
-        self.epoch = 0
-        self.plan_seconds: float | None = None  # a run planned in this process: the time its plan fills
-        self.position: Position | None = None  # where in its epoch a resumed run continues
-        self.totals = EpochTotals(ctx.device)
-        self.best_metric, self.best_epoch = math.inf, 0
-        self.saved_config: TrainConfig | None = None  # a resumed run: the config its last.pt recorded
         if ctx.is_main:
             log.debug("model %s: %d parameters on %s (compile: %s); %d training batches of %d per epoch (rank 0)%s",
                       cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device, self.compile_mode,
                       len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
 
-    def _symmetry_draws(self, train: Any) -> SymmetryDraws:
-        """``data.augment`` ("square", "diagonal", "periodic", "periodic-odd"): checked on the first training
-        sample, then the draws (``petrov.train.augmentation``)."""
-        item, group = train[0], self.cfg.data.augment
-        added = set(self.transform(item)) if self.transform is not None and isinstance(item, dict) else set()
-        coarse = getattr(train, "coarse_resolution", None)
-        pooling = pool_kernel(train.resolution, coarse) if coarse else 1
-        check_augmentable(item, added, self.cfg.data.path, group, periodic=bool(getattr(train, "periodic", False)),
-                          pooling=pooling)
-        n_ids = max(len(train), int(sample_ids(train).max()) + 1)
-        return SymmetryDraws(self.cfg.run.seed, n_ids, self.ctx.device, group_order(group, item))
+    def _build_step(self, model: torch.nn.Module) -> None:
+        """The batch loss (compiled as a whole in one process; under DDP around the compiled DDP-wrapped model,
+        torch.compile's supported form for it), the compiled validation model, the optimizer and schedule,
+        and the check of the compiled step against eager.  The compiled modules share the model's parameters;
+        checkpoints save the plain model."""
+        cfg, ctx = self.cfg, self.ctx
+        ddp = dist_.wrap_model(model, ctx)
+        self.eval_net = compile_module(model, self.eval_compile_mode)
+        self.amp_dtype = amp_dtype(ctx.device) if cfg.run.amp else None
+        self.batch_loss = BatchLoss(self.operator, compile_module(ddp, self.compile_mode) if ctx.distributed else ddp,
+                                    self.mode, h1_weight=cfg.loss.h1_weight, periodic=self.periodic,
+                                    amp_dtype=self.amp_dtype, noise=self.train_batches.noise_for(self.operator.noise))
+        self.step_loss = self.batch_loss if ctx.distributed else compile_module(self.batch_loss, self.compile_mode)
+        self.build_optimization()
+        if self.compile_mode != "off" and not ctx.distributed:
+            self._check_compiled()
 
     def _check_compiled(self) -> None:
         """The compiled batch loss against the eager one on the first training batch, its predictions and
-        gradients ([`compiled_agreement`][petrov.train.compilation.compiled_agreement]): beyond
-        ``AGREEMENT_TOLERANCE``, ``run.compile = "auto"`` trains eager (a warning says why) and an explicit
-        setting is an error."""
+        gradients ([`compiled_fault`][petrov.train.compilation.compiled_fault]): apart, ``run.compile = "auto"``
+        trains eager (a warning says why) and an explicit setting is an error."""
         b = next(iter(self.train_batches.iterate()))
         self.operator.prepare(b.x, b.y)  # the compiled code reads the restricted normalisers, never builds them
         self.model.train()
-        eager, compiled = self.batch_loss, self.step_loss
-        if drops(self.model):  # compiled dropout draws other masks: compare a copy without it (without_dropout)
-            eager = without_dropout(self.batch_loss)
-            compiled = compile_module(eager, self.compile_mode)
-        with self.out_of_memory("the check of the compiled model", self.batch, self._training_advice()):
-            outputs, grads = compiled_agreement(lambda loss: batch_loss_of(loss, b)[1], eager, compiled,
-                                                self.compile_mode)
-        tol_out, tol_grad = AGREEMENT_TOLERANCE[self.amp_dtype]
-        if outputs <= tol_out and grads <= tol_grad:
-            log.info("compiled model (run.compile = %r) checked against eager on the first batch: outputs %.2e, "
-                     "gradients %.2e apart (relative L2)", self.compile_mode, outputs, grads)
+        with self.out_of_memory("the check of the compiled model", self.batch, self.training_advice()):
+            fault = compiled_fault(lambda loss: batch_loss_of(loss, b)[1], self.batch_loss, self.step_loss,
+                                   self.model, self.compile_mode, self.amp_dtype,
+                                   f"{self.cfg.model.name} than the eager model on {self.ctx.device}")
+        if fault is None:
             return
-        what = (f"torch.compile (run.compile = {self.compile_mode!r}) computes another {self.cfg.model.name} than the "
-                f"eager model on {self.ctx.device}: on the first training batch its outputs differ by {outputs:.2e} and "
-                f"its gradients by {grads:.2e} (relative L2; rounding gives < {tol_out:g} and {tol_grad:g}) -- a "
-                f"compiler fault on this device and torch {torch.__version__}")
         if self.cfg.run.compile != "auto":
-            raise ValueError(f"{what}; train with run.compile = 'off' (or 'auto', which falls back to eager)")
-        log.warning("%s; training eager (run.compile = 'off') instead", what)
+            raise ValueError(f"{fault}; train with run.compile = 'off' (or 'auto', which falls back to eager)")
+        log.warning("%s; training eager (run.compile = 'off') instead", fault)
         self.compile_mode = self.eval_compile_mode = "off"
         self.step_loss, self.eval_net = self.batch_loss, self.model
-        self._build_optimization()
+        self.build_optimization()
 
-    def _build_optimization(self, epochs: float | None = None) -> None:
+    def build_optimization(self, epochs: float | None = None) -> None:
         """A fresh optimizer, OneCycle schedule (for ``optim.epochs``, first set to ``epochs`` if given),
         gradient scaler and step."""
         if epochs is not None:
             self.cfg = dataclasses.replace(self.cfg, optim=dataclasses.replace(self.cfg.optim, epochs=epochs))
         self.optimizer = make_optimizer(self.cfg, self.model.parameters())
         self.scheduler = make_scheduler(self.cfg, self.optimizer, len(self.train_batches))
-        self.scheduled_steps = self.scheduler.total_steps  # refitted under a time budget (fit_schedule_to)
+        self.scheduled_steps = self.scheduler.total_steps  # refitted under a time budget (planning.fit_schedule_to)
         # float16 has too few exponent bits for small gradients: scaled; bfloat16 has float32's range
         self.scaler = torch.amp.GradScaler(self.ctx.device.type) if self.amp_dtype == torch.float16 else None
         self.stepper = Stepper(operator=self.operator, loss=self.step_loss, optimizer=self.optimizer,
                                scheduler=self.scheduler, scaler=self.scaler, grad_clip=self.cfg.optim.grad_clip,
                                compile_mode=self.compile_mode)
 
+    # --- what the run is at ------------------------------------------------------------------
     @property
     def model(self) -> torch.nn.Module:
         return self.operator.model
@@ -282,132 +243,35 @@ class Trainer:
     def eval_batch(self) -> int:
         return self.cfg.run.eval_batch_size or self.batch
 
-    def plan(self, plan_epochs: Callable[[EpochEstimate], float]) -> EpochEstimate:
-        """``optim.epochs = plan_epochs(probe)`` (rank 0's answer on every rank), then a fresh optimizer
-        and schedule for them (``petrov.train.planning``)."""
-        if self.cfg.optim.epochs * len(self.train_batches) < probe_steps():  # OneCycle refuses a step past its end
-            self._build_optimization(math.ceil(probe_steps() / len(self.train_batches)))
-        with self.out_of_memory("the timing probe", self.batch, self._training_advice()):
-            estimate = probe(self)
-        epochs = dist_.broadcast_object(plan_epochs(estimate) if self.ctx.is_main else None, self.ctx)
-        if not epochs * len(self.train_batches) >= 1:
-            raise ValueError(f"plan_epochs returned {epochs}; a run needs at least one step "
-                             f"(1/{len(self.train_batches)} of an epoch)")
-        self._build_optimization(epochs)
-        self.plan_seconds = self.scheduled_steps * estimate.step_seconds + self.epochs * estimate.overhead_seconds
-        if self.ctx.is_main:
-            log.info("planned %s epochs of ~%.1fs (a step %.3gs, warm-up %.1fs)", f"{epochs:.4g}",
-                     estimate.epoch_seconds, estimate.step_seconds, estimate.warmup_seconds)
-        return estimate
-
     # --- state -------------------------------------------------------------------------------
     def save(self, best: bool, position: Position | None = None) -> None:
         """``best.pt`` (if ``best``) then ``last.pt`` (``position``: within the epoch after ``self.epoch``);
         rank 0 writes, every rank must call."""
         rngs = dist_.all_gather_objects(ckpt.rng_state(), self.ctx)  # collective
         if self.ctx.is_main:
-            self.write_checkpoints(self.run_dir, best, rngs, position)
+            run_state.write_checkpoints(self, self.run_dir, best, rngs, position)
 
-    def save_position(self, steps: int) -> None:
-        """``last.pt`` with ``steps`` of the current epoch done (``preemption``); an epoch that diverged
-        before is reported instead (``last.pt`` keeps the last good epoch)."""
-        rows = self.totals.gather(self.ctx)
-        bad = summarize(rows)[1]
-        if bad is not None:
-            raise self._stop(bad)
-        self.save(best=False, position=Position(steps, rows))
-        if self.ctx.is_main:
-            log.info("stopped at batch %d of %d in epoch %d; saved %s", steps, len(self.train_batches),
-                     self.epoch + 1, self.run_dir / "last.pt")
-
-    def write_checkpoints(self, folder: Path, best: bool, rngs: list, position: Position | None = None) -> None:
-        """``folder/best.pt`` (if ``best``) and ``folder/last.pt`` of the current state (``rngs``: every rank's
-        RNG states; ``position``: where in the next epoch, None at its start)."""
-        state = dict(train_config=config_to_dict(self.cfg), epoch=self.epoch, scheduled_steps=self.scheduled_steps,
-                     best_metric=self.best_metric, best_epoch=self.best_epoch, data_identity=self.data_identity)
-        norms, noise = self.operator.normalizer_states(), self.operator.noise
-        if best:
-            ckpt.save_run_checkpoint(folder / "best.pt", self.model, norms, noise, **state)
-            log.debug("saved %s (epoch %d)", folder / "best.pt", self.epoch)
-        ckpt.save_run_checkpoint(
-            folder / "last.pt", self.model, norms, noise, **state,
-            optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
-            scaler=None if self.scaler is None else self.scaler.state_dict(), rng=rngs,
-            position=None if position is None else position.to_state(),
-        )
-
-    def restore(self) -> None:
-        """The state of ``last.pt``, read by rank 0 and sent to every rank."""
-        state = dist_.run_on_main(lambda: ckpt.load_run_checkpoint(self.run_dir / "last.pt"), self.ctx)
-        state = dist_.broadcast_object(state, self.ctx)
-        self.saved_config = config_from_dict(state["train_config"], check_model=False)  # config.json's content
-        check_resumable(self.saved_config, self.cfg, self.run_dir)
-        dist_.run_on_main(lambda: ckpt.check_best_checkpoint(self.run_dir, state), self.ctx)
-        recorded = state.get("data_identity")  # None: a run of petrov 0.1
-        if self.data_identity is not None and recorded:
-            self.check_data_unchanged("since the run started", recorded,
-                                      "it cannot continue on other data: put the original file back, or start a "
-                                      "new run (--overwrite, or another --out)")
-            self.data_identity = recorded
-        self.model.load_state_dict(state["state_dict"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if self.scaler is not None and state.get("scaler"):
-            self.scaler.load_state_dict(state["scaler"])
-        self.epoch, self.best_epoch = int(state["epoch"]), int(state["best_epoch"])
-        self.scheduled_steps = self.scheduler.steps  # as an earlier budget refitted it (the schedule's own state)
-        self.best_metric = float(state["best_metric"])
-        rngs = state["rng"]
-        ckpt.set_rng_state(rngs[self.ctx.rank] if len(rngs) == self.ctx.world_size else rngs[0])
-        self.position = Position.from_state(state.get("position"))
-        if self.ctx.is_main:
-            within = f", at batch {self.position.steps} of epoch {self.epoch + 1}" if self.position else ""
-            log.info("resuming %s after epoch %d%s (best %.4e at epoch %d)", self.run_dir / "last.pt",
-                     self.epoch, within, self.best_metric, self.best_epoch)
-
-    def check_data_unchanged(self, when: str, recorded: dict | None = None, advice: str | None = None) -> None:
+    def check_data_unchanged(self, when: str, advice: str = "the run must be tested on the data it trained on") -> None:
         """[`DataChanged`][] if the data file no longer holds the content the run recorded."""
-        recorded = self.data_identity if recorded is None else recorded
-        if recorded is None:
-            return
-        path = self.cfg.data.path
-        why = identity_change(recorded, data_identity(path))
-        if why:
-            raise DataChanged(f"the data file {path} changed {when} ({why}); "
-                              + (advice or "the run must be tested on the data it trained on"))
+        check_data_unchanged(self.cfg.data.path, self.data_identity, when, advice)
+
+    def check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
+        """Targets a relative error can be taken of (not all zero; not constant with an H¹ term), checked
+        when they are in memory (grids; point sets and lazily read grids are read per batch)."""
+        if hasattr(dataset, "y"):
+            check_targets(dataset.y, sample_ids(dataset), f"{self.cfg.data.path} ({split} split)",
+                          periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory,
+                          history=self.cfg.data.history)
 
     # --- epochs ------------------------------------------------------------------------------
     def out_of_memory(self, what: str, batch: int, advice: list[str]):
         return out_of_memory_advice(what, batch, self.ctx.device, advice)
 
-    def _training_advice(self) -> list[str]:
+    def training_advice(self) -> list[str]:
         return training_advice(self.cfg, self.model, self.batch)
 
-    def _stop(self, bad: Diverged) -> TrainingDiverged:
-        """The divergence an epoch's totals recorded: the first non-finite loss or gradient norm."""
-        where = f"epoch {self.epoch + 1}, batch {bad.batch} of {len(self.train_batches)}"
-        return TrainingDiverged(divergence_message(f"non-finite {bad.what} ({bad.value}) at {where}",
-                                                   self.last_good()))
-
-    def last_good(self) -> str:
-        """The checkpoint a diverged run keeps (``last.pt`` of the last completed epoch)."""
-        return f"{self.run_dir / 'last.pt'} (epoch {self.epoch})" if self.epoch else "none (no epoch completed)"
-
-    def divergence_of(self, err: ValueError, batch: int | None, totals: EpochTotals | None) -> TrainingDiverged | None:
-        """A model's value check that failed (NaN or inf inside it, ``err``) in training (``batch``, with the
-        epoch's ``totals``) or validation (None): the training's divergence when the epoch recorded a
-        non-finite loss or gradient norm before it, or the parameters became non-finite or huge; None
-        otherwise (then ``err`` stands).  An exception path: this process's values, read once."""
-        bad = summarize([totals.row().tolist()])[1] if totals is not None else None
-        if bad is not None:
-            return self._stop(bad)
-        state = parameters_state(self.model)
-        if not state:
-            return None
-        where = (f"epoch {self.epoch + 1}, batch {batch} of {len(self.train_batches)}" if batch is not None
-                 else f"the validation after epoch {self.epoch + 1}")
-        return TrainingDiverged(divergence_message(f"training diverged at {where}: the parameters became {state}",
-                                                   self.last_good()))
+    def _divergence(self, batch: int | None, totals: EpochTotals | None) -> TrainingDiverged | None:
+        return divergence_of(self.model, totals, batch, self.epoch, len(self.train_batches), self.run_dir)
 
     def train_epoch(self) -> float:
         """One epoch of steps (a resumed run: from its position on); its mean loss, read once at its end (a
@@ -424,20 +288,20 @@ class Trainer:
         bar = progress_bar(batches, total=steps, initial=done,
                            desc=f"epoch {self.epoch + 1}/{self.epochs}", leave=False,
                            enabled=ctx.is_main and cfg.run.progress)
-        with self.out_of_memory("training", self.batch, self._training_advice()):
+        with self.out_of_memory("training", self.batch, self.training_advice()):
             for number, b in enumerate(bar, start=done + 1):
                 with self.warmup.step():
                     try:
                         self.stepper.step(b, number, totals)
                     except ValueError as err:  # a model's value check: data are checked, so a divergence?
-                        raise self.divergence_of(err, number, totals) or err
+                        raise self._divergence(number, totals) or err
                 if not bar.disable and number % PROGRESS_EVERY == 0:  # a host read: only for a drawn bar
                     bar.set_postfix(loss=f"{totals.running_mean():.3e}")
                 if self.stop(number):
                     raise Stopped(number)
             loss, bad = totals.finish(ctx)
         if bad is not None:
-            raise self._stop(bad)
+            raise diverged(bad, self.epoch, len(self.train_batches), self.run_dir)
         return loss
 
     def validate(self) -> float:
@@ -454,7 +318,7 @@ class Trainer:
                     metric=self.mode.metric, net=self.eval_net, compile_mode=self.eval_compile_mode, after_batch=poll,
                 )
             except ValueError as err:
-                raise self.divergence_of(err, None, None) or err
+                raise self._divergence(None, None) or err
         return per_sample.mean().item()
 
     def fit(self, run_log: RunLog | None) -> str:
@@ -477,13 +341,13 @@ class Trainer:
                 t1 = timing.clock(ctx.device)
                 val = self.validate()
             except Stopped as stop:
-                self.save_position(stop.args[0])
+                run_state.save_position(self, stop.args[0])
                 return "interrupted"
             seconds = timing.clock(ctx.device) - t0
             warm, warm_steps = self.warmup.take()
             budget.record(timing.EpochTime(t1 - t0, seconds - (t1 - t0), self.epoch_steps(), warm, warm_steps))
             self.epoch += 1
-            self.fit_schedule_to(budget)  # before the checkpoint: a resume continues the refitted schedule
+            planning.fit_schedule_to(self, budget)  # before the checkpoint: a resume continues the refitted schedule
             improved = val < self.best_metric
             if improved:
                 self.best_metric, self.best_epoch = val, self.epoch
@@ -503,83 +367,6 @@ class Trainer:
                 return "time budget"
         return "completed"
 
-    def fit_schedule_to(self, budget: timing.Budget) -> None:
-        """With a time budget that no longer fits the steps left (the epochs turned out slower than
-        planned, or ``optim.epochs`` is more than the budget allows), the run's steps
-        (``self.scheduled_steps``, checkpointed; the config keeps ``optim.epochs``) become those that fit at
-        the pace so far (``Budget.steps_left``: the median of the recent epochs; the last epoch may end
-        early) and the rest of the OneCycle schedule is run in them (``OneCycle.resize``): the run ends
-        annealed, at the end of its schedule, instead of being stopped by the budget with its learning
-        rate still high.  A run planned in this process (``plan``) is refitted both ways to the time its
-        plan was to fill, at the pace measured rather than the probe's, when the two differ by more than
-        ``REFIT_TOLERANCE`` of its steps (within the budget).  Rank 0's clock decides for every rank."""
-        if self.epoch >= self.epochs or self.cfg.run.time_budget_minutes is None:  # the same on every rank
-            return
-        per_epoch, done = len(self.train_batches), self.epoch * len(self.train_batches)
-        left = self.scheduled_steps - done
-        steps = dist_.broadcast_object(self._steps_to_fit(budget, per_epoch, left) if self.ctx.is_main else None,
-                                       self.ctx)
-        if steps is None:
-            return
-        before, self.scheduled_steps = self.scheduled_steps, done + steps
-        self.scheduler.resize(self.scheduled_steps)
-        if self.ctx.is_main:
-            step, validation = budget.pace()
-            log.info("at %.3gs per step and %.1fs per validation %d more steps fit %s: the schedule now ends "
-                     "after %.4g epochs (was %.4g)", step, validation, steps,
-                     "the budget" if self.plan_seconds is None else "the planned time", self.scheduled_steps / per_epoch,
-                     before / per_epoch)
-
-    def _steps_to_fit(self, budget: timing.Budget, per_epoch: int, left: int) -> int | None:
-        """The steps the schedule is to have left instead of ``left`` (None: keep it; see
-        ``fit_schedule_to``)."""
-        fits = budget.steps_left(per_epoch)
-        if not fits:
-            return None  # no pace yet, or not even one more step: the stop rule ends the run
-        if self.plan_seconds is not None:
-            aim = min(fits, budget.steps_left(per_epoch, until=self.plan_seconds))
-            if aim > 0 and abs(aim - left) > REFIT_TOLERANCE * self.scheduled_steps:
-                return aim
-        return fits if fits < left else None
-
-    def check_targets(self, dataset: Any, split: str, h1_weight: float) -> None:
-        """Targets a relative error can be taken of (not all zero; not constant with an H¹ term), checked
-        when they are in memory (grids; point sets and lazily read grids are read per batch)."""
-        if hasattr(dataset, "y"):
-            check_targets(dataset.y, sample_ids(dataset), f"{self.cfg.data.path} ({split} split)",
-                          periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory)
-
-
-def divergence_message(what: str, last_good: str) -> str:
-    """What a diverged run says: ``what`` happened, the checkpoint kept, what to try."""
-    return (f"{what}; training stopped. Last good checkpoint: {last_good}. "
-            f"Try a lower optim.lr, a longer warm-up (optim.min_warmup_steps) or optim.grad_clip.")
-
-
-def parameters_state(model: torch.nn.Module, limit: float = PARAMETER_LIMIT) -> str:
-    """``"non-finite"`` if a parameter of ``model`` holds NaN or inf, ``"huge (largest |w| = ...)"`` if one is
-    beyond ``limit``, else ``""`` (one host read: for exception paths)."""
-    params = [p.detach() for p in model.parameters() if p.is_floating_point() or p.is_complex()]
-    if not params:
-        return ""
-    finite, largest = torch.stack([torch.stack([torch.isfinite(p).all().float(), p.abs().max().float()])
-                                   for p in params]).T.tolist()
-    if not all(finite):
-        return "non-finite"
-    return f"huge (largest |w| = {max(largest):.3g})" if max(largest) > limit else ""
-
-
-def record_evaluation_keys(config: TrainConfig, path: Path, saved: TrainConfig | None = None) -> None:
-    """A resumed run tested at other resolutions (``EVALUATION_KEYS``): its ``config.json`` says so.
-    A ``config.json`` that went missing is written back from ``saved`` (the config ``last.pt`` recorded)."""
-    if not path.exists() and saved is not None:
-        save_config_json(with_evaluation_keys(saved, config) or saved, path)
-        log.warning("%s was missing; wrote it back from %s", path, path.parent / "last.pt")
-    elif path.is_file():
-        updated = with_evaluation_keys(load_config_json(path, check_model=False), config)
-        if updated is not None:
-            save_config_json(updated, path)
-
 
 def train(
     config: TrainConfig,
@@ -596,17 +383,13 @@ def train(
     ``run_dir`` follows the output-folder rule ([`petrov.common.outputs`][]): a folder holding a user's
     files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
     command's outputs are never written over.  The run records its data file's content
-    ([`data_identity`][]) and is tested, or resumed, only on that content.
-
-    ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; then no
-    test evaluation unless it carries ``splits``).  ``callbacks(trainer, record)`` run after each
-    epoch's checkpoint; returning True stops the run cleanly.  ``plan_epochs(estimate)`` (a new run
-    only) sets ``optim.epochs`` from a timing probe of the run (``petrov.train.planning``), e.g. to
-    fill a time budget (``run.fill_budget`` does that with ``planning.epochs_for_budget``).  Launched by
-    torchrun, every process calls this; rank 0 writes the run directory.
-    Under ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``).
-    The process keeps the host memory its steps free for the next ones ([`retain_freed_memory`][]).
-    """
+    ([`data_identity`][]) and is tested, or resumed, only on that content.  ``data`` overrides building the
+    splits from ``config.data`` (tests, custom pipelines; no test unless it carries ``splits``).
+    ``callbacks(trainer, record)`` run after each epoch's checkpoint; returning True stops the run cleanly.
+    ``plan_epochs(estimate)`` (a new run only) sets ``optim.epochs`` from a timing probe of the run
+    (``petrov.train.planning``; ``run.fill_budget`` fills a time budget so).  Launched by torchrun, every
+    process calls this; rank 0 writes the run directory.  Under ``stop_on_signals`` (the ``petrov``
+    command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``)."""
     if not isinstance(config, TrainConfig):
         what = "a dict" if isinstance(config, dict) else f"{type(config).__name__} {config!r}"[:200]
         raise TypeError(f"train: config must be a TrainConfig, got {what}; make one with petrov.train.load_config(...) "
@@ -647,15 +430,15 @@ def _train(config: TrainConfig, run_dir: Path, ctx: dist_.Context, resume: bool,
 
         dist_.run_on_main(claim, ctx)
         if resume:
-            trainer.restore()
+            run_state.restore(trainer)
             if ctx.is_main:
-                record_evaluation_keys(trainer.cfg, run_dir / "config.json", trainer.saved_config)
+                run_state.record_evaluation_keys(trainer.cfg, run_dir / "config.json", trainer.saved_config)
         else:
             if plan_epochs is None and config.run.fill_budget:
                 minutes, cap = config.run.time_budget_minutes, config.optim.epochs
                 plan_epochs = lambda estimate: epochs_for_budget(estimate, minutes, cap=cap)
             if plan_epochs is not None:
-                trainer.plan(plan_epochs)
+                planning.plan(trainer, plan_epochs)
             if ctx.is_main:
                 save_config_json(trainer.cfg, run_dir / "config.json")
         run_log = RunLog(run_dir, trainer.epoch, config.run.tensorboard) if ctx.is_main else None

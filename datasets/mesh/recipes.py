@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 from ...common.config import from_dict
 from ...common.registry import Registry
+from ..recipes import add_imported_kind, add_kind
 from . import darcy
 
 
@@ -65,21 +66,18 @@ def _darcy_spacings(p: darcy.DarcyMeshParams) -> dict[str, dict]:
     return attrs
 
 
-MESH_RECIPES.register("darcy-mesh")(
-    MeshRecipe(
-        name="darcy-mesh",
-        description="Darcy -div(a grad u) = f on random domains in [0,1]^2 (holes, notch, L-shape, deformed "
-        "square), u = 0 on the boundary; P1 FEM on nested levels and a remesh; x = a, y = u at the nodes",
-        family="darcy-mesh",
-        params_cls=darcy.DarcyMeshParams,
-        x_name="a",
-        y_name="u",
-        sample=darcy.darcy_mesh_sample,
-        variants=darcy.variants,
-        validate=darcy.validate,
-        solver_settings=darcy.solver_settings,
-        variant_attrs=_darcy_spacings,
-    )
+add_kind(
+    MESH_RECIPES, MeshRecipe, "darcy-mesh",
+    description="Darcy -div(a grad u) = f on random domains in [0,1]^2 (holes, notch, L-shape, deformed "
+    "square), u = 0 on the boundary; P1 FEM on nested levels and a remesh; x = a, y = u at the nodes",
+    params_cls=darcy.DarcyMeshParams,
+    x_name="a",
+    y_name="u",
+    sample=darcy.darcy_mesh_sample,
+    variants=darcy.variants,
+    validate=darcy.validate,
+    solver_settings=darcy.solver_settings,
+    variant_attrs=_darcy_spacings,
 )
 
 
@@ -88,23 +86,10 @@ class ImportedMeshParams:
     """No parameters: the data come from the user's meshes."""
 
 
-def _no_generation(*_: Any) -> None:
-    raise ValueError("'imported-mesh' data are not generated; write such a file with `petrov import --mesh`")
-
-
-MESH_RECIPES.register("imported-mesh")(
-    MeshRecipe(
-        name="imported-mesh",
-        description="a user's own triangle meshes with nodal input/output fields (petrov import --mesh)",
-        family="imported-mesh",
-        params_cls=ImportedMeshParams,
-        x_name="x",
-        y_name="y",
-        sample=None,
-        variants=lambda p: ["mesh"],
-        validate=_no_generation,
-        solver_settings=lambda p: {},
-    )
+add_imported_kind(
+    MESH_RECIPES, MeshRecipe, "imported-mesh", "`petrov import --mesh`",
+    description="a user's own triangle meshes with nodal input/output fields (petrov import --mesh)",
+    params_cls=ImportedMeshParams, sample=None, variants=lambda p: ["mesh"],
 )
 
 

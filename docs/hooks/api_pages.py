@@ -13,7 +13,7 @@ import pkgutil
 import petrov
 from mkdocs.structure.files import File
 
-PACKAGES = ("grids", "operators", "datasets", "train", "evaluate", "inverse", "cli", "common")
+PACKAGES = ("grids", "operators", "datasets", "train", "evaluate", "export", "inverse", "pretrained", "cli", "common")
 _PAGES: dict[str, str] = {}
 
 

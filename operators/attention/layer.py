@@ -55,7 +55,8 @@ from .norms import build_norm
 
 
 def _positive_int(name: str, value: object, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    # a symbolic size (the batch of an export with a dynamic batch axis) passes: its bound is a guard there
+    if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return value
 

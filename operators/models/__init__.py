@@ -90,6 +90,20 @@ def point_set_models() -> list[str]:
     return [name for name in MODELS.names() if getattr(MODELS.get(name), "point_set", False)]
 
 
+def model_layout(name: str, options: dict) -> tuple[bool, int | None] | None:
+    """``(takes point sets?, grid axes)`` of the registered model ``name`` with ``options``, read from its
+    class and config without building it (grid axes None where the model does not say); None if the name or
+    options are not usable (building the model says why)."""
+    try:
+        cls = MODELS.get(name)
+        if getattr(cls, "point_set", False):
+            return True, None
+        ndim = getattr(cls, "ndim", 0) or getattr(from_dict(config_class(name), options), "ndim", None)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return False, (int(ndim) if isinstance(ndim, int) and not isinstance(ndim, bool) and ndim > 0 else None)
+
+
 def build_model(name: str, **config):
     """Build model ``name`` from keyword config; unknown keys or names raise a clear error."""
     cls = MODELS.get(name)
@@ -99,11 +113,15 @@ def build_model(name: str, **config):
 # Importing the modules registers the models.
 from . import (  # noqa: E402,F401
     arfno1d,
+    arfno2d,
+    artransolver2d,
     fno,
+    fno3d,
     galerkin1d,
     galerkin2d,
     latent,
     marching1d,
+    marching2d,
     mesh_attention,
     mesh_fno,
     mesh_latent,

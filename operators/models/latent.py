@@ -135,7 +135,7 @@ class _LatentForward(GridOperator):
         self.encoder = LatentEncoder(c, ndim=self.ndim)
         hidden = c.decoder_hidden or 4 * c.decoder_width
         if getattr(c, "decoder", "spectral") == "pointwise":
-            self.decoder = pointwise_decoder(c, c.fine_width, hidden)  # mesh_latent's decoder
+            self.decoder = pointwise_decoder(c, c.fine_width, hidden, self.encoder.coord_dim)  # mesh_latent's decoder
         else:
             self.decoder = spectral_decoder(c, c.fine_width, c.out_channels, self.ndim, self.encoder.coord_dim, hidden)
 

@@ -1,30 +1,32 @@
 """``marching1d``: an operator that marches a 1-D field in time, causal attention over the steps.
 
 Data contract ([`petrov.operators.trajectory`][]): ``forward(x, pos=None, teacher=None)`` with
-``x = u_0: (b, n, 1)``, ``pos: (b, n, 1)`` (default the periodic grid ``i/n``) returns the trajectory
-``(b, n, T + 1)``, channel 0 = ``x``; ``teacher: (b, n, T + 1)`` switches from rollout to teacher
-forcing (states 1..T-1 taken from it).  ``T = time_steps`` of the config.
+``x = (u_0..u_{h-1}): (b, n, h)``, ``pos: (b, n, 1)`` (default the periodic grid ``i/n``) returns the
+trajectory ``(b, n, h + T)``, channels ``0..h-1`` = ``x``; ``teacher: (b, n, h + T)`` switches from rollout
+to teacher forcing (states ``h..h+T-2`` taken from it).  ``T = time_steps``, ``h = history`` (default 1).
 
-One step ``k = 0 .. T-1`` (``w`` = ``width``, ``m`` = ``summary_modes``, ``d`` = ``d_model``):
+Every conditioning state ``j = 0 .. h+T-2`` makes a temporal token, and the states ``j >= h-1`` predict the
+next one (``w`` = ``width``, ``m`` = ``summary_modes``, ``d`` = ``d_model``, ``N = h + T - 1`` tokens):
 
-    h_k = E(u_k, x)                  lift [u_k, x] -> w, ``encoder_layers`` spectral blocks   (b, w, n)
-    s_k = S(h_k) + L(t_k)            S: the lowest m Fourier coefficients of h_k (rfft / n, real and
-                                     imaginary parts) -> Linear -> d; t_k = k / T              (b, d)
-    z_k = A(s_0, ..., s_k)           ``n_layers`` causal encoder layers over the steps (attention of
+    h_j = E(u_j, x)                  lift [u_j, x] -> w, ``encoder_layers`` spectral blocks   (b, w, n)
+    s_j = S(h_j) + L(t_j)            S: the lowest m Fourier coefficients of h_j (rfft / n, real and
+                                     imaginary parts) -> Linear -> d; t_j = j / N              (b, d)
+    z_j = A(s_0, ..., s_j)           ``n_layers`` causal encoder layers over the states (attention of
                                      the inherited config, coordinates t, norm "layer" or None) (b, d)
-    u_{k+1} = B(u_k + D(h_k + P z_k))  P: Linear d -> w, a shift per channel broadcast over the grid;
+    u_{j+1} = B(u_j + D(h_j + P z_j))  P: Linear d -> w, a shift per channel broadcast over the grid;
                                      D: ``decoder_layers`` spectral blocks, MLP w -> proj_hidden -> 1;
                                      B: the lowest ``state_modes`` Fourier modes (None: identity)
 
-``E``, ``S`` and ``D`` are resolution-invariant (point-wise maps, spectral blocks with a fixed
-number of modes, Fourier coefficients normalized by ``n`` are quadratures), so the temporal
-tokens ``s_k`` mean the same at every grid size.  ``A`` is causal: the step k+1 depends on the
-states ``u_0..u_k`` only.
+The history enters through ``A`` alone (the spatial maps see one state each), so ``h`` changes no
+parameter count.  ``E``, ``S`` and ``D`` are resolution-invariant (point-wise maps, spectral blocks with a
+fixed number of modes, Fourier coefficients normalized by ``n`` are quadratures), so the temporal
+tokens ``s_j`` mean the same at every grid size.  ``A`` is causal: the state j+1 depends on the
+states ``u_0..u_j`` only.
 
-Teacher forcing runs ``E, S, D`` on all ``T`` states as one batch and ``A`` in its parallel
-causal form; a rollout runs ``A`` as a recurrence (``EncoderLayer.step``): the temporal state is
-constant-size (``d x d`` per head and layer) whatever the number of steps.  The temporal
-quadrature weight is ``1/T`` per step in both forms (the parallel form over exactly T tokens).
+Teacher forcing runs ``E, S`` on all ``N`` states as one batch, ``A`` in its parallel causal form and ``D``
+on the ``T`` states that predict; a rollout runs ``A`` as a recurrence (``EncoderLayer.step``): the
+temporal state is constant-size (``d x d`` per head and layer) whatever the number of steps.  The
+temporal quadrature weight is ``1/N`` per token in both forms (the parallel form over exactly N tokens).
 """
 from __future__ import annotations
 
@@ -41,26 +43,28 @@ from ..blocks import EncoderConfig, SpectralBlock, encoder_stack, mlp, pointwise
 from ...grids.layout import channels_first, channels_last
 from ...grids.fourier_modes import rfft_modes
 from ..trajectory import (
+    MarchingFields,
     batch_as_steps,
-    check_scalar_state,
-    check_state_modes,
-    check_time_steps,
+    check_marching_config,
     limit_state,
+    marching_inputs,
     repeat_per_step,
-    steps_as_batch,
     teacher_states,
     time_coordinates,
+    windows,
 )
 from . import register_model
 from .base import GridOperator
 
 
 @dataclass
-class Marching1dConfig(EncoderConfig):
+class Marching1dConfig(MarchingFields, EncoderConfig):
     """The inherited attention/encoder fields configure the temporal attention ``A`` (``d_model``,
     ``n_layers``, ``mixer``...; causal, with a point-wise ``norm``); the rest the spatial maps:
 
-    - ``time_steps``: steps ``T`` of a trajectory (the model returns ``T + 1`` states).
+    - ``time_steps``: steps ``T`` of a trajectory (the model returns ``h + T`` states).
+    - ``history``: the states ``h`` it is given (``x`` holds states ``0..h-1``; they reach the steps
+      through the temporal attention).
     - ``width``: channels of the spatial encoder ``E`` and decoder ``D``.
     - ``modes``: Fourier modes kept by the spatial spectral blocks.
     - ``encoder_layers``: spectral blocks of the spatial encoder ``E``.
@@ -88,10 +92,8 @@ class Marching1dConfig(EncoderConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        check_time_steps(self.time_steps)
-        check_scalar_state(self)
+        check_marching_config(self)
         check_positive(self, "width", "modes", "encoder_layers", "decoder_layers", "summary_modes", "proj_hidden")
-        check_state_modes(self)
         if self.causal is not True:
             raise ValueError("marching1d: the temporal attention is causal by construction; causal must be true")
 
@@ -107,10 +109,9 @@ def _spectral_stack(width: int, modes: int, n_layers: int, act: str) -> nn.Modul
 
 @register_model("marching1d", Marching1dConfig)
 class Marching1d(GridOperator):
-    """``(b, n, 1)`` [, ``pos (b, n, 1)``, ``teacher (b, n, T + 1)``] -> ``(b, n, T + 1)``."""
+    """``(b, n, h)`` [, ``pos (b, n, 1)``, ``teacher (b, n, h + T)``] -> ``(b, n, h + T)``."""
 
     ndim = 1
-    input_channels = 1  # one state
 
     def __init__(self, config: Marching1dConfig):
         super().__init__(config)
@@ -152,39 +153,49 @@ class Marching1d(GridOperator):
             h = block(h)
         return limit_state(u + channels_last(pointwise(self.project, h)), self.config.state_modes)
 
+    @property
+    def input_channels(self) -> int:
+        return self.config.history
+
     # --- the two forms --------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
                 teacher: torch.Tensor | None = None) -> torch.Tensor:
-        pos = self.grid_inputs(x, pos)
+        pos = marching_inputs(self, x, pos)
         if teacher is None:
             return self.rollout(x, pos)
         return self._teacher_forced(x, pos, teacher_states(x, teacher, self.config.time_steps, type(self).__name__))
 
     def _teacher_forced(self, x: torch.Tensor, pos: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
-        b, n, steps = states.shape
-        pos_steps = repeat_per_step(pos, steps)
-        u = steps_as_batch(states)  # (b T, n, 1)
-        h = self._encode(u, pos_steps)
-        t = time_coordinates(steps, b, x.dtype, x.device)  # (b, T, 1)
-        s = self._tokens(h, t.reshape(b * steps, 1)).view(b, steps, -1)
-        for layer in self.temporal:  # parallel causal form over the T steps, weights 1/T
+        b, n, tokens = states.shape  # N = h + T - 1 conditioning states
+        first, steps = self.config.history - 1, self.config.time_steps  # the states that predict: first..N-1
+        u = windows(states, 1)  # (b N, n, 1)
+        h = self._encode(u, repeat_per_step(pos, tokens))
+        t = time_coordinates(tokens, b, x.dtype, x.device)  # (b, N, 1)
+        s = self._tokens(h, t.reshape(b * tokens, 1)).view(b, tokens, -1)
+        for layer in self.temporal:  # parallel causal form over the N states, weights 1/N
             s = layer(s, t)
-        nxt = self._next(u, h, s.reshape(b * steps, -1))
+
+        def predicting(v: torch.Tensor) -> torch.Tensor:  # (b N, ...) -> (b T, ...): the rows j >= h - 1
+            return v.view(b, tokens, *v.shape[1:])[:, first:].reshape(b * steps, *v.shape[1:])
+
+        nxt = self._next(predicting(u), predicting(h), s[:, first:].reshape(b * steps, -1))
         return torch.cat([x, batch_as_steps(nxt, b)], dim=-1)
 
     def rollout(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """``T`` recurrent steps from ``x = u_0``: ``(b, n, 1)`` -> ``(b, n, T + 1)``."""
-        b, steps = x.shape[0], self.config.time_steps
+        """``h + T - 1`` recurrent steps from ``x = (u_0..u_{h-1})``: ``(b, n, h)`` -> ``(b, n, h + T)``."""
+        b, history = x.shape[0], self.config.history
+        tokens = history + self.config.time_steps - 1
         if self._no_recurrence:
             raise ValueError(self._no_recurrence)
-        states = [layer.init_state(b, steps, dtype=x.dtype, device=x.device) for layer in self.temporal]
-        t = time_coordinates(steps, b, x.dtype, x.device)
-        u, out = x, [x]
-        for k in range(steps):
+        states = [layer.init_state(b, tokens, dtype=x.dtype, device=x.device) for layer in self.temporal]
+        t = time_coordinates(tokens, b, x.dtype, x.device)
+        out = [x]
+        for j in range(tokens):
+            u = x[..., j:j + 1] if j < history else out[-1]
             h = self._encode(u, pos)
-            z = self._tokens(h, t[:, k])
+            z = self._tokens(h, t[:, j])
             for i, layer in enumerate(self.temporal):
-                z, states[i] = layer.step(states[i], z, t[:, k])
-            u = self._next(u, h, z)
-            out.append(u)
+                z, states[i] = layer.step(states[i], z, t[:, j])
+            if j >= history - 1:  # the given states before the last only feed the temporal attention
+                out.append(self._next(u, h, z))
         return torch.cat(out, dim=-1)
