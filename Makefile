@@ -8,7 +8,7 @@ PACKAGES := cli common grids operators datasets train evaluate export inverse pr
 SOURCES := pyproject.toml __init__.py __main__.py $(shell find $(PACKAGES) -name '*.py' -o -name '*.toml' 2>/dev/null) \
 	$(wildcard pretrained/*/*.json pretrained/*/*.pt)
 
-.PHONY: install test test-all demo docs pretrained clean
+.PHONY: install test test-all demo demo-record tables docs pretrained clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,18 @@ test-all: $(VENV)/.installed-reference
 
 demo: $(VENV)/.installed
 	$(BIN)/python examples/burgers.py --out runs/demo-burgers
+
+# The demo measured for the docs: the same run in a folder of its own, its figure written as the record
+# benchmarks/results/demo-burgers.json (command, commit, CPU, versions, date); `make tables` then renders
+# it. `make demo` writes no record, so a user's checkout stays as it was.
+demo-record: $(VENV)/.installed
+	PETROV_QUICK=0 $(BIN)/python examples/burgers.py --out runs/demo-record --record
+
+# The result tables between `<!-- table: NAME -->` and `<!-- /table -->` in README.md, benchmarks/README.md
+# and docs/, rendered from the records in benchmarks/results/ (docs/render_tables.py says how to add one);
+# `make docs` and tests/test_records.py fail while a table differs from its records.
+tables: $(VENV)/.installed
+	$(BIN)/python docs/render_tables.py
 
 # The shipped operators (pretrained/NAME/: the run's best.pt and config.json, and the model card), trained by
 # petrov's own commands in this folder (runs/pretrained/, data/) at fixed epochs, evaluated and packed with
@@ -90,6 +102,7 @@ docs: $(VENV)/.installed-docs $(DOCS_VENDOR)/iframe-worker-shim.js
 	rm -rf build/docs-src && mkdir -p build/docs-src/petrov
 	for f in __init__.py __main__.py $(PACKAGES); do ln -s "$(CURDIR)/$$f" build/docs-src/petrov/$$f; done
 	$(BIN)/python docs/gallery.py --check
+	$(BIN)/python docs/render_tables.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python docs/check_site.py site
 

@@ -105,6 +105,7 @@ from _common import (
     TensorState, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, minutes,
     print_machine, run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
+from records import seed_table, try_write_record
 
 NEURALOP_MODEL = "neuralop_fno"
 TARGET_UNSEEN_RATIO = 1.5
@@ -604,6 +605,21 @@ def write_csv(path: Path, results: dict[str, list[dict]], probs: dict[str, Probl
     atomic_write(path, sink.getvalue())
 
 
+def write_accuracy_record(args: argparse.Namespace, problem: Problem, results: list[dict]) -> None:
+    """benchmarks/results/RECORD-PROBLEM.json (benchmarks/records.py): every contender's test relL2 mean
+    per resolution and seed, its parameters, epochs and budget used per seed."""
+    ran = {g["label"]: [r for r in g["runs"] if r.get("test")] for g in results}
+    facts = {g["label"]: {"key": g["key"], "parameters": g.get("parameters"), "train_resolution": problem.train_res,
+                          **{k: [r.get(k) for r in ran[g["label"]]] for k in
+                             ("epochs", "epochs_planned", "budget_used", "seconds_per_epoch", "stopped")}}
+             for g in results if ran[g["label"]]}
+    values = seed_table([r for runs in ran.values() for r in runs], lambda r: r["label"],
+                        lambda r: {x: r["test"][str(x)]["mean"] for x in problem.eval_res if str(x) in r["test"]})
+    try_write_record(f"{args.record}-{problem.name}", values, facts=facts, device=args.device, threads=args.threads,
+                     settings={**vars(args), "problem": vars(problem)},
+                     metric=f"test relative L2, mean over the {problem.n_test} test samples")
+
+
 def run_one(job: tuple, args: argparse.Namespace, runs_dir: Path, cpu: int | None) -> dict[str, Any]:
     """Train one (problem, contender, seed)."""
     name, problem, c, seed = job
@@ -676,6 +692,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--isolate", action="store_true", help="each contender in its own process even with --quick")
     parser.add_argument("--out", default="bench-results/compare_accuracy.json", help="JSON path (CSV next to it)")
     parser.add_argument("--runs-dir", default=None, help="run directories (default: next to --out)")
+    parser.add_argument("--record", default="accuracy", metavar="NAME",
+                        help="write the result records benchmarks/results/NAME-PROBLEM.json (not with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: ~100 samples, small grids and models, 0.05 min per contender, in process")
     args = parser.parse_args(argv)
@@ -742,6 +760,9 @@ def main(argv: list[str] | None = None) -> None:
                      "problems": {n: vars(p) for n, p in probs.items()}, "results": all_results,
                      "summary": summaries, "published_not_rerun": PUBLISHED})
     write_csv(out.with_suffix(".csv"), all_results, probs)
+    if not args.quick:  # --quick's numbers are meaningless: no record
+        for name, problem in probs.items():
+            write_accuracy_record(args, problem, all_results[name])
     print(f"\nwrote {out.resolve()} and {out.with_suffix('.csv').resolve()}; runs in {runs_dir.resolve()}")
 
 

@@ -72,6 +72,7 @@ from _common import (  # noqa: E402
     seed_stats,
     write_json,
 )
+from records import seed_table, try_write_record  # noqa: E402
 
 from petrov.datasets import fit_normalizer, generate_dataset  # noqa: E402
 from petrov.evaluate.plots import read_epoch_log, save_figure  # noqa: E402
@@ -383,6 +384,8 @@ def main(argv=None) -> int:
                    help="train the learned inverse N times (seeds --seed, --seed + 1, ...) and run its methods with each")
     p.add_argument("--work", default=None, help="data and run directory (default bench-results/inverse[-quick])")
     p.add_argument("--out", default=None, help="JSON results (default bench-results/inverse[-quick].json)")
+    p.add_argument("--record", default=None, metavar="NAME", help="write the result record benchmarks/results/"
+                   "NAME.json (default inverse, inverse-validation with --validation; not with --quick)")
     args = p.parse_args(argv)
     if args.seeds < 1 or args.seed < 0 or args.check < 0:
         p.error("--seeds must be >= 1, --seed and --check >= 0")
@@ -519,7 +522,28 @@ def main(argv=None) -> int:
                      "validation": args.validation, "results": records, "many": many,
                      "targets": [{"target": w, "value": v, "met": ok} for w, v, ok in checks]})
     print(f"saved {out}")
+    if not args.quick and records:  # --quick's numbers are meaningless: no record
+        write_inverse_record(args, records, s, samples)
     return 0
+
+
+def write_inverse_record(args, results: list[dict], s: dict, samples: slice) -> None:
+    """benchmarks/results/RECORD.json (benchmarks/records.py): relL2 of a per method, noise level and seed
+    of the learned inverse (a seed-free method, run once, under the first), with CPU seconds per sample and
+    training CPU minutes as facts."""
+    runs = [{**r, "seed": args.seed if r["seed"] is None else r["seed"]} for r in results]
+    facts: dict[str, dict] = {}
+    for r in runs:  # per method: each figure per noise level, a value per seed
+        f = facts.setdefault(r["method"], {"seed_free": r["method"] in SEED_FREE})
+        for k in ("cpu_seconds", "training_cpu_minutes"):
+            f.setdefault(k, {}).setdefault(f"{r['noise']:g}", []).append(r[k])
+    name = args.record or ("inverse-validation" if args.validation else "inverse")
+    try_write_record(name, seed_table(runs, lambda r: r["method"], lambda r: {f"{r['noise']:g}": r["rel_l2_a"]}),
+                     facts=facts, threads=1,
+                     settings={"sizes": s, "samples": [samples.start, samples.stop], "methods": args.methods,
+                               "seeds": args.seeds, "seed": args.seed},
+                     metric=f"relative L2 of the recovered coefficient a, mean over samples {samples.start}-"
+                            f"{samples.stop - 1}; columns: the noise level")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from _common import (
     SPREAD_RULE, emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, minutes,
     print_machine, run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
+from records import seed_table, try_write_record
 
 CONTENDERS = {"marching1d": "burgers-marching", "arfno1d": "burgers-arfno"}
 TARGET_T1 = 1e-2
@@ -75,6 +76,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0, help="run.seed of every contender's first run")
     p.add_argument("--seeds", type=int, default=1,
                    help="train every contender N times (run.seed = --seed, --seed + 1, ...), each run a job of its own")
+    p.add_argument("--record", default="marching", metavar="NAME",
+                   help="write the result record benchmarks/results/NAME.json (not with --quick)")
     args = p.parse_args(argv)
     if args.seeds < 1:
         p.error(f"--seeds must be >= 1, got {args.seeds}")
@@ -241,6 +244,23 @@ def main(argv=None) -> None:
     write_json(out, {"machine": info, "settings": {**s, "seeds": seeds}, "results": results,
                      "summary": {"contenders": groups, "targets": targets, "verdict_rule": SPREAD_RULE}})
     print(f"saved {out}; plots in {runs}/*/eval/")
+    if not args.quick:  # --quick's numbers are meaningless: no record
+        write_marching_record(args, s, results)
+
+
+def write_marching_record(args, s: dict, results: list[dict]) -> None:
+    """benchmarks/results/RECORD.json (benchmarks/records.py): each contender's rollout relL2 at t = 1 per
+    resolution and seed, its parameters, epochs and budget used per seed."""
+    facts = {name: {"preset": preset, "train_resolution": s["train_resolution"],
+                    **{k: [r[k] for r in results if r["name"] == name] for k in
+                       ("parameters", "epochs", "planned_epochs", "budget_used", "seconds_per_epoch", "spread")}}
+             for name, preset in CONTENDERS.items()}
+    values = seed_table(results, lambda r: r["name"],
+                        lambda r: {row["resolution"]: row["per_time_mean"][-1] for row in r["rows"]})
+    try_write_record(args.record, values, facts=facts, settings={**s, "seeds": args.seeds, "seed": args.seed,
+                                                                  "jobs": args.jobs},
+                     metric=f"rollout relative L2 at t = 1, mean over the {s['n_test']} test samples",
+                     device="auto", threads=1 if args.jobs > 1 else args.threads)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ from _common import (
     emit_result, exceeds_spread, format_epochs, format_spread, format_table, machine_info, minutes, print_machine,
     run_pinned, run_worker, seed_stats, verdict, worker_spec, write_json,
 )
+from records import seed_table, try_write_record
 
 LEVELS = ["level0", "level1", "level2", "remesh"]
 TRAIN_LEVEL = "level1"
@@ -341,6 +342,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--in-process", action="store_true")
     parser.add_argument("--out", default="bench-results/mesh_operators.json")
     parser.add_argument("--quick", action="store_true", help="smoke run: 24 samples, tiny models, 0.05 min each")
+    parser.add_argument("--record", default="mesh-operators", metavar="NAME",
+                        help="write the result record benchmarks/results/NAME.json (not with --quick)")
     args = parser.parse_args(argv)
     if args.jobs > 1:
         args.threads, args.in_process = 1, False
@@ -424,6 +427,21 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.out, {"machine": info, "settings": vars(args) | {"data": str(path)}, "data": timing,
                           "runs": runs, "summary": summary, "grid_path": grid, "targets": targets})
     print(f"\nwrote {args.out}")
+    if not args.quick:  # --quick's numbers are meaningless: no record
+        write_mesh_record(args, runs)
+
+
+def write_mesh_record(args: argparse.Namespace, runs: list[dict]) -> None:
+    """benchmarks/results/RECORD.json (benchmarks/records.py): each run's test relL2 mean per level (or
+    grid) and seed, its parameters, epochs and budget used per seed."""
+    ok = [r for r in runs if "error" not in r]
+    facts = {key: {"parameters": next(r.get("parameters") for r in ok if r["key"] == key),
+                   "train_level": args.train_level,
+                   **{k: [r.get(k) for r in ok if r["key"] == key] for k in ("epochs", "budget_used", "seconds_per_epoch")}}
+             for key in dict.fromkeys(r["key"] for r in ok)}
+    values = seed_table(ok, lambda r: r["key"], lambda r: {lv: v["mean"] for lv, v in r.get("test", {}).items()})
+    try_write_record(args.record, values, facts=facts, settings=vars(args), device="auto", threads=args.threads,
+                     metric=f"test relative L2 (each mesh's quadrature), mean over the {args.n_test} test samples")
 
 
 if __name__ == "__main__":

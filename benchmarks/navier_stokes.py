@@ -6,10 +6,10 @@ Transolver and neuraloperator's FNO, on the same data, several seeds.
     python benchmarks/navier_stokes.py ... --contenders marching2d arfno2d      # some of them
 
 Data: ``navier-stokes`` at ν = 1e-5 (FNO's recipe: w0 ~ N(0, 7^{3/2} (−Δ + 49 I)^{−2.5}), forcing
-0.1 (sin 2π(x+y) + cos 2π(x+y)), states at t = 1 .. 20), generated once into ``--data`` by
-``petrov generate`` (default: the ``navier-stokes-1e5`` preset's file, 1300 samples stored at 128 × 128;
-quick: 96 samples at 64).  The FNO benchmark's protocol: the 10 states after w0 in, the next 10 out
-(``data.first_state = 1``, ``data.history = 10``), training on the first 1000 samples at 64 × 64, model
+0.1 (sin 2π(x+y) + cos 2π(x+y)), states at t = 1 .. 20), the ``navier-stokes-1e5`` preset's file (1300 samples
+stored at 128 × 128), generated once by its recipe if ``--data`` does not exist (``--quick``: the
+``navier-stokes-quick`` preset, ν = 1e-3, 5 states in and 5 out at 32 × 32).  The FNO benchmark's protocol: the
+10 states after w0 in, the next 10 out (``data.first_state = 1``, ``data.history = 10``), training on the first 1000 samples at 64 × 64, model
 selection on the next 100, the last 200 tested by free rollout at 32, 64 and 128 (strided from the stored
 grid).  The metric: the relative L² of the whole predicted space-time block per sample (FNO's), mean over the
 test samples; the per-state errors are in each run's ``eval/metrics.json``.
@@ -84,38 +84,36 @@ class NeuralopMarchingConfig:
     n_modes: list = field(default_factory=lambda: [12, 12])
     hidden_channels: int = 20
     periodic: bool = True
+    residual: bool = False  # FNO-2D's: the state itself
 
 
 def register_neuralop() -> None:
     """``neuralop.models.FNO`` (as installed) as a petrov marching model: the last ``history`` states as its
-    input channels, one state out, rolled out by petrov's own stepping (``petrov.operators.trajectory.march``)."""
+    input channels, one state out, rolled out by petrov's own stepping (``SteppingOperator``)."""
+    from neuralop.models import FNO
+
     from petrov.operators.models import MODELS, register_model
-    from petrov.operators.models.base import GridOperator
-    from petrov.operators.trajectory import march
+    from petrov.operators.models.stepping import SteppingOperator
 
     if NEURALOP in MODELS.names():
         return
 
-    class NeuralopMarching(GridOperator):
-        ndim = 2
+    class ChannelsFirst(torch.nn.Module):
+        """neuraloperator's FNO on petrov's channels-last grids; it makes its own coordinate channels."""
 
         def __init__(self, config: NeuralopMarchingConfig):
-            super().__init__(config)
-            from neuralop.models import FNO
-
+            super().__init__()
             self.fno = FNO(n_modes=tuple(config.n_modes), in_channels=config.history, out_channels=1,
                            hidden_channels=config.hidden_channels)
 
-        @property
-        def input_channels(self) -> int:
-            return self.config.history
-
-        def step(self, states: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:  # (B, n, n, h) -> (B, n, n, 1)
+        def forward(self, states: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:  # (B, n, n, h) -> (B, n, n, 1)
             return self.fno(states.movedim(-1, 1)).movedim(1, -1)
 
-        def forward(self, x, pos=None, teacher=None):
-            pos = self.grid_inputs(x, pos)
-            return march(self.step, x, pos, self.config.time_steps, teacher, type(self).__name__)
+    class NeuralopMarching(SteppingOperator):
+        ndim = 2
+
+        def __init__(self, config: NeuralopMarchingConfig):
+            super().__init__(config, ChannelsFirst(config))
 
     register_model(NEURALOP, NeuralopMarchingConfig)(NeuralopMarching)
 
@@ -141,21 +139,24 @@ def parse_args(argv=None):
 
 
 def settings(args) -> dict:
-    quick = args.quick
-    return {"data": args.data or ("data/navier-stokes-quick.h5" if quick else "data/navier-stokes-1e5-128-1300.h5"),
-            "native": 64 if quick else 128, "n_samples": 96 if quick else 1300,
-            "n_train": 64 if quick else 1000, "n_val": 8 if quick else 100, "n_test": 16 if quick else 200,
-            "train_resolution": 32 if quick else 64, "resolutions": [16, 32, 64] if quick else [32, 64, 128],
-            "budget_minutes": args.budget_minutes if args.budget_minutes is not None else (0.5 if quick else 20.0),
-            "quick": quick}
+    """The protocol, read from the preset (``navier-stokes-quick`` with ``--quick``): its file, splits and
+    resolutions, and the budget."""
+    preset = "navier-stokes-quick" if args.quick else PRESET
+    d = load_config(preset).data
+    budget = args.budget_minutes if args.budget_minutes is not None else (1.0 if args.quick else 20.0)
+    return {"preset": preset, "data": args.data or d.path, "n_train": d.n_train, "n_val": d.n_val,
+            "n_test": d.n_test, "train_resolution": d.train_resolution, "resolutions": list(d.eval_resolutions),
+            "history": d.history, "budget_minutes": budget, "quick": args.quick}
 
 
 def ensure_data(s: dict) -> Path:
+    """The preset's file, generated by its ``data.generate`` recipe if missing."""
     path = Path(s["data"])
     if not path.exists():
-        cfg = load_config(PRESET)
-        g = cfg.data.generate
-        generate_dataset(g.kind, path, s["n_samples"], s["native"], seed=g.seed, progress=True, **g.options)
+        g = load_config(s["preset"]).data.generate
+        options = {k: v for k, v in g.options.items() if k != "workers"}
+        generate_dataset(g.kind, path, g.n_samples, g.resolution, seed=g.seed, progress=True,
+                         workers=g.options.get("workers", 0), **options)
     return path
 
 
@@ -169,18 +170,13 @@ def run_contender(name: str, s: dict, path: Path, run_dir: Path, seed: int) -> d
     if model == NEURALOP:
         register_neuralop()
     budget = s["budget_minutes"]
-    base = load_config(PRESET)
-    marching = {"time_steps": base.model.options.get("time_steps", 10), "history": base.data.history}
-    overrides = [f"run.seed={seed}", f"data.path={str(path)!r}", f"data.train_resolution={s['train_resolution']}",
-                 f"data.n_train={s['n_train']}", f"data.n_val={s['n_val']}", f"data.n_test={s['n_test']}",
-                 f"data.eval_resolutions={s['resolutions']}", "run.progress=false", "run.threads=1",
-                 f"run.time_budget_minutes={budget}", "~run.fill_budget", f"model.name={model!r}",
-                 "~model.options", f"loss.mode={mode!r}",
-                 f"data.generate.n_samples={s['n_samples']}", f"data.generate.resolution={s['native']}"]
+    base = load_config(s["preset"])
+    marching = {"time_steps": base.model.options["time_steps"], "history": base.data.history}
+    overrides = [f"run.seed={seed}", f"data.path={str(path)!r}", "run.progress=false", "run.threads=1",
+                 f"run.time_budget_minutes={budget}", "run.fill_budget=false", f"model.name={model!r}",
+                 "~model.options", f"loss.mode={mode!r}"]
     overrides += [f"model.options.{k}={json.dumps(v)}" for k, v in {**marching, **options}.items()]
-    if s["quick"]:
-        overrides.append("optim.min_warmup_steps=0")
-    cfg = load_config(PRESET, overrides)
+    cfg = load_config(s["preset"], overrides)
     planned: dict = {}
 
     def plan(estimate) -> float:

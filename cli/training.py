@@ -136,8 +136,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             raise
         raise UsageError(f"--resolutions: {err}") from None
     run_dir = Path(resolve_source(args.run_dir))  # pretrained:NAME: the shipped operator's folder
-    train_res = load_config_json(run_dir / "config.json", check_model=False).data.train_resolution
-    print(format_table(rows, train_res, _evaluated(indices)))
+    config = load_config_json(run_dir / "config.json", check_model=False)
+    print(format_table(rows, config.data.train_resolution, _evaluated(indices), config.loss.trajectory_metric))
     return 0
 
 

@@ -357,7 +357,8 @@ def run_evaluation(
     rows = evaluate_resolutions(setup, data_path, resolutions, indices=indices, batch_size=batch_size,
                                 device=dev, out_dir=out, per_sample=True, overwrite=overwrite)
     if echo:
-        log.info("%s", format_table(rows, setup.config.data.train_resolution))
+        log.info("%s", format_table(rows, setup.config.data.train_resolution,
+                                       trajectory_metric=setup.config.loss.trajectory_metric))
     log.info("saved %s and %s", out / "metrics.csv", out / "metrics.json")
     if plots:
         paths = make_plots(setup, rows, out, data_path, indices=indices, device=dev)

@@ -3,7 +3,7 @@
 Layouts: spectral blocks and the spectral decoder take channels-first grids ``(b, c, *grid)``, and
 the pointwise maps around them run there too ([`pointwise`][]); the encoder layer takes point clouds
 ``(b, n, d)``; the pointwise decoder takes channels-last ``(…, c)``.  Conversions go through
-[`layout`][].
+[`layout`][petrov.grids.layout].
 
 - [`SpectralBlock`][]: one FNO layer ``y = σ(K x + W x + b)``, ``K`` a
   [`SpectralConv`][], ``W`` a pointwise (1x1) linear skip.

@@ -56,6 +56,9 @@ def _check_run(r: RunConfig) -> None:
 
 
 def check_values(cfg: TrainConfig) -> None:
+    """ValueError for an impossible value: a number that is not finite, a size or split under its minimum, a
+    schedule or budget that cannot run, a trajectory window for a model trained on whole samples, or a
+    trajectory mode with the input and target normalised differently."""
     _check_finite(cfg)
     _check_run(cfg.run)
     d, o = cfg.data, cfg.optim

@@ -378,7 +378,9 @@ def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.devic
     if tuple(out.shape) != tuple(y.shape):
         marching = "teacher" in inspect.signature(model.forward).parameters
         if marching and out.dim() == y.dim() and out.shape[:-1] == y.shape[:-1]:
-            raise ValueError(time_steps_mismatch(name, out.shape[-1] - 1, y.shape[-1] - 1, source, evaluating))
+            given = x.shape[-1]  # the states given: the rest of the output is predicted
+            raise ValueError(time_steps_mismatch(name, out.shape[-1] - given, y.shape[-1] - given, source,
+                                                 evaluating))
         raise ValueError(
             f"model {name} outputs shape {tuple(out.shape)} but the targets in {source} have shape "
             f"{tuple(y.shape)}; check model.options"

@@ -383,8 +383,8 @@ def train(
     ``run_dir`` follows the output-folder rule ([`petrov.common.outputs`][]): a folder holding a user's
     files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
     command's outputs are never written over.  The run records its data file's content
-    ([`data_identity`][]) and is tested, or resumed, only on that content.  ``data`` overrides building the
-    splits from ``config.data`` (tests, custom pipelines; no test unless it carries ``splits``).
+    ([`data_identity`][petrov.datasets.identity.data_identity]) and is tested, or resumed, only on that
+    content.  ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; no test unless it carries ``splits``).
     ``callbacks(trainer, record)`` run after each epoch's checkpoint; returning True stops the run cleanly.
     ``plan_epochs(estimate)`` (a new run only) sets ``optim.epochs`` from a timing probe of the run
     (``petrov.train.planning``; ``run.fill_budget`` fills a time budget so).  Launched by torchrun, every

@@ -15,10 +15,19 @@ then
   PointwiseDecoder of ``[h, pos_c]``; the output lives on the coarse grid ``(b, n_c, n_c, c_out)``
   and has no boundary condition.
 
-The intermediate interpolation size is ``round(sqrt(n_f * n_c))`` (the reference's geometric
-middle), computed from the input, so the model accepts any fine resolution.  Coordinates
-``pos`` (default: the node grid ``i/(n-1)``) are given on the fine grid; the coarse ones are
-their bilinear interpolation, which for a uniform grid is the uniform coarse grid.
+The intermediate interpolation size is ``round(sqrt(n_f * n_c))`` (the geometric middle), computed
+from the input, so the model accepts any fine resolution.  Coordinates ``pos`` (default: the node grid
+``i/(n-1)``) are given on the fine grid; the coarse ones are their bilinear interpolation, which for a
+uniform grid is the uniform coarse grid.
+
+``reference_samplers = true`` (the paper presets) makes the samplers the reference's to the last detail,
+which the defaults simplify: the activation also after each of the down-sampler's two interpolations (a
+no-op for ReLU, not for SiLU), twice after the up-sampler's convolution (the reference's ``Conv2dResBlock``
+ends with one and its up-sampler adds another), and the reference's intermediate sizes
+(``reference_middles``: at 141 -> 43 the up-sampler passes through 77 x 77, not 78 x 78).  With the
+paper presets' other options (``norm_eps``, ``norm``, ``layer_norm``, activations) the model computes the
+reference's ``FourierTransformer2D`` (galerkin-transformer 0.2.1) to float64 round-off, output for output
+(tests/test_reference_equivalence.py).
 
 Not resolution-invariant: the 3x3 convolutions act on grid cells (on the input grid and on the
 intermediate grid, which moves with the input size), and the bilinear decimation point-samples the
@@ -27,15 +36,18 @@ another (its error grows at resolutions finer than the training one: benchmarks/
 because it reproduces the reference architecture and its figures; ``latent2d`` /
 ``latent2d_inverse`` ([`latent`][petrov.operators.models.latent]) are the resolution-invariant counterparts.
 
-``REFERENCE_CONFIG`` / ``INVERSE_REFERENCE_CONFIG`` reproduce the reference architectures:
-2,220,829 and 2,383,873 parameters (the reference's counts).  Defaults are small versions for
-a 2-core CPU (d_model 64, 2 layers, coarse grid 22, decoder width 16, 8 modes).
+``REFERENCE_CONFIG`` / ``INVERSE_REFERENCE_CONFIG`` are the reference architectures' sizes and layout:
+2,220,829 and 2,383,873 parameters (the reference's counts); the paper presets
+(``train/configs/darcy-paper-*.toml``, ``darcy-inverse-paper-*.toml``) add the reference's sampler and
+normalization details, which change no parameter.  Defaults are small versions for a 2-core CPU
+(d_model 64, 2 layers, coarse grid 22, decoder width 16, 8 modes).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -62,6 +74,10 @@ class CoarseGridConfig(EncoderConfig):
     - ``downsampler_activation``: activation of the convolutional down-sampler.
     - ``upsampler_activation``: activation of the convolutional up-sampler.
     - ``periodic``: periodic grids (the Darcy hybrids run on node grids: ``False``).
+    - ``reference_samplers``: the reference's samplers exactly (module doc): the activation after each
+      interpolation of the down-sampler and twice after the up-sampler's convolution, intermediate
+      sizes by ``reference_middles``.  Off: the activation once after each convolution, intermediate
+      size ``round(sqrt(n_f * n_c))`` both ways.  Same parameters either way.
     """
 
     n_heads: int = 4
@@ -69,6 +85,7 @@ class CoarseGridConfig(EncoderConfig):
     downsampler_activation: str = "relu"
     upsampler_activation: str = "silu"
     periodic: bool = False
+    reference_samplers: bool = False
 
 
 @dataclass
@@ -108,9 +125,9 @@ INVERSE_REFERENCE_CONFIG = {
     "n_layers": 6,
     "n_heads": 4,
     "mixer": "galerkin",
-    "norm": None,
+    "norm": "layer",
     "dim_feedforward": 384,
-    "layer_norm": True,
+    "layer_norm": False,
     "dropout": 0.05,
     "coarse_size": 36,
     "decoder_hidden": 192,
@@ -121,6 +138,28 @@ INVERSE_REFERENCE_PARAMETERS = 2_383_873
 
 # --- the reference's convolutional samplers between the fine and the coarse grid ---------------------
 
+def reference_scale_factor(n_fine: int, n_coarse: int) -> float:
+    """The reference's interpolation factor from ``n_fine`` to ``n_coarse`` points per axis: about
+    ``sqrt(n_c / n_f)``, a multiple of 0.005 (galerkin-transformer's ``DarcyDataset.get_scaler_sizes``).
+
+    Its rule, float for float: ``r = sqrt(n_c / n_f)`` rounded (numpy) to 4 decimals; that rounded to
+    3 decimals, plus 0.005 when the last digit of ``r`` as Python prints it is below 5; then to the
+    nearest multiple of 0.005 (141 -> 43: 0.5522 -> 0.557 -> 0.555; 211 -> 61: 0.5377 -> 0.538 -> 0.54).
+    """
+    r = float(np.round(math.sqrt(n_coarse / n_fine), 4))
+    f = float(np.round(r, 3)) + (5e-3 if int(repr(r)[-1]) < 5 else 0.0)
+    return int(f / 5e-3 + 0.5) * 5e-3
+
+
+def reference_middles(n_fine: int, n_coarse: int) -> tuple[int, int]:
+    """(down-sampler's, up-sampler's) intermediate grid size between ``n_fine`` and ``n_coarse`` points
+    per axis as the reference computes them from ``f = reference_scale_factor(n_f, n_c)``: the
+    down-sampler interpolates by the factor ``f`` (``floor(n_f f)`` points), the up-sampler through
+    ``round(n_f f) - 1`` points.  141 -> 43: (78, 77); 211 -> 61: (113, 113); 141 -> 36: (71, 71)."""
+    scaled = n_fine * reference_scale_factor(n_fine, n_coarse)
+    return max(2, math.floor(scaled)), max(2, round(scaled) - 1)
+
+
 def _conv3(in_channels: int, out_channels: int) -> nn.Conv2d:
     return nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, bias=False)
 
@@ -130,12 +169,15 @@ class DownSampler2d(nn.Module):
 
     ``conv3x3(c_in -> c_out), σ`` on the fine grid, interpolate to ``mid``, three chained
     ``conv3x3, σ`` whose outputs (``c_out//3, c_out//3, rest`` channels) are concatenated,
-    interpolate to ``size`` (the reference's interpolation encoder, without its repeated
-    activation after interpolation, which is a no-op for its ReLU).
+    interpolate to ``size`` (the reference's interpolation encoder).  ``act_after_interpolation``:
+    ``σ`` also after each interpolation, as the reference (a no-op for ReLU: bilinear interpolation
+    keeps values >= 0).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, act: str = "relu", dropout: float = 0.0):
+    def __init__(self, in_channels: int, out_channels: int, act: str = "relu", dropout: float = 0.0,
+                 act_after_interpolation: bool = False):
         super().__init__()
+        self.act_after_interpolation = act_after_interpolation
         c0 = c1 = out_channels // 3
         c2 = out_channels - c0 - c1
         if min(c0, c1, c2) < 1:
@@ -145,29 +187,40 @@ class DownSampler2d(nn.Module):
         self.act = activation(act)
         self.drop = nn.Dropout(dropout)
 
+    def interpolate(self, x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        x = prolong(x, size)
+        return self.act(x) if self.act_after_interpolation else x
+
     def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
-        x = prolong(self.act(self.drop(self.conv0(x))), mid)
+        x = self.interpolate(self.act(self.drop(self.conv0(x))), mid)
         outs = []
         for conv in self.convs:
             x = self.act(self.drop(conv(x)))
             outs.append(x)
-        return prolong(torch.cat(outs, dim=1), size)
+        return self.interpolate(torch.cat(outs, dim=1), size)
 
 
 class UpSampler2d(nn.Module):
     """``(b, c_in, n_c, n_c) -> (b, c_out, *size)``.
 
-    Interpolate to ``mid``, ``conv3x3, σ``, interpolate to ``size``.
+    Interpolate to ``mid``, ``conv3x3, σ``, interpolate to ``size``.  ``repeat_activation``:
+    ``σ(drop(σ(drop(conv))))``, the reference's (its ``Conv2dResBlock`` ends with ``σ``, and its
+    up-sampler applies dropout and ``σ`` once more).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, act: str = "silu", dropout: float = 0.0):
+    def __init__(self, in_channels: int, out_channels: int, act: str = "silu", dropout: float = 0.0,
+                 repeat_activation: bool = False):
         super().__init__()
         self.conv = _conv3(in_channels, out_channels)
         self.act = activation(act)
         self.drop = nn.Dropout(dropout)
+        self.repeat_activation = repeat_activation
 
     def forward(self, x: torch.Tensor, mid: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
-        return prolong(self.act(self.drop(self.conv(prolong(x, mid)))), size)
+        h = self.act(self.drop(self.conv(prolong(x, mid))))
+        if self.repeat_activation:
+            h = self.act(self.drop(h))
+        return prolong(h, size)
 
 
 class CoarseEncoder2d(nn.Module):
@@ -181,11 +234,17 @@ class CoarseEncoder2d(nn.Module):
         if c.coarse_size < 2:
             raise ValueError(f"coarse_size must be >= 2, got {c.coarse_size}")
         self.coarse = (c.coarse_size, c.coarse_size)
-        self.down = DownSampler2d(c.in_channels, c.d_model, c.downsampler_activation, c.dropout)
+        self.reference_samplers = c.reference_samplers
+        self.down = DownSampler2d(c.in_channels, c.d_model, c.downsampler_activation, c.dropout,
+                                  act_after_interpolation=c.reference_samplers)
         self.layers = encoder_stack(c, pos_dim=2)
 
-    def middle(self, fine: tuple[int, int]) -> tuple[int, int]:
-        """Intermediate interpolation size between ``fine`` and the coarse grid."""
+    def middle(self, fine: tuple[int, int], up: bool = False) -> tuple[int, int]:
+        """Intermediate interpolation size between ``fine`` and the coarse grid: the down-sampler's, or
+        with ``up`` the up-sampler's (``reference_samplers``: ``reference_middles``, else
+        ``round(sqrt(n_f n_c))`` both)."""
+        if self.reference_samplers:
+            return tuple(reference_middles(n, c)[int(up)] for n, c in zip(fine, self.coarse))
         return tuple(max(2, round(math.sqrt(n * c))) for n, c in zip(fine, self.coarse))
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor):
@@ -206,7 +265,8 @@ class _CoarseHybrid(GridOperator):
     def __init__(self, config: CoarseGridConfig):
         super().__init__(config)
         self.encoder = CoarseEncoder2d(config)
-        self.up = UpSampler2d(config.d_model, config.d_model, config.upsampler_activation, config.dropout)
+        self.up = UpSampler2d(config.d_model, config.d_model, config.upsampler_activation, config.dropout,
+                              repeat_activation=config.reference_samplers)
 
 
 @register_model("galerkin2d", Galerkin2dConfig)
@@ -221,7 +281,7 @@ class Galerkin2d(_CoarseHybrid):
         pos = self.grid_inputs(x, pos)
         h, _ = self.encoder(x, pos)
         fine = tuple(x.shape[1:3])
-        h = self.up(channels_first(h), self.encoder.middle(fine), fine)
+        h = self.up(channels_first(h), self.encoder.middle(fine, up=True), fine)
         out = channels_last(self.decoder(h, channels_first(pos)))
         return zero_boundary(out) if self.config.dirichlet else out
 
