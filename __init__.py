@@ -20,12 +20,10 @@ petrov logs through ``logging`` (one logger per module, ``petrov.<package>.<modu
 """
 import logging
 
-from .common import moved as _moved
 from .common.version import petrov_version
 
 __version__ = petrov_version()
 
 logging.getLogger("petrov").addHandler(logging.NullHandler())
-_moved.install()
 
 __all__ = ["__version__"]

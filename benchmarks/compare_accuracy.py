@@ -184,7 +184,7 @@ class NeuralopFNO(TensorState, torch.nn.Module):
         super().__init__()
         from neuralop.models import FNO
 
-        self.cfg = config
+        self.config = config
         self.fno = FNO(n_modes=tuple(config.n_modes), in_channels=config.in_channels,
                        out_channels=config.out_channels, hidden_channels=config.hidden_channels,
                        projection_channel_ratio=config.projection_channel_ratio)
@@ -192,7 +192,7 @@ class NeuralopFNO(TensorState, torch.nn.Module):
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         h = x.movedim(-1, 1)
         grid = h.shape[2:]
-        if self.cfg.pad_to_even:
+        if self.config.pad_to_even:
             pads = [p for n in reversed(grid) for p in (0, n % 2)]
             h = F.pad(h, pads)
         out = self.fno(h)

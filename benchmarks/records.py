@@ -49,7 +49,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 from unittest import mock
 
-from petrov.common import files
+from petrov.common import files, path_checks
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -180,7 +180,7 @@ def write_record(name: str, values: Values, *, metric: str,
     }
     check_record(record)
     path = Path(RESULTS if directory is None else directory) / f"{name}.json"
-    files.ensure_dir(path.parent, "records directory")
+    path_checks.ensure_dir(path.parent, "records directory")
     return files.write_json(path, record)
 
 

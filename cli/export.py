@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..common.disk_space import format_size
 from ..export import FORMATS, export_format, export_operator
 from ..export.api import ExportResult
-from ..common.files import format_size
 from .usage import as_usage_error, check_minimums
 
 

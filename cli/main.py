@@ -11,7 +11,9 @@ Ctrl-C and 143 on SIGTERM, after one line saying so (and how to resume), with th
 removed and its partial files kept (worker processes stay quiet: [`petrov.common.interrupts`][]).
 Output cut short by a closed pipe (``petrov info F | head``, ``petrov train ... | head -1``) ends
 quietly with the status 141 a SIGPIPE would give; a standard output closed from the start (``>&-``) is
-an error (status 1) before any work.
+an error (status 1) before any work, and one that cannot be written (``> /dev/full``, a file on a full
+disk) is an error naming it and the cause.  An operating-system error that no check put into words is
+said with the file it concerns, the cause and advice that fits it ([`petrov.common.os_errors`][]).
 
 Output: results are printed on stdout; the library's log lines (epoch lines, notices) go to stdout at
 the default level INFO, warnings to stderr (see [`petrov.cli.console`][]). ``petrov -q COMMAND``
@@ -20,15 +22,18 @@ shows warnings and errors only, ``petrov -v COMMAND`` adds DEBUG lines.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import sys
 import traceback
 
-from ..common.files import NoSpace
+from ..common.disk_space import NoSpace, errno_of
 from ..common.interrupts import Terminated, exit_status, stop_on_signals
+from ..common.os_errors import os_error_message
 from ..common.version import petrov_version
 from . import catalog, data, export, inverse, pretrained, training
-from .console import console_logging, level_for
+from .console import StreamFailed, console_logging, level_for, named_stream_errors
 from .usage import UsageError, attach_negative_values
 
 COMMAND_GROUPS = [catalog, data, training, inverse, export, pretrained]
@@ -66,13 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _message(err: BaseException) -> str:
-    if isinstance(err, OSError) and err.errno and str(err).startswith("[Errno"):
-        # a bare operating-system error that no check put into words: say it plainly, without "[Errno N]"
-        words = (err.strerror or os.strerror(err.errno)).lower()
-        where = f" {err.filename!r}" if err.filename is not None else ""
-        return f"cannot use{where}: {words}; check the path and its permissions"
+    code = errno_of(err)
+    bare = isinstance(err, OSError) and err.errno and str(err).startswith("[Errno")
+    # h5py's words for one: "[Errno 13] Unable to open file (unable to open file: name = 'x.h5', errno = 13, ..."
+    h5 = re.search(r"\bname = '([^']*)'", str(err)) if code and "Unable to" in str(err)[:20] else None
+    if bare or h5:  # an operating-system error that no check put into words: the file, the cause, what to do
+        path = err.filename if isinstance(err, OSError) and err.filename is not None else h5 and h5.group(1)
+        return os_error_message(OSError(code, os.strerror(code)), path or None)
     text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
     return str(text).splitlines()[0] if str(text) else type(err).__name__
+
+
+def _discard_stdout() -> None:
+    """Point the standard output at /dev/null, so that the interpreter's final flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _say(line: str) -> None:
+    """``line`` on stderr, if stderr can take it (``2> /dev/full``: the exit status says it)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,33 +106,35 @@ def main(argv: list[str] | None = None) -> int:
               f"e.g. `> /dev/null` to discard it or `> petrov.log` to keep it", file=sys.stderr)
         return 1
     try:
-        with stop_on_signals(), console_logging(level_for(args.verbose, args.quiet)):
+        with stop_on_signals(), named_stream_errors(), console_logging(level_for(args.verbose, args.quiet)):
             code = int(args.func(args) or 0)
             sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
     except BrokenPipeError:
-        # the reader went away (petrov info FILE | head -1): stop quietly; point stdout at devnull so
-        # the interpreter's final flush does not raise again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # the reader went away (petrov info FILE | head -1): stop quietly
+        _discard_stdout()
         return 141
     except KeyboardInterrupt as err:
         what = "terminated" if isinstance(err, Terminated) else "interrupted"
         hint = getattr(args, "resume_hint", None)
         hint = hint(args) if hint is not None else ""
-        print(f"petrov {args.command}: {what}{'; ' + hint if hint else ''}", file=sys.stderr)
+        _say(f"petrov {args.command}: {what}{'; ' + hint if hint else ''}")
         return exit_status(err)
     except Exception as err:
+        if isinstance(err, StreamFailed) and err.stream == "standard output":
+            _discard_stdout()
         if args.debug:
-            traceback.print_exc()
+            with contextlib.suppress(OSError, ValueError):
+                traceback.print_exc()
         else:
             text = _message(err)
             hint = getattr(args, "resume_hint", None)
             hint = hint(args) if isinstance(err, NoSpace) and hint is not None else ""
             if hint and "resume" not in text:  # a full disk: what was done so far is kept
                 text = f"{text}; {hint}"
-            print(f"petrov {args.command}: error: {text}", file=sys.stderr)
+            _say(f"petrov {args.command}: error: {text}")
         if isinstance(err, UsageError):
-            print(f"run 'petrov {args.command} --help' for usage", file=sys.stderr)
+            _say(f"run 'petrov {args.command} --help' for usage")
             return 2
         return 1
 

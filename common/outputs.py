@@ -21,8 +21,7 @@ so petrov can tell its own files from a user's.  [`claim_outputs`][] is the rule
   existing one needs ``overwrite``, another command's output is refused.
 
 Hidden entries (locks, temporary files, the manifest) and sub-folders holding their own manifest are
-never counted as a user's files.  A run directory of petrov 0.1 (``config.json`` and ``last.pt``, no
-manifest) is recognised as the training's.
+never counted as a user's files.
 
 [`output_file`][] checks an output file's path before the work and creates its folders: a name too
 long for the temporary files written beside it, a file where a folder must be and an unwritable folder
@@ -31,31 +30,23 @@ place (a partial file being resumed).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
-from .files import (TEMP_INFIX, check_writable, ensure_dir, existing_ancestor, probe_writable, reporting_no_space,
-                    write_json)
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None
+from .disk_space import existing_ancestor, reporting_no_space, shown_ancestor
+from .files import TEMP_INFIX, write_json
+from .locks import folder_lock
+from .path_checks import Unwritable, check_writable, ensure_dir, probe_writable
 
 MANIFEST = ".petrov-outputs.json"
 FORMAT = "petrov-outputs"
-# a run directory written before manifests existed: these files are the training's
-LEGACY_RUN = ("config.json", "last.pt")
 # the most bytes a name petrov writes beside an output adds to it: ".NAME.petrov-XXXXXXXX.tmp"
 # (atomic writes; "NAME.partial" and ".NAME.lock" add less)
 NAME_ROOM = len(".") + len(TEMP_INFIX) + 8 + len(".tmp")
-LEGACY_RUN_FILES = ("config.json", "log.csv", "log.jsonl", "last.pt", "best.pt", "metrics.json", "metrics.csv",
-                    "tensorboard")
 
 
 class OutputConflict(FileExistsError):
@@ -70,24 +61,7 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, str]:
         files = doc["files"] if doc.get("format") == FORMAT else {}
         return {str(k): str(v) for k, v in files.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    if all((directory / name).is_file() for name in LEGACY_RUN):
-        return {name: "train" for name in LEGACY_RUN_FILES if (directory / name).exists()}
-    return {}
-
-
-@contextlib.contextmanager
-def _manifest_lock(directory: Path) -> Iterator[None]:
-    """Serialise read-modify-write of one folder's manifest (a short wait, never a failure)."""
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
-    fd = os.open(directory, os.O_RDONLY)  # the folder itself: no lock file left behind
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+        return {}
 
 
 def _is_output_folder(path: Path) -> bool:
@@ -198,15 +172,14 @@ def output_file(path: str | os.PathLike, flag: str = "-o", create: bool = True) 
         raise ValueError(f"the output file name {_short(path.name)!r} is {size} bytes long; petrov writes "
                          f"temporary files beside it whose names add up to {NAME_ROOM} bytes to it, and the file "
                          f"system allows {limit}: choose a name of at most {limit - NAME_ROOM} bytes for {flag}")
-    shown = next((p for p in path.parents if p.absolute() == base), base)  # as the user wrote it
+    shown = shown_ancestor(path.parent, base)
     if not base.is_dir():
         raise NotADirectoryError(f"cannot write {path}: {str(shown)!r} is a file, not a folder; choose another {flag}")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise PermissionError(f"cannot write {path}: the folder {str(shown)!r} is not writable; choose another "
-                              f"{flag}")
-    reason = probe_writable(base)
+    reason = probe_writable(base, shown)
+    if reason is None and not os.access(base, os.W_OK | os.X_OK):
+        reason = f"you have no permission to write into {shown}"
     if reason is not None:
-        raise PermissionError(f"cannot write {path}: {reason}; choose a writable location with {flag}")
+        raise Unwritable(f"cannot write {path}: {reason}; choose a writable location with {flag}")
     if create:
         with reporting_no_space(path):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -230,7 +203,7 @@ def claim_outputs(directory: str | os.PathLike, command: str, names: Iterable[st
     names = tuple(names)
     check_outputs(directory, command, names, overwrite=overwrite, flag=flag, what=what)
     ensure_dir(directory, what, flag)
-    with _manifest_lock(directory):
+    with folder_lock(directory):  # one read-modify-write of the manifest at a time
         owners = read_manifest(directory)
         removed = []
         if not resume:

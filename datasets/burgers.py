@@ -101,7 +101,7 @@ def _round_up(x: float) -> float:
 
 
 def _size(n_bytes: int) -> str:
-    from ..common.files import format_size
+    from ..common.disk_space import format_size
 
     return format_size(n_bytes) if n_bytes < 1e15 else f"{n_bytes:.2g} bytes"
 

@@ -28,7 +28,8 @@ import h5py
 import numpy as np
 import scipy.io
 
-from .storage import StoredData, open_h5
+from .hdf5_files import open_h5
+from .storage import StoredData
 
 # kind -> (key of the input field, key of the target field, grid dimension, periodic)
 FNO_LAYOUTS: dict[str, tuple[str, str, int, bool]] = {

@@ -24,7 +24,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..common.files import require_space
+from ..common.path_checks import require_space
 from .hdf5_files import FORMAT, claimed_now, writing_h5
 from .recipes import Recipe
 from .write_path import SHARD_KEYS, Layout, dataset_attrs, start_hash

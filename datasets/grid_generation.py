@@ -17,18 +17,19 @@ from typing import Any
 import numpy as np
 
 from . import burgers, grf, navier_stokes
+from ..common.path_checks import require_space
 from ..common.worker_pool import worker_pool
 from .grid_files import default_chunk_size, file_bytes, grid_attrs, grid_layout, sample_shapes
 from .recipes import Recipe, get_recipe
-from .resources import available_memory, check_disk, check_memory
+from .resources import available_memory, check_memory
 from .shards import first_index, shard_attrs
 from .write_path import WriteOptions, check_generation_args, write_dataset
 
 
 def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size: int | None,
-                    directory: Path, params=None, already_written: int = 0) -> None:
-    """Refuse a generation that cannot fit: memory for one chunk (ValueError), disk for the rest of the
-    file (``NoSpace``; ``already_written``: bytes of the partial file being resumed)."""
+                    path: Path, params=None, already_written: int = 0) -> None:
+    """Refuse a generation into ``path`` that cannot fit: memory for one chunk (ValueError), disk for the
+    rest of the file (``NoSpace``; ``already_written``: bytes of the partial file being resumed)."""
     params = recipe.params_cls() if params is None else params
     points = math.prod(recipe.grid(resolution))
     values = _sample_values(recipe, params, resolution)
@@ -38,8 +39,8 @@ def check_resources(recipe: Recipe, resolution: int, n_samples: int, chunk_size:
     check_memory(8 * (points + values) * chunk + 2048 * points,
                  f"{recipe.name} at resolution {resolution} ({points:,} grid points per sample)",
                  f"choose a lower --resolution (native {recipe.native_resolution}) or a smaller --chunk-size")
-    check_disk(file_bytes(recipe, params, resolution, n_samples) - already_written, directory,
-               "free some space, or generate fewer samples or a lower resolution")
+    require_space(path, file_bytes(recipe, params, resolution, n_samples) - already_written,
+                  "free some space, or generate fewer samples or a lower resolution", flag="-o")
 
 
 AMPLITUDE_BATCH = 256  # initial conditions drawn at a time to find their largest amplitude
@@ -134,10 +135,9 @@ def generate_grid(kind: str, path: str | os.PathLike, n_samples: int, resolution
     check = _FAMILY_CHECKS.get(recipe.family)
     if check is not None:
         check(p, resolution, seed, first_index(attrs), count)
-    directory = Path(path).parent
 
     def admit(already_written: int) -> None:
-        check_resources(recipe, resolution, count, options.chunk_size, directory, p, already_written)
+        check_resources(recipe, resolution, count, options.chunk_size, Path(path), p, already_written)
 
     desc = f"{kind} n={resolution}" + (f" shard {attrs['shard']}" if attrs.get("shard") else "")
     blocks = _produced(recipe, p, resolution, seed, first_index(attrs), count, workers)

@@ -16,7 +16,10 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..common.files import lock_holder, reporting_no_space, require_file, unraisable_errors
+from ..common.disk_space import reporting_no_space
+from ..common.files import unraisable_errors
+from ..common.locks import lock_holder
+from ..common.path_checks import require_file
 
 FORMAT = "petrov-dataset"
 MESH_FORMAT = "petrov-mesh-dataset"

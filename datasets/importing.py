@@ -47,7 +47,8 @@ import h5py
 import numpy as np
 import scipy.io
 
-from ..common.files import atomic_path, require_file
+from ..common.files import atomic_path
+from ..common.path_checks import require_file
 from ..common.outputs import check_outputs, output_file
 from .fno_files import mat_format, open_mat
 from .grid_files import default_chunk_size, grid_attrs, grid_layout, stored_bytes

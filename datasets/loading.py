@@ -31,9 +31,10 @@ from torch.utils.data import Dataset
 from ..common.host import to_numpy
 from ..grids.layout import grid_coordinates
 from .fno_files import open_mat
+from .grid_files import FORMAT_VERSION
 from .recipes import get_recipe
 from .sampling import allowed_resolutions, average_pool, pool_kernel, stride_for
-from .storage import FORMAT_VERSION, StoredData, open_stored
+from .storage import StoredData, open_stored
 from .windows import Window
 
 

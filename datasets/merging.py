@@ -26,12 +26,12 @@ from typing import Any, Callable, Sequence
 import h5py
 
 from ..common.outputs import output_file
+from ..common.path_checks import require_space
 from ..common.progress import progress_bar
 from .content_hash import VOLATILE
 from .grid_files import FIELDS, default_chunk_size, grid_layout
 from .hdf5_files import FORMAT, MESH_FORMAT, file_attrs, file_format, open_h5
 from .mesh.storage import DEFAULT_CHUNK_SIZE, mesh_file_layout, mesh_groups
-from .resources import check_disk
 from .shards import shard_range, whole_attrs
 from .write_path import (SHARD_KEYS, Layout, WriteOptions, already_generated, stored_hash, utc_now,
                          write_dataset)
@@ -242,7 +242,7 @@ def merge_shards(
     needed = sum(os.stat(s.path).st_size for s in checked)
 
     def admit(already_written: int) -> None:
-        check_disk(needed - already_written, output.parent, "free some space, or merge into another folder (-o)")
+        require_space(output, needed - already_written, "free some space, or merge into another folder (-o)", flag="-o")
 
     options = WriteOptions(overwrite=overwrite, chunk_size=chunk, progress=progress, callback=callback)
     return write_dataset(output, attrs, layout, _copied(checked, layout), options, default_chunk=chunk,

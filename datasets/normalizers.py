@@ -173,7 +173,7 @@ class PointwiseGaussianNormalizer:
         _check_state(state)
         try:
             return cls(state["mean"], state["std"], state["eps"], periodic=state["periodic"],
-                       strideable=state["strideable"], cells=state.get("cells", False))  # 0.1 states: no cells
+                       strideable=state["strideable"], cells=state["cells"])
         except KeyError as err:
             raise KeyError(f"normalizer state is missing {err.args[0]!r}; was it saved by to_state()?") from None
 

@@ -7,10 +7,6 @@ order, and renames it to ``FILE.h5`` when all samples are written; rerunning an 
 with the same parameters resumes from ``n_complete``, and because sample ``i`` depends only on
 ``(seed, i)`` the result equals an uninterrupted run. Complete files carry ``content_hash`` (see
 ``identity``): a run records it to test on the data it trained on.
-
-The names this module held before the writing moved out (``partial_path``, ``open_h5``, ``writing_h5``,
-``file_attrs``, ``h5_image``, ...) are still importable from here; ``generate_grid_dataset`` is
-``petrov.datasets.generate_dataset`` now (the old name warns, ``petrov.common.moved``).
 """
 from __future__ import annotations
 
@@ -21,15 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..common.moved import moved_attribute
-from ..common.outputs import output_file as check_output_dir
-from .grid_files import FORMAT_VERSION, default_chunk_size, file_bytes
-from .grid_generation import check_resources
-from .hdf5_files import FORMAT, MESH_FORMAT, claimed_now, file_attrs, h5_image, open_h5, partial_path, writing_h5
+from .hdf5_files import FORMAT, MESH_FORMAT, file_attrs, open_h5
 from .recipes import RECIPES, get_recipe
-from .resources import check_disk
 from .sampling import cell_average
-from .write_path import already_generated, check_generation_args, claim_partial
 
 
 @dataclass
@@ -181,11 +171,4 @@ def open_stored(path: str | os.PathLike) -> StoredData:
         raise
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MESH_FORMAT", "StoredData", "already_generated", "attribute_error",
-           "check_disk", "check_generation_args", "check_output_dir", "check_resources", "claim_partial", "claimed_now",
-           "default_chunk_size", "file_attrs", "file_bytes", "h5_image", "open_h5",
-           "open_stored", "partial_path", "require_attrs", "stored_layout", "whole_number", "writing_h5"]
-
-
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name)  # generate_grid_dataset (common/moved.py)
+__all__ = ["StoredData", "attribute_error", "open_stored", "require_attrs", "stored_layout", "whole_number"]

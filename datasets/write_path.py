@@ -35,7 +35,9 @@ import h5py
 import numpy as np
 
 from ..common.config import asdict
-from ..common.files import NoSpace, exclusive_lock, replace_synced, reporting_no_space
+from ..common.disk_space import NoSpace, reporting_no_space
+from ..common.files import replace_synced
+from ..common.locks import exclusive_lock
 from ..common.interrupts import deferred_interrupts, raise_if_interrupted
 from ..common.outputs import check_outputs, output_file, require_writable
 from ..common.progress import progress_bar

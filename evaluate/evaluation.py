@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..common.files import ensure_dir
+from ..common.path_checks import ensure_dir
 from ..common.host import to_numpy
 from ..common.outputs import check_outputs, claim_outputs
 from ..datasets import dataset_info, open_dataset, open_mesh_dataset

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..common.files import require_dir, require_file
+from ..common.path_checks import require_dir, require_file
 from ..common.shipped import resolve_source, shipped_name
 from ..datasets import dataset_info
 from ..datasets.identity import data_identity, identity_change

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from ..common.files import atomic_write, check_writable
+from ..common.files import atomic_write
+from ..common.path_checks import check_writable
 from ..train.operator import NormalizedOperator
 from .formats import ExportFormat, export_format
 from .graph import InferenceGraph

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..common.files import require_dir
+from ..common.path_checks import require_dir
 from ..common.shipped import resolve_source
 from ..operators.io import DamagedCheckpoint
 from ..operators.models import model_name

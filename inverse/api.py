@@ -28,12 +28,13 @@ import numpy as np
 import torch
 
 from ..common.config import asdict
-from ..common.files import atomic_write, ensure_dir, write_csv, write_json
+from ..common.files import atomic_write, write_csv, write_json
+from ..common.path_checks import ensure_dir
 from ..common.outputs import check_outputs, claim_outputs
 from ..common.shipped import resolve_source
 from ..datasets import average_pool, fit_normalizer
 from ..datasets.sampling import pool_kernel
-from ..datasets.storage import h5_image
+from ..datasets.hdf5_files import h5_image
 from ..evaluate.runs import load_run
 from ..train.checkpoint import load_operator
 from .calibration import conformal_scale, expected_calibration_error, interval_coverage

@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from ..common.config import asdict
-from ..common.files import Locked, atomic_path, ensure_dir, exclusive_lock, write_json
+from ..common.files import atomic_path, write_json
+from ..common.locks import Locked, exclusive_lock
+from ..common.path_checks import ensure_dir
 from ..common.progress import progress_bar
 from ..common.worker_pool import worker_pool
 from .config import InversionConfig

@@ -8,7 +8,7 @@ import pytest
 
 from petrov.datasets import fit_normalizer, generate_dataset, open_dataset, periodic_grf_1d, solve_burgers
 from petrov.datasets.burgers import snapshot_schedule, solve_burgers_trajectory, time_schedule
-from petrov.datasets.storage import partial_path
+from petrov.datasets.hdf5_files import partial_path
 from petrov.cli import main
 
 N = 64  # tiny native grid

@@ -22,7 +22,9 @@ import pytest
 import torch
 
 from petrov.cli import main
-from petrov.common.files import Locked, NoSpace, check_writable, exclusive_lock
+from petrov.common.disk_space import NoSpace
+from petrov.common.locks import Locked, exclusive_lock
+from petrov.common.path_checks import check_writable
 from petrov.datasets import generate_dataset
 from petrov.operators import build_model
 from petrov.train.config import config_from_dict
@@ -161,13 +163,18 @@ def test_impossible_resolution_is_refused_before_any_work(tmp_path):
 def test_unwritable_directories_are_named_before_the_work(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(NotADirectoryError, match="is a file, not a directory"):
-        check_writable(blocker / "runs" / "r1", "run directory")
-    # root may write anywhere, so simulate a read-only directory
+    with pytest.raises(NotADirectoryError) as caught:
+        check_writable(blocker / "runs" / "r1", "run directory", "--out")
+    assert str(caught.value) == (f"cannot create the run directory {blocker}/runs/r1: '{blocker}' is a file, not a "
+                                 f"folder; choose a writable location with --out")
+    # root may write anywhere, so simulate a folder without write permission
     monkeypatch.setattr(os, "access", lambda path, mode: False)
-    with pytest.raises(PermissionError, match=r"run directory .*r1' is not writable \(it would be created in"):
+    with pytest.raises(PermissionError) as caught:
         check_writable(tmp_path / "r1", "run directory")
-    with pytest.raises(PermissionError, match="not writable; choose another -o"):
+    assert str(caught.value) == (f"cannot create the run directory {tmp_path}/r1: you have no permission to write "
+                                 f"into {tmp_path}; choose another location")
+    with pytest.raises(PermissionError, match=f"^cannot write {tmp_path}/b.h5: you have no permission to write into "
+                                              f"{tmp_path}; choose a writable location with -o$"):
         generate_dataset("burgers", tmp_path / "b.h5", 2, resolution=64)
 
 
@@ -343,8 +350,8 @@ def test_a_disk_filling_up_under_a_generation_cannot_break_it(project):
             np.testing.assert_array_equal(got["y"][:], ref["y"][:])
             assert got.attrs["content_hash"] == ref.attrs["content_hash"]
         (disk / "filler").unlink()
-        with pytest.raises(NoSpace, match=r"disk full: the dataset needs about 1.7\d MB more on disk, .*disk has .* "
-                                          r"free; free some space"):  # refused before any work
+        with pytest.raises(NoSpace, match=r"disk full: cannot write .*disk/c\.h5 \(1.7\d MB needed, .* free in .*disk\); "
+                                          r"free some space"):  # refused before any work
             generate_dataset("burgers", disk / "c.h5", 200, resolution=1024, progress=False)
         assert sorted(p.name for p in disk.iterdir()) == ["b.h5"]
     finally:

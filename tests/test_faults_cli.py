@@ -343,7 +343,7 @@ def test_a_damaged_training_log_costs_only_the_training_curves_figure(here, cli)
 def test_a_normalizer_grid_too_fine_to_fit_in_memory_is_refused_with_its_key(here):
     from types import SimpleNamespace
 
-    from petrov.train.config import DataConfig
+    from petrov.train.config_tables import DataConfig
     from petrov.train.datapass import fit_normalizers
 
     meshes = SimpleNamespace(node_counts=[4, 4])  # point-set data: the grid is refused before it is read

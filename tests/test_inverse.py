@@ -337,7 +337,7 @@ def test_invalid_requests_are_clear_errors(runs, tmp_path, capsys):
     (tmp_path / "file").write_text("not a directory")
     err = _cli_error(["invert", str(data), "--indices", "20:21", "--method", "pde", "--grid", "6",
                       "--out", str(tmp_path / "file" / "out")], capsys)
-    assert "writable directory" in err
+    assert f"{tmp_path / 'file'}' is a file, not a folder; choose a writable location with --out" in err
 
 
 def test_learned_inversion_takes_a_grid_off_its_training_data_strides(runs, tmp_path, capsys):

@@ -8,7 +8,7 @@ import torch
 
 from petrov.datasets import average_pool, generate_dataset, open_dataset
 from petrov.datasets.sampling import allowed_resolutions, stride_for
-from petrov.datasets.storage import partial_path
+from petrov.datasets.hdf5_files import partial_path
 from petrov.grids.layout import grid_coordinates
 
 

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from petrov.datasets import generate_dataset
 from petrov.datasets.mesh import collate_points, open_mesh_dataset
 from petrov.datasets.mesh import loading as mesh_loading
-from petrov.datasets.storage import partial_path
+from petrov.datasets.hdf5_files import partial_path
 
 N = 5
 

@@ -6,10 +6,10 @@ import h5py
 import numpy as np
 import pytest
 
-from petrov.common.files import Locked, exclusive_lock
+from petrov.common.locks import Locked, exclusive_lock
 from petrov.datasets import generate_dataset, open_dataset
 from petrov.datasets.mesh import DarcyMeshParams, darcy_mesh_sample, mesh_info, open_mesh_dataset, read_domain
-from petrov.datasets.storage import partial_path
+from petrov.datasets.hdf5_files import partial_path
 from petrov.cli import main
 
 SMALL = dict(h=0.08, refinements=1, modes=16)  # ~180 / ~650 nodes: fast

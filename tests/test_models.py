@@ -74,7 +74,7 @@ def test_default_pos_equals_explicit_grid(name):
     torch.manual_seed(0)
     model = build_model(name, **config).eval()
     x = torch.randn(shape(n))
-    periodic = model.cfg.periodic
+    periodic = model.config.periodic
     pos = grid_coordinates(x.shape[1:-1], periodic=periodic).unsqueeze(0)
     torch.testing.assert_close(model(x), model(x, pos))
     shifted = model(x, pos + 0.25)  # coordinates matter (they enter lifting or attention)

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from petrov.cli import main as cli_main
-from petrov.common.files import NoSpace, Unwritable, check_writable, ensure_dir
+from petrov.common.disk_space import NoSpace
+from petrov.common.path_checks import Unwritable, check_writable, ensure_dir, require_space
 from petrov.common.outputs import OutputConflict, check_outputs
 from petrov.datasets import generate_dataset
 from petrov.datasets.mesh.importing import import_meshes
-from petrov.datasets.resources import check_disk
 from petrov.evaluate import load_run, parse_indices
 from petrov.inverse import invert, runner
 from petrov.inverse.api import parse_noise
@@ -123,15 +123,18 @@ def test_a_writable_folder_passes_the_check_and_leaves_nothing(tmp_path):
 # --- 2. an unwritable place is not a full disk -----------------------------------------------------
 
 @needs_proc
-def test_check_disk_in_proc_says_not_writable_not_disk_full():
+def test_require_space_in_proc_says_not_writable_not_disk_full():
     with pytest.raises(Unwritable) as caught:
-        check_disk(10**6, Path("/proc"), "free some space")
-    assert "disk full" not in str(caught.value) and "cannot write the dataset in /proc" in str(caught.value)
+        require_space(Path("/proc/petrov.h5"), 10**6, "free some space", flag="-o")
+    assert "disk full" not in str(caught.value)
+    assert str(caught.value).startswith("cannot write /proc/petrov.h5: /proc is on the system's virtual proc file ")
+    assert str(caught.value).endswith("; choose a writable location with -o")
 
 
-def test_check_disk_still_reports_a_full_disk_where_it_can_write(tmp_path):
-    with pytest.raises(NoSpace, match="disk full"):
-        check_disk(10**20, tmp_path, "free some space")
+def test_require_space_still_reports_a_full_disk_where_it_can_write(tmp_path):
+    with pytest.raises(NoSpace, match=rf"^disk full: cannot write {tmp_path}/b.h5 \(.* needed, .* free in {tmp_path}\); "
+                                      r"free some space$"):
+        require_space(tmp_path / "b.h5", 10**20, "free some space")
 
 
 @needs_proc

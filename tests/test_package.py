@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import petrov
 from petrov.operators import list_mixers, list_models
 
 # Run from a temporary directory holding a fake top-level ``datasets`` package (first on
@@ -76,7 +77,7 @@ def test_petrov_datasets_and_a_top_level_datasets_do_not_collide(runs):
 def test_cli_version(runs):
     code, out, err = runs["version"]
     assert code == 0, err
-    assert out.strip() == f"petrov {metadata.version('petrov')}"
+    assert out.strip() == f"petrov {metadata.version('petrov')}" == f"petrov {petrov.__version__}"
 
 
 def test_cli_lists_registered_mixers_and_models(runs):

@@ -15,7 +15,8 @@ from petrov.evaluate import evaluate_resolutions, make_plots
 from petrov.inverse.observations import Observations
 from petrov.operators import build_model, save_model
 from petrov.train.checkpoint import load_initial_weights
-from petrov.train.config import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig, load_config
+from petrov.train.config import load_config
+from petrov.train.config_tables import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig
 from petrov.train.metrics import evaluate_relative_l2, read_metrics, summarize
 from petrov.train.operator import NormalizedOperator
 from petrov.train.trainer import train

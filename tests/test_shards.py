@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from petrov.cli import main
-from petrov.common.files import Locked, exclusive_lock
+from petrov.common.locks import Locked, exclusive_lock
 from petrov.datasets import dataset_info, generate_dataset, merge_shards, open_dataset, open_mesh_dataset
 from petrov.datasets.content_hash import VOLATILE
 from petrov.datasets.hdf5_files import partial_path

@@ -7,11 +7,11 @@ import h5py
 import numpy as np
 import pytest
 
-from petrov.common.files import exclusive_lock
+from petrov.common.locks import exclusive_lock
 from petrov.common.interrupts import Terminated, stop_on_signals
 from petrov.datasets import dataset_info, generate_dataset, merge_shards, periodic_grf_1d, solve_burgers
 from petrov.datasets.content_hash import ContentHash
-from petrov.datasets.storage import partial_path
+from petrov.datasets.hdf5_files import partial_path
 
 N_BURGERS = 64  # tiny native grid
 

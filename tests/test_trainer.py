@@ -14,7 +14,8 @@ from petrov.train.operator import NormalizedOperator
 from petrov.train.losses import relative_l2_per_sample
 from petrov.train import evaluate_relative_l2, load_operator
 from petrov.common.outputs import claim_outputs
-from petrov.train.trainer import RUN_FILES, TrainingDiverged, train
+from petrov.train.runlog import RUN_FILES
+from petrov.train.trainer import TrainingDiverged, train
 
 
 def shift_problem(n_samples, n, seed=0, first_index=0):

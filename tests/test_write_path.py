@@ -18,9 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from petrov.common.files import (
-    NoSpace, atomic_write, format_size, remove_stale_temps, unraisable_errors, write_json,
-)
+from petrov.common.disk_space import NoSpace, format_size
+from petrov.common.files import atomic_write, remove_stale_temps, unraisable_errors, write_json
 from petrov.common.outputs import MANIFEST, OutputConflict, check_outputs, claim_outputs, read_manifest
 from petrov.datasets import generate_dataset, import_arrays
 from petrov.operators import Attention, build_model, load_model, save_model
@@ -85,7 +84,7 @@ def test_hdf5_write_errors_are_raised_before_the_rename(small_disk):
     fill(small_disk, leave=200_000)
     code = ("import sys, numpy as np\n"
             "from petrov.common.files import atomic_path\n"
-            "from petrov.datasets.storage import writing_h5\n"
+            "from petrov.datasets.hdf5_files import writing_h5\n"
             "target = sys.argv[1]\n"
             "try:\n"
             "    with atomic_path(target) as tmp, writing_h5(tmp, 'w', shown=target, locking=False) as h5:\n"
@@ -101,7 +100,8 @@ def test_hdf5_write_errors_are_raised_before_the_rename(small_disk):
 
 
 def test_a_generation_refuses_a_disk_too_small_before_any_work(small_disk):
-    with pytest.raises(NoSpace, match=r"disk full: the dataset needs about 1.42 MB more on disk, .* has 1.0\d MB free"):
+    with pytest.raises(NoSpace, match=r"disk full: cannot write .*disk/b\.h5 \(1.42 MB needed, 1.0\d MB free in .*disk\); "
+                                      r"free some space, or generate fewer samples or a lower resolution$"):
         generate_dataset("burgers", small_disk / "b.h5", 160, resolution=1024, progress=False)
     assert sorted(p.name for p in small_disk.iterdir()) == []
 
@@ -209,14 +209,13 @@ def test_a_commands_earlier_outputs_are_replaced_as_a_whole(tmp_path):
     claim_outputs(out, "evaluate", NAMES, resume=True)  # resuming keeps what is there
 
 
-def test_runs_of_petrov_0_1_are_recognised_and_nested_output_folders_are_not_a_users(tmp_path):
-    run = tmp_path / "old"
-    run.mkdir()
-    for name in ("config.json", "last.pt", "best.pt", "metrics.json"):
-        (run / name).write_text("")
-    assert read_manifest(run)["metrics.json"] == "train"
-    claim_outputs(run / "eval", "evaluate", NAMES)
-    check_outputs(run, "train", ("config.json", "last.pt", "best.pt", "metrics.json"))  # eval/ is petrov's
+def test_nested_output_folders_are_not_a_users(tmp_path):
+    out = tmp_path / "out"
+    claim_outputs(out / "eval", "evaluate", NAMES)
+    check_outputs(out, "train", ("config.json", "last.pt", "best.pt", "metrics.json"))  # eval/ is petrov's
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputConflict, match=r"holds files petrov did not write for `petrov train` \(notes.txt\)"):
+        check_outputs(out, "train", ("config.json", "last.pt", "best.pt", "metrics.json"))
 
 
 def test_an_output_file_that_is_a_directory_or_exists(tmp_path):

@@ -12,15 +12,11 @@
 - [`operator`][]: ``NormalizedOperator``, what ``load_operator`` gives back for inference;
 - [`checkpoint`][]: run checkpoints; [`distributed`][]: torchrun.
 """
-from ..common.moved import moved_attribute
 from .checkpoint import load_operator
-from .config import TrainConfig, load_config
+from .config import load_config
+from .config_tables import TrainConfig
 from .metrics import evaluate_relative_l2
 from .operator import NormalizedOperator
 from .trainer import train
 
 __all__ = ["NormalizedOperator", "TrainConfig", "evaluate_relative_l2", "load_config", "load_operator", "train"]
-
-
-def __getattr__(name: str):
-    return moved_attribute(__name__, name)  # petrov 0.1's petrov.train.invert (common/moved.py)

@@ -7,7 +7,7 @@ They hold only tensors, numbers, strings, lists and dicts:
     {"format": "petrov-model", "model_name", "config", "state_dict", "petrov_version",
      "extra": {"run_format": 1,
                "normalizers": {"x": state | None, "y": state | None},   # to_state() dicts
-               "noise": {"level", "seed"},    # the operator's InputNoise (absent in older runs)
+               "noise": {"level", "seed"},    # the operator's InputNoise
                "train_config": dict, "epoch": int (completed), "best_metric": float, "best_epoch": int,
                "data_identity": dict | None,  # the training file's content (petrov.datasets.identity)
                # last.pt only (resume):
@@ -74,6 +74,10 @@ def load_run_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> d
         )
     if extra["run_format"] > RUN_FORMAT:
         raise ValueError(f"{str(path)!r} was written by a newer petrov (run format {extra['run_format']})")
+    if "noise" not in extra:  # what every run checkpoint holds since petrov 0.2
+        raise ValueError(f"{str(path)!r} is a run checkpoint of petrov {raw.get('petrov_version', 'before 0.2')}, "
+                         f"which this petrov no longer reads (it holds no input noise); train the run again, or "
+                         f"load it with petrov 0.2")
     out = {k: v for k, v in raw.items() if k != "extra"}
     out.update(extra)
     check_finite_weights(out, path)
@@ -159,34 +163,10 @@ def operator_from_state(state: dict[str, Any], path: str | os.PathLike,
     model = model_from_checkpoint(state, path)
     norms = state["normalizers"]
     op = NormalizedOperator(model, normalizer_from_state(norms["x"]), normalizer_from_state(norms["y"]),
-                            noise_from_state(state))
+                            InputNoise.from_state(state["noise"]))
     if isinstance(map_location, (str, torch.device)):
         op.to(map_location)
     return op.eval()
-
-
-def noise_from_state(state: dict[str, Any]) -> InputNoise:
-    """The run's input noise: saved with the operator since 0.2; for older runs, the level and seed
-    their config and training file imply."""
-    if "noise" in state:
-        return InputNoise.from_state(state["noise"])
-    data = state.get("train_config", {}).get("data", {})
-    level = data.get("noise")
-    if level is None:
-        level = _file_noise(data.get("path"))
-    return InputNoise(float(level or 0.0), int(data.get("noise_seed", 0)))
-
-
-def _file_noise(path: str | None) -> float:
-    """The input noise level a data file records (0 if none, or if the file is not there)."""
-    from ..datasets import dataset_info
-
-    if not path or not Path(path).exists():
-        return 0.0
-    try:
-        return float(dataset_info(path)["attrs"].get("noise", 0.0))
-    except (OSError, ValueError, KeyError):
-        return 0.0
 
 
 # --- random number generator states as tensors/lists (weights_only-safe) -----------------------

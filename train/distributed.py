@@ -176,14 +176,6 @@ def local_batch_size(global_batch: int, ctx: Context) -> int:
     return global_batch // ctx.world_size
 
 
-def all_sum(value: torch.Tensor, ctx: Context) -> torch.Tensor:
-    """Sum of ``value`` over ranks (identity on one process)."""
-    if ctx.distributed:
-        value = value.clone()
-        dist.all_reduce(value, op=dist.ReduceOp.SUM)
-    return value
-
-
 def all_gather_tensor(value: torch.Tensor, ctx: Context) -> torch.Tensor:
     """``(world_size, *value.shape)``: every rank's ``value``, on every rank (one process: ``value[None]``)."""
     if not ctx.distributed:

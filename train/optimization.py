@@ -17,7 +17,7 @@ import random
 import numpy as np
 import torch
 
-from .config import TrainConfig
+from .config_tables import TrainConfig
 
 
 def seed_all(seed: int) -> None:

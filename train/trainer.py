@@ -46,9 +46,10 @@ from typing import Any, Callable, Iterable
 import torch
 
 from ..common.allocator import retain_freed_memory
-from ..common.files import ensure_dir, exclusive_lock
 from ..common.interrupts import deferred_interrupts, raise_interrupt
+from ..common.locks import exclusive_lock
 from ..common.outputs import claim_outputs
+from ..common.path_checks import ensure_dir
 from ..common.progress import progress_bar
 from ..datasets.identity import DataChanged, check_data_unchanged
 from ..operators import build_model

@@ -6,7 +6,6 @@ darcy-mesh``), each sample on nested mesh levels and on an independent remesh; i
 and batch them with padding (``collate_points``). The building blocks are public too: random domains,
 the Delaunay mesher, the GRF series, the P1 solver, the mesh checks.
 """
-from ...common.moved import moved_attribute
 from .checks import check_mesh
 from .coefficient import evaluate_series, neglected_variance, series_coefficients
 from .darcy import DarcyMeshParams, darcy_mesh_sample
@@ -47,7 +46,3 @@ __all__ = [
     "solve_darcy_fem",
     "to_skfem",
 ]
-
-
-def __getattr__(name: str):
-    return moved_attribute(__name__, name)  # generate_mesh_dataset (common/moved.py)

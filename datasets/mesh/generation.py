@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from ...common.path_checks import require_space
 from ...common.worker_pool import worker_pool
-from ..resources import check_disk
 from ..shards import first_index, shard_attrs
 from ..write_path import WriteOptions, check_generation_args, write_dataset
 from .domains import Domain
@@ -91,11 +91,10 @@ def generate_mesh(kind: str, path: str | os.PathLike, n_samples: int, seed: int,
     recipe.validate(p)
     check_generation_args(n_samples, seed, workers)
     attrs = shard_attrs(mesh_attrs(recipe, p, n_samples, seed, options.chunk_size or 0), part)
-    directory = Path(path).parent
 
     def admit(already_written: int) -> None:
-        check_disk(_estimated_bytes(recipe, p, int(attrs["n_samples"])) - already_written, directory,
-                   "generate fewer samples or use a larger h")
+        require_space(path, _estimated_bytes(recipe, p, int(attrs["n_samples"])) - already_written,
+                      "free some space, or generate fewer samples or use a larger h", flag="-o")
 
     desc = recipe.name + (f" shard {attrs['shard']}" if attrs.get("shard") else "")
     return write_dataset(path, attrs, mesh_file_layout(attrs, recipe.variant_attrs(p)),

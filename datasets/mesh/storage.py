@@ -48,7 +48,6 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ...common.moved import moved_attribute
 from ..hdf5_files import FORMAT, MESH_FORMAT, file_attrs, file_format, open_h5, writing_h5
 from ..storage import attribute_error, require_attrs, whole_number
 from ..write_path import SHARD_KEYS, Layout, dataset_attrs, start_hash
@@ -359,7 +358,3 @@ def mesh_info(path: str | os.PathLike) -> dict[str, Any]:
 __all__ = ["CHUNK_ROWS", "IDENTITY", "MESH_FORMAT", "MESH_FORMAT_VERSION", "check_mesh_attrs", "create_mesh_file",
            "is_mesh_file", "mesh_attrs", "mesh_file_layout", "mesh_groups", "mesh_info", "mesh_layout", "open_mesh_h5",
            "read_domain", "read_offsets", "read_rows", "read_sample", "sample_rows"]
-
-
-def __getattr__(name: str):
-    return moved_attribute(__name__, name)  # generate_mesh_dataset (common/moved.py)

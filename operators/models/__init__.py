@@ -55,12 +55,9 @@ def model_name(model) -> str:
 
 
 def model_config(model) -> dict:
-    """``model.config`` as a plain dict (defaults filled in): with [`model_name`][], what rebuilds it.
-    (A plugin model written for petrov 0.1 may keep it as ``.cfg``.)"""
+    """``model.config`` as a plain dict (defaults filled in): with [`model_name`][], what rebuilds it."""
     name = model_name(model)
     cfg = getattr(model, "config", None)
-    if not isinstance(cfg, config_class(name)):
-        cfg = getattr(model, "cfg", None)
     if not isinstance(cfg, config_class(name)):
         raise ValueError(f"model {name!r} has no {config_class(name).__name__} in .config")
     return asdict(cfg)

@@ -1,7 +1,7 @@
 """What the models share: their config, their input checks, the Dirichlet boundary.
 
-Every model keeps its config dataclass as ``.config`` (``.cfg``, the 0.1 name, reads the same object):
-with the registered name that is all [`petrov.operators.build_model`][] needs to rebuild it.
+Every model keeps its config dataclass as ``.config``: with the registered name that is all
+[`petrov.operators.build_model`][] needs to rebuild it.
 
 Grid models ([`GridOperator`][]) take channels-last grids ``x: (b, *grid, in_channels)`` with
 ``ndim`` grid axes and optional coordinates ``pos: (b, *grid, ndim)`` (default: the uniform grid of
@@ -35,16 +35,11 @@ from ..checks import check_grid_input, check_point_input, checks_values, first_w
 
 
 class Operator(nn.Module):
-    """``.config`` (and ``.cfg``, its 0.1 name)."""
+    """``.config``: the model's config dataclass."""
 
     def __init__(self, config):
         super().__init__()
         self.config = config
-
-    @property
-    def cfg(self):
-        """The config dataclass (the name petrov 0.1 used; ``.config`` is the same object)."""
-        return self.config
 
 
 class GridOperator(Operator):
