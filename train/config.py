@@ -182,7 +182,11 @@ def validate_config(cfg: TrainConfig, check_model: bool = True) -> TrainConfig:
     Python from the dataclasses (``TrainConfig(DataConfig(...), ...)``), whose constructors check nothing.
     A config [`config_from_dict`][] validated and nobody changed since is returned as it is (``is_validated``):
     a config is validated once."""
-    if check_model and isinstance(cfg, TrainConfig) and is_validated(cfg):
+    if not isinstance(cfg, TrainConfig):
+        what = "a dict" if isinstance(cfg, dict) else f"{type(cfg).__name__} {cfg!r}"[:200]
+        raise TypeError(f"train: config must be a TrainConfig, got {what}; make one with petrov.train.load_config(...) "
+                        f"from a TOML file or preset name, or petrov.train.config.config_from_dict(...) from a dict")
+    if check_model and is_validated(cfg):
         return cfg
     hints = typing.get_type_hints(TrainConfig)
     for f in dataclasses.fields(TrainConfig):

@@ -53,6 +53,7 @@ from ..common.path_checks import ensure_dir
 from ..common.progress import progress_bar
 from ..datasets.identity import DataChanged, check_data_unchanged
 from ..operators import build_model
+from ..operators.blocks import count_parameters
 from ..operators.models import node_inputs, sample_transform
 from . import checkpoint as ckpt
 from . import distributed as dist_
@@ -165,8 +166,8 @@ class Trainer:
                                    node_inputs=node_inputs(model))
         if ctx.is_main:
             log.debug("model %s: %d parameters on %s (compile: %s); %d training batches of %d per epoch (rank 0)%s",
-                      cfg.model.name, sum(p.numel() for p in model.parameters()), ctx.device, self.compile_mode,
-                      len(self.train_batches), self.batch, ", data on the device" if self.train_batches.resident else "")
+                      cfg.model.name, count_parameters(model), ctx.device, self.compile_mode, len(self.train_batches),
+                      self.batch, ", data on the device" if self.train_batches.resident else "")
 
     def _build_step(self, model: torch.nn.Module) -> None:
         """The batch loss (compiled as a whole in one process; under DDP around the compiled DDP-wrapped model,
@@ -236,8 +237,7 @@ class Trainer:
 
     def epochs_done(self) -> float:
         """The epochs trained, a shorter last one as its fraction of the batches."""
-        per_epoch = len(self.train_batches)
-        return min(self.epoch * per_epoch, self.scheduled_steps) / per_epoch
+        return min(self.epoch * len(self.train_batches), self.scheduled_steps) / len(self.train_batches)
 
     @property
     def eval_batch(self) -> int:
@@ -381,19 +381,14 @@ def train(
     """Train ``config`` into ``run_dir`` (``resume``: continue from ``run_dir/last.pt``; none: start, saying so).
 
     ``run_dir`` follows the output-folder rule ([`petrov.common.outputs`][]): a folder holding a user's
-    files or another run is refused unless ``overwrite`` (which replaces the earlier run), and another
-    command's outputs are never written over.  The run records its data file's content
-    ([`data_identity`][petrov.datasets.identity.data_identity]) and is tested, or resumed, only on that
-    content.  ``data`` overrides building the splits from ``config.data`` (tests, custom pipelines; no test unless it carries ``splits``).
-    ``callbacks(trainer, record)`` run after each epoch's checkpoint; returning True stops the run cleanly.
-    ``plan_epochs(estimate)`` (a new run only) sets ``optim.epochs`` from a timing probe of the run
-    (``petrov.train.planning``; ``run.fill_budget`` fills a time budget so).  Launched by torchrun, every
-    process calls this; rank 0 writes the run directory.  Under ``stop_on_signals`` (the ``petrov``
-    command's) Ctrl-C or SIGTERM saves where it stopped (``preemption``)."""
-    if not isinstance(config, TrainConfig):
-        what = "a dict" if isinstance(config, dict) else f"{type(config).__name__} {config!r}"[:200]
-        raise TypeError(f"train: config must be a TrainConfig, got {what}; make one with petrov.train.load_config(...) "
-                        f"from a TOML file or preset name, or petrov.train.config.config_from_dict(...) from a dict")
+    files or another run is refused unless ``overwrite`` (which replaces it); another command's outputs are
+    never written over.  The run records its data file's content
+    ([`data_identity`][petrov.datasets.identity.data_identity]) and is tested, or resumed, only on that content.  ``data`` replaces the splits of
+    ``config.data`` (tests, custom pipelines; no test unless it carries ``splits``).  ``callbacks(trainer,
+    record)`` run after each epoch's checkpoint; True stops the run cleanly.  ``plan_epochs(estimate)`` (a new
+    run) sets ``optim.epochs`` from a timing probe (``petrov.train.planning``; ``run.fill_budget`` fills a
+    time budget so).  Under torchrun every process calls this; rank 0 writes the run directory.  Under
+    ``stop_on_signals`` (the ``petrov`` command's) Ctrl-C or SIGTERM saves where it stopped."""
     config = validate_config(config)  # a config built from the dataclasses in Python is checked like a file
     run_dir = Path(run_dir)
     owns_group = not torch.distributed.is_initialized()
