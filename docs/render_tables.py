@@ -169,7 +169,8 @@ def seeds_table(recs: Sequence[dict[str, Any]], digits: int, per_seed_at: str | 
         for r in rec["rows"]:
             f = r["facts"]
             epochs = ", ".join(f"{e:g}" for e in f.get("epochs", [])) or "—"
-            params = f"{f['parameters']:,}" if "parameters" in f else "—"
+            counts = sorted(set(f["parameters"] if isinstance(f.get("parameters"), list) else [f.get("parameters")]))
+            params = ", ".join(f"{c:,}" for c in counts) if counts != [None] else "—"  # one count per seed, or one
             cells = [r["name"], params, epochs, *(spread(r["values"][c], digits) if c in r["values"] else "—"
                                                   for c in cols)]
             if per_seed_at:
