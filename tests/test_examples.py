@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,17 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def load_example(name):
+    """The example script as a module, importing examples/_common.py: benchmarks/_common.py, which other
+    tests in this process may have imported under the same name, is set aside meanwhile."""
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    held = sys.modules.pop("_common", None)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop("_common", None)
+        if held is not None:
+            sys.modules["_common"] = held
     return module
 
 
