@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import platform
 import time
 
 import numpy as np
@@ -29,16 +28,10 @@ import torch
 from petrov.datasets.grf import periodic_grf_2d
 from petrov.datasets.navier_stokes import NavierStokesParams, band, one_thread, solve_grid_of, solve_navier_stokes
 
+from _common import cpu_model
+
 N = 128  # the recipe's stored grid
 BANDS = [(1, 4), (5, 10), (11, 21), (22, 42), (43, 64)]  # |k| shells (those below n/2 are shown)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown CPU"
 
 
 def rel_l2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
