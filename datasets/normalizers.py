@@ -10,6 +10,11 @@ at every resolution; ``at_resolution(r)`` strides them exactly as the data are s
 fitting at ``r`` directly. For the inverse problem's pooled target the statistics are fitted on the pooled
 grid itself and cannot be re-strided (refit for another coarse grid).
 
+F fields per state (channels state-major, ``s F + f`` field f of state s): ``fields=F``.  Point-wise
+statistics are per channel, so per field already; global ones are one per field ``(F,)``, over the channels
+``f, f + F, ...`` (all samples, points and states of field f), broadcast back to any ``(..., S F)``.
+``fields=1``: the same statistics and saved state as without the option.
+
 State for checkpoints: ``to_state()`` gives tensors and plain values (``torch.load(weights_only=True)``
 safe); ``from_state`` rebuilds.
 """
@@ -60,6 +65,20 @@ def _check_floating(x: Any, name: str) -> None:
         raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}; convert it first ({name}.float())")
 
 
+def check_fields(fields: Any) -> int:
+    """``fields`` (fields per state) as an int; ValueError unless it is an integer >= 1."""
+    if isinstance(fields, bool) or not isinstance(fields, (int, np.integer)) or fields < 1:
+        raise ValueError(f"fields must be an integer >= 1 (fields per state), got {fields!r}")
+    return int(fields)
+
+
+def check_channels(channels: int, fields: int, what: str = "data") -> None:
+    """ValueError unless ``channels`` splits into whole states of ``fields`` fields."""
+    if channels % fields:
+        raise ValueError(f"{what} has {channels} channels, not a whole number of states of {fields} fields "
+                         f"(channel s*{fields} + f is field f of state s); check the fields per state")
+
+
 def _check_state(state: Any) -> None:
     """TypeError unless ``state`` is a mapping (what ``to_state()`` gives)."""
     if not isinstance(state, Mapping):
@@ -70,18 +89,28 @@ class PointwiseGaussianNormalizer:
     """Gaussian normalizer; ``mean``/``std`` ``(*grid, c)`` tensors (point-wise) or 0-d tensors (global).
 
     ``periodic`` and ``cells`` (the grid kind) drive [`at_resolution`][]; ``strideable=False`` marks
-    statistics that are not point values of a finer grid (the pooled inverse target).
+    statistics that are not point values of a finer grid (the pooled inverse target); ``fields``: per state.
     """
 
     def __init__(self, mean, std, eps: float = 1e-5, *, periodic: bool = False, strideable: bool = True,
-                 cells: bool = False):
+                 cells: bool = False, fields: int = 1):
         mean, std = torch.as_tensor(mean), torch.as_tensor(std)
         if mean.shape != std.shape:
             raise ValueError(f"mean and std shapes differ: {tuple(mean.shape)} vs {tuple(std.shape)}")
         if not (torch.isfinite(mean).all() and torch.isfinite(std).all()) or (std < 0).any():
             raise ValueError("normalizer statistics must be finite with std >= 0")
+        self.fields = F = check_fields(fields)
+        if F > 1 and (mean.shape[-1:] != (F,) if mean.dim() < 2 else mean.shape[-1] % F):
+            raise ValueError(f"statistics of {F} fields are ({F},) (global) or (*grid, S*{F}) (point-wise), got "
+                             f"{tuple(mean.shape)}")
         self.mean, self.std, self.eps = mean, std, _check_eps(eps)
         self.periodic, self.strideable, self.cells = bool(periodic), bool(strideable), bool(cells)
+
+    def _like(self, mean: torch.Tensor, std: torch.Tensor, **changed: Any) -> "PointwiseGaussianNormalizer":
+        """A normalizer of these settings (``changed`` replaced) holding ``mean``/``std``."""
+        settings = dict(eps=self.eps, periodic=self.periodic, strideable=self.strideable, cells=self.cells,
+                        fields=self.fields)
+        return PointwiseGaussianNormalizer(mean, std, **{**settings, **changed})
 
     @property
     def pointwise(self) -> bool:
@@ -99,7 +128,11 @@ class PointwiseGaussianNormalizer:
                 f"data of shape {tuple(x.shape)} does not end with the normalizer's grid {tuple(self.mean.shape)}; "
                 f"use at_resolution() for another resolution"
             )
-        return self.mean.to(x.device, x.dtype), (self.std + self.eps).to(x.device, x.dtype)
+        mean, scale = self.mean, self.std + self.eps
+        if self.fields > 1 and not self.pointwise:  # one per field: channel s F + f takes field f's
+            check_channels(x.shape[-1] if x.dim() else 0, self.fields)
+            mean, scale = (t.repeat(x.shape[-1] // self.fields) for t in (mean, scale))
+        return mean.to(x.device, x.dtype), scale.to(x.device, x.dtype)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """``(x - mean) / (std + eps)`` for ``x (..., *grid, c)``."""
@@ -139,57 +172,62 @@ class PointwiseGaussianNormalizer:
         if self.cells:  # block averages, as the data are coarsened (the std so is a scale, not a fit)
             k, n = stride_for(self.grid[0], resolution, False, cells=True), len(self.grid)
             mean, std = (torch.from_numpy(cell_average(to_numpy(t), k, 0, n)).to(t.device) for t in (self.mean, self.std))
-            return PointwiseGaussianNormalizer(mean, std, self.eps, cells=True)
+            return self._like(mean, std, periodic=False)
         try:
             stride = stride_for(self.grid[0], resolution, self.periodic)
         except ValueError:
             if self.periodic or isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 2:
                 raise
-            return PointwiseGaussianNormalizer(_interpolate_nodes(self.mean, resolution),
-                                               _interpolate_nodes(self.std, resolution), self.eps,
-                                               periodic=False, strideable=True)
+            return self._like(_interpolate_nodes(self.mean, resolution), _interpolate_nodes(self.std, resolution))
         sel = (slice(None, None, stride),) * len(self.grid)
-        return PointwiseGaussianNormalizer(self.mean[sel].clone(), self.std[sel].clone(), self.eps,
-                                           periodic=self.periodic, strideable=True)
+        return self._like(self.mean[sel].clone(), self.std[sel].clone())
 
     def first_channels(self, k: int) -> "PointwiseGaussianNormalizer":
-        """The statistics of the first ``k`` channels (a trajectory's given states: the input's normalizer is
-        its target's first states, so a state has the same units in and out); global statistics as they are."""
-        if self.mean.dim() == 0:
+        """The statistics of the first ``k`` channels (a trajectory's given states, ``history * fields``
+        channels: the input's normalizer is its target's first states, so a state has the same units in and
+        out); global statistics (one, or one per field) as they are."""
+        check_channels(k, self.fields, "the first channels asked for")
+        if self.mean.dim() == 0 or (self.fields > 1 and not self.pointwise):
             return self
-        return PointwiseGaussianNormalizer(self.mean[..., :k].clone(), self.std[..., :k].clone(), self.eps,
-                                           periodic=self.periodic, strideable=self.strideable, cells=self.cells)
+        return self._like(self.mean[..., :k].clone(), self.std[..., :k].clone())
 
     def to(self, device=None, dtype=None) -> "PointwiseGaussianNormalizer":
-        return PointwiseGaussianNormalizer(self.mean.to(device, dtype), self.std.to(device, dtype), self.eps,
-                                           periodic=self.periodic, strideable=self.strideable, cells=self.cells)
+        return self._like(self.mean.to(device, dtype), self.std.to(device, dtype))
 
     def to_state(self) -> dict[str, Any]:
-        return {"mean": self.mean.detach().cpu(), "std": self.std.detach().cpu(), "eps": self.eps,
-                "periodic": self.periodic, "strideable": self.strideable, "cells": self.cells}
+        state = {"mean": self.mean.detach().cpu(), "std": self.std.detach().cpu(), "eps": self.eps,
+                 "periodic": self.periodic, "strideable": self.strideable, "cells": self.cells}
+        if self.fields > 1:  # a single field's state stays as it always was
+            state["fields"] = self.fields
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PointwiseGaussianNormalizer":
         _check_state(state)
         try:
             return cls(state["mean"], state["std"], state["eps"], periodic=state["periodic"],
-                       strideable=state["strideable"], cells=state["cells"])
+                       strideable=state["strideable"], cells=state["cells"], fields=state.get("fields", 1))
         except KeyError as err:
             raise KeyError(f"normalizer state is missing {err.args[0]!r}; was it saved by to_state()?") from None
 
     @classmethod
     def fit(cls, data: torch.Tensor, *, pointwise: bool = True, eps: float = 1e-5, periodic: bool = False,
-            strideable: bool = True) -> "PointwiseGaussianNormalizer":
-        """Statistics of in-memory samples ``data (N, *grid, c)`` over the sample axis (or all entries)."""
+            strideable: bool = True, fields: int = 1) -> "PointwiseGaussianNormalizer":
+        """Statistics of in-memory samples ``data (N, *grid, c)`` over the sample axis (or all entries; per
+        field with ``fields > 1``: over every entry of channels ``f, f + F, ...``, ``(F,)``)."""
         if data.shape[0] < 2:
             raise ValueError("fitting a normalizer needs at least 2 samples")
+        fields = check_fields(fields)
+        check_channels(data.shape[-1], fields)
         d = data.double()
-        mean, std = (d.mean(0), d.std(0)) if pointwise else (d.mean(), d.std())
-        return cls(mean.float(), std.float(), eps, periodic=periodic, strideable=strideable)
+        d = d.reshape(-1, fields) if fields > 1 and not pointwise else d  # column f: every entry of field f
+        mean, std = (d.mean(0), d.std(0)) if pointwise or fields > 1 else (d.mean(), d.std())
+        return cls(mean.float(), std.float(), eps, periodic=periodic, strideable=strideable, fields=fields)
 
     def __repr__(self) -> str:
         what = f"grid={self.grid}" if self.pointwise else "global"
-        return f"PointwiseGaussianNormalizer({what}, eps={self.eps})"
+        more = f", fields={self.fields}" if self.fields > 1 else ""
+        return f"PointwiseGaussianNormalizer({what}{more}, eps={self.eps})"
 
 
 def UnitGaussianNormalizer(mean: float, std: float, eps: float = 1e-5) -> PointwiseGaussianNormalizer:
@@ -227,6 +265,7 @@ def fit_normalizer(
     coarse_resolution: int | None = None,
     block: int = 32,
     window: Window | None = None,
+    fields: int = 1,
 ) -> PointwiseGaussianNormalizer:
     """Fit on samples ``indices`` (the TRAINING split) of model input ``field="x"`` or target ``"y"``.
 
@@ -236,8 +275,10 @@ def fit_normalizer(
     pooled to ``coarse_resolution`` (default: the file's), exactly as ``open_dataset`` builds it; for
     point values ``resolution`` is not used, but it must still be one the file can be loaded at.  ``window``:
     a trajectory file's window of states, as ``open_dataset`` reads it (``x`` its given states, ``y`` all of it).
-    ``pointwise=False``: one mean and std over every sample, point and channel.
+    ``pointwise=False``: one mean and std over every sample, point and channel; with ``fields = F > 1``
+    one per field (channels ``f, f + F, ...``; module docstring).
     """
+    fields = check_fields(fields)
     if field not in ("x", "y"):
         raise ValueError(f"field must be 'x' (model input) or 'y' (target), got {field!r}")
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
@@ -263,11 +304,13 @@ def fit_normalizer(
                 data = window.apply(src.read_channels("y", part, 1), str(src.path))[field == "y"]
             else:
                 data = src.read_channels(stored, part, 1)
-            moments.add(data, axis=0 if pointwise else None)
+            check_channels(data.shape[-1], fields, f"{path}: field {field!r}")
+            per_field = fields > 1 and not pointwise  # column f: every entry of field f
+            moments.add(data.reshape(-1, fields) if per_field else data, axis=0 if pointwise or per_field else None)
         std = np.sqrt(moments.m2 / (moments.n - 1))
         return PointwiseGaussianNormalizer(
             torch.as_tensor(moments.mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32), eps,
-            periodic=src.periodic, strideable=not pooled, cells=src.cells,
+            periodic=src.periodic, strideable=not pooled, cells=src.cells, fields=fields,
         )
 
 
