@@ -55,6 +55,17 @@ def _check_run(r: RunConfig) -> None:
         raise ValueError(f"run.collective_timeout_minutes must be > 0, got {r.collective_timeout_minutes}")
 
 
+def check_resolution(value: Any, where: str) -> int | tuple[int, int]:
+    """A grid resolution: a whole number of points per axis (``64``), or a pair ``[n_x, n_y]`` of points per axis
+    of a rectangular 2-D grid, each >= 1; returned as an int or a tuple.  ValueError naming ``where`` else."""
+    pair = isinstance(value, (list, tuple))
+    items = list(value) if pair else [value]
+    if (pair and len(items) != 2) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in items):
+        raise ValueError(f"{where} must be a whole number of grid points per axis >= 1 (e.g. 64) or a pair "
+                         f"[n_x, n_y] of them for a rectangular 2-D grid (e.g. [16, 48]), got {value!r}")
+    return (items[0], items[1]) if pair else items[0]
+
+
 def check_values(cfg: TrainConfig) -> None:
     """ValueError for an impossible value: a number that is not finite, a size or split under its minimum, a
     schedule or budget that cannot run, a trajectory window for a model trained on whole samples, or a
@@ -67,6 +78,10 @@ def check_values(cfg: TrainConfig) -> None:
             raise ValueError(f"data.{name} must be >= 1, got {getattr(d, name)}")
     if d.n_test < 0:
         raise ValueError(f"data.n_test must be >= 0, got {d.n_test}")
+    if d.train_resolution is not None:
+        check_resolution(d.train_resolution, "data.train_resolution")
+    for k, resolution in enumerate(d.eval_resolutions):
+        check_resolution(resolution, f"data.eval_resolutions[{k}]")
     if d.normalizer_grid is not None and d.normalizer_grid < 2:
         raise ValueError(f"data.normalizer_grid must be an integer >= 2 (nodes per axis) or left out (as fine "
                          f"as the training meshes), got {d.normalizer_grid}")
@@ -206,6 +221,9 @@ def check_generate(cfg: TrainConfig) -> None:
             for resolution in values:
                 if resolution is None:
                     continue
+                if isinstance(resolution, (list, tuple)):  # generated grids are square
+                    raise ValueError(f"data.{key}: {list(resolution)} is a rectangular grid, but data.generate "
+                                     f"makes square {native}-point grids: give one number of points per axis")
                 try:
                     stride_for(native, resolution, recipe.periodic)
                 except ValueError as err:
@@ -213,4 +231,5 @@ def check_generate(cfg: TrainConfig) -> None:
                                      f"(data.generate.resolution): {err}") from None
 
 
-__all__ = ["check_generate", "check_misplaced", "check_required", "check_values", "validate_model_options"]
+__all__ = ["check_generate", "check_misplaced", "check_required", "check_resolution", "check_values",
+           "validate_model_options"]

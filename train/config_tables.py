@@ -43,7 +43,8 @@ class DataConfig:
     evaluated).  Normalisers are fitted on the train indices at the native resolution.
 
     - ``path``: the dataset file (relative to the working directory).
-    - ``train_resolution``: grid files: the resolution to train at (``None``: the file's native one).
+    - ``train_resolution``: grid files: the resolution to train at (``None``: the file's native one); a pair
+      ``[n_x, n_y]``: points per axis of a rectangular 2-D grid (an int and a pair likewise in ``eval_resolutions``).
     - ``eval_resolutions``: grid files: resolutions the test split is evaluated at after training
       (``[]``: the training resolution).
     - ``level``: mesh files: the mesh level to train on (e.g. ``"level0"``).
@@ -89,8 +90,8 @@ class DataConfig:
     """
 
     path: str
-    train_resolution: int | None = None  # grid files; None: the file's native resolution
-    eval_resolutions: list[int] = field(default_factory=list)  # test after training; [] = train res
+    train_resolution: int | list[int] | None = None  # grid files; None: native; [n_x, n_y]: a rectangular grid
+    eval_resolutions: list[int | list[int]] = field(default_factory=list)  # test after training; [] = train res
     level: str | None = None  # mesh files: the mesh level to train on (e.g. "level0")
     eval_levels: list[str] = field(default_factory=list)  # mesh files: test after training; [] = every level
     lazy: bool = False  # read samples per batch (large files; always under torchrun)
