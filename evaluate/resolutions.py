@@ -15,6 +15,7 @@ from ..datasets.recipes import is_inverse
 from ..datasets.sampling import poolable
 from ..operators.checks import first_weight
 from ..train.data import forward_error, without_advice
+from ..train.metrics import resolution_label
 from .runs import EvalSetup
 
 
@@ -23,18 +24,34 @@ class ResolutionChoiceError(ValueError):
     choice is wrong (``petrov evaluate --resolutions``: a usage error), not the run or the file."""
 
 
-def parse_resolutions(text: str | Sequence[int | str] | None) -> list[int | str] | None:
-    """``"256,512"`` -> ``[256, 512]``; mesh levels stay names (``"level0,remesh"``); also accepts a list;
-    duplicates dropped, order kept; a number below 1 is not a grid size (ValueError)."""
+Resolution = int | tuple[int, int]  # points per axis; a pair (n_x, n_y) for a rectangular 2-D grid
+
+
+def _pair(word: str, text: Any) -> tuple[int, int] | None:
+    """``"16x48"`` -> ``(16, 48)``; None for a word that is no pair of numbers (a mesh level's name)."""
+    parts = word.lower().split("x")
+    if len(parts) != 2 or not all(p.strip().lstrip("-").isdigit() for p in parts):
+        return None
+    pair = (int(parts[0]), int(parts[1]))
+    if min(pair) < 1:
+        raise ValueError(f"resolution {word} is not a grid size (whole numbers of grid points per axis, e.g. "
+                         f"16x48); resolutions are separated by commas, got {text!r}")
+    return pair
+
+
+def parse_resolutions(text: str | Sequence[Any] | None) -> list[int | tuple[int, int] | str] | None:
+    """``"256,512"`` -> ``[256, 512]``; ``"16x48"`` (or a list ``[16, 48]`` in a list) -> the pair ``(16, 48)``
+    of points per axis of a rectangular 2-D grid; mesh levels stay names (``"level0,remesh"``); also accepts a
+    list; duplicates dropped, order kept; a number below 1 is not a grid size (ValueError)."""
     if text is None:
         return None
     items = text.split(",") if isinstance(text, str) else list(text)
-    out: list[int | str] = []
+    out: list[int | tuple[int, int] | str] = []
     for item in items:
-        word = str(item).strip()
+        word = resolution_label(item).strip()
         if not word:
             raise ValueError(f"resolutions (or mesh levels) are separated by commas, got {text!r}")
-        r = int(word) if word.lstrip("-").isdigit() else word
+        r = int(word) if word.lstrip("-").isdigit() else (_pair(word, text) or word)
         if isinstance(r, int) and r < 1:
             raise ValueError(f"resolution {r} is not a grid size (a whole number of grid points); resolutions "
                              f"(or mesh levels) are separated by commas, got {text!r}")
@@ -42,7 +59,7 @@ def parse_resolutions(text: str | Sequence[int | str] | None) -> list[int | str]
             out.append(r)
     if not out:
         raise ValueError("give at least one resolution")
-    if len({isinstance(r, int) for r in out}) > 1:
+    if len({isinstance(r, str) for r in out}) > 1:
         raise ValueError(f"resolutions must be integers separated by commas (grid files) or mesh level names "
                          f"(mesh files), not a mix: got {text!r}")
     return out
@@ -189,13 +206,13 @@ def default_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
         # another mesh file (e.g. imported meshes) with none of the run's levels: its own
         return wanted if set(wanted) & set(levels) else levels
     if d is not None and d.eval_resolutions:
-        return list(d.eval_resolutions)
+        return parse_resolutions(d.eval_resolutions)
     if d is not None and d.train_resolution:
-        return [int(d.train_resolution)]
+        return parse_resolutions([d.train_resolution])
     return [int(info["native_resolution"])]
 
 
 
 __all__ = ["ResolutionChoiceError", "allowed_resolutions", "check_kind", "check_resolutions", "coarse_resolution",
            "default_resolutions", "family", "fields_fit", "is_mesh_info", "model_refusals",
-           "parse_resolutions"]
+           "parse_resolutions", "resolution_label"]

@@ -15,19 +15,21 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 from ..common.files import write_csv, write_json
 from ..datasets import InputNoise
+from ..datasets.normalizers import check_channels, check_fields
 from ..operators.models import node_inputs
 from . import distributed as dist_
 from .batches import Batches
 from .compilation import mark_step, static_shapes
 from .data import Batch
-from .losses import relative_l2_per_sample
+from .losses import per_time_relative_l2, relative_l2_per_sample
 from .operator import NormalizedOperator
+from .rollout import trajectory_scores
 
 ROW_FIELDS = ["resolution", "n", "mean", "std", "median", "max"]
 """The columns of a metrics row (``metrics.csv``): the resolution, the number of samples, and the mean,
@@ -121,29 +123,88 @@ def summarize(per_sample: torch.Tensor) -> dict[str, float]:
             "median": v.median().item(), "max": v.max().item(), "n": int(v.numel())}
 
 
-def resolution_row(resolution: int, per_sample: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
-    """The metrics row of one resolution: ``ROW_FIELDS`` (+ ``"per_sample"`` if ``keep_samples``)."""
+def resolution_label(resolution: Any) -> str:
+    """How tables, files and figures name a resolution: ``"64"``, a pair of points per axis of a rectangular 2-D
+    grid ``"16x48"`` (x, then y), a mesh level by its name."""
+    if isinstance(resolution, (list, tuple)):
+        return "x".join(str(int(n)) for n in resolution)
+    return str(resolution)
+
+
+def _resolution_value(resolution: Any) -> int | str | list[int]:
+    """A row's ``resolution``: an int, a mesh level's name, or a pair as the list ``[n_x, n_y]`` (JSON)."""
+    if isinstance(resolution, str):
+        return resolution
+    return [int(n) for n in resolution] if isinstance(resolution, (list, tuple)) else int(resolution)
+
+
+def resolution_row(resolution: Any, per_sample: torch.Tensor, keep_samples: bool = False) -> dict[str, Any]:
+    """The metrics row of one resolution: ``ROW_FIELDS`` (+ ``"per_sample"`` if ``keep_samples``); a pair of
+    points per axis is kept as the list ``[n_x, n_y]``."""
     if not torch.isfinite(per_sample).all():
-        raise ValueError(f"non-finite relative L2 at resolution {resolution} (model or data hold NaN/inf)")
+        raise ValueError(f"non-finite relative L2 at resolution {resolution_label(resolution)} (model or data hold "
+                         f"NaN/inf)")
     stats = summarize(per_sample)
-    row = {"resolution": resolution if isinstance(resolution, str) else int(resolution), "n": int(stats["n"]),
+    row = {"resolution": _resolution_value(resolution), "n": int(stats["n"]),
            **{k: float(stats[k]) for k in ("mean", "std", "median", "max")}}
     if keep_samples:
         row["per_sample"] = per_sample.double().tolist()
     return row
 
 
-def per_time_row(resolution: int, scores: torch.Tensor, keep_samples: bool = False, history: int = 1) -> dict[str, Any]:
+def per_time_row(resolution: int, scores: torch.Tensor, keep_samples: bool = False, history: int = 1,
+                 fields: Sequence[str] | None = None) -> dict[str, Any]:
     """The metrics row of trajectories at one resolution from ``scores: (N, 1 + S)``
     (``petrov.train.rollout.trajectory_scores``): [`resolution_row`][] of column 0, each sample's error over
     the predicted states (the run's ``loss.trajectory_metric``), plus ``per_time_mean/median/max`` over the
     samples for every state ``k = 0 .. S-1`` (the ``history`` given states first: 0 where the model returns
-    them as they are), and ``history``."""
+    them as they are), and ``history``.
+
+    ``fields``: the names of F > 1 fields per state, ``scores`` then [`field_trajectory_scores`][]'s
+    ``(N, 1 + F + S + S F)``; the row adds ``fields``, ``field_mean/median/max`` (each field's relative L²
+    over the predicted space-time block, F values) and ``per_time_field_mean`` (S lists of F: each state's
+    error per field); ``per_time_*`` are then each state's error over all its fields.  One field (or None):
+    the row of a single field, exactly as without."""
+    names = list(fields or [])
+    f = len(names) if len(names) > 1 else 1
+    extra = f if f > 1 else 0  # the per-field columns
+    states = (scores.shape[1] - 1 - extra) // (1 + extra)
+    if f > 1 and scores.shape[1] != 1 + f + states * (1 + f):
+        raise ValueError(f"scores of {scores.shape[1]} columns are not those of {f} fields ({', '.join(names)}); "
+                         f"score with field_trajectory_scores(..., fields={f})")
     row = resolution_row(resolution, scores[:, 0], keep_samples=keep_samples)
-    v = scores[:, 1:].double()
+    v = scores[:, 1 + f:1 + f + states].double() if f > 1 else scores[:, 1:].double()
     row.update(per_time_mean=v.mean(0).tolist(), per_time_median=v.median(0).values.tolist(),
                per_time_max=v.max(0).values.tolist(), history=int(history))
+    if f > 1:
+        block = scores[:, 1:1 + f].double()
+        per_state = scores[:, 1 + f + states:].double().view(len(scores), states, f)
+        row.update(fields=names, field_mean=block.mean(0).tolist(), field_median=block.median(0).values.tolist(),
+                   field_max=block.max(0).values.tolist(), per_time_field_mean=per_state.mean(0).tolist())
     return row
+
+
+def field_trajectory_scores(pred: torch.Tensor, y: torch.Tensor, *, fields: int = 1, history: int = 1,
+                            metric: str = "state_mean") -> torch.Tensor:
+    """Per-sample scores of trajectories of ``fields`` = F fields per state, channels state-major
+    (``(b, *grid, S F)``, channel ``s F + f`` field f of state s; the first ``history`` states given).
+
+    F = 1: ``trajectory_scores(pred, y, history, metric)``, ``(b, 1 + S)``, exactly.  F > 1: ``(b, 1 + F + S +
+    S F)``: the run's ``metric`` over the predicted channels (all fields together); each field's relative L²
+    over the predicted space-time block, ``‖p_f − y_f‖ / ‖y_f‖`` over every point and predicted state of field
+    f; each state's relative L² over all its fields; each (state, field)'s (column ``s F + f``)."""
+    f = check_fields(fields)
+    if f == 1:
+        return trajectory_scores(pred, y, history=history, metric=metric)
+    check_channels(pred.shape[-1], f, "the prediction")
+    if pred.shape != y.shape:
+        raise ValueError(f"prediction shape {tuple(pred.shape)} does not match target shape {tuple(y.shape)}")
+    states, given = pred.shape[-1] // f, history * f
+    overall = trajectory_scores(pred, y, history=given, metric=metric)[:, 0]
+    block = [relative_l2_per_sample(pred[..., given + k::f], y[..., given + k::f]) for k in range(f)]
+    per_state = [relative_l2_per_sample(pred[..., s * f:(s + 1) * f], y[..., s * f:(s + 1) * f])
+                 for s in range(states)]
+    return torch.cat([overall[:, None], torch.stack(block + per_state, dim=1), per_time_relative_l2(pred, y)], dim=1)
 
 
 def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
@@ -152,7 +213,9 @@ def write_metrics(rows: list[dict[str, Any]], out_dir: str | os.PathLike,
     (``{"rows": rows, **meta}``), each written to a temp file and renamed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(out / "metrics.csv", rows, ROW_FIELDS)  # floats with repr: they read back exactly
+    flat = [{**r, "resolution": resolution_label(r["resolution"])} if isinstance(r["resolution"], list) else r
+            for r in rows]  # a pair as "16x48" in its one column
+    write_csv(out / "metrics.csv", flat, ROW_FIELDS)  # floats with repr: they read back exactly
     write_json(out / "metrics.json", {**(meta or {}), "rows": rows})
     return out / "metrics.csv", out / "metrics.json"
 
@@ -172,5 +235,5 @@ def read_metrics(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
     return saved["rows"]
 
 
-__all__ = ["ROW_FIELDS", "check_batch_size", "evaluate_relative_l2", "per_time_row", "read_metrics", "resolution_row",
-           "score_batch", "summarize", "write_metrics"]
+__all__ = ["ROW_FIELDS", "check_batch_size", "evaluate_relative_l2", "field_trajectory_scores", "per_time_row",
+           "read_metrics", "resolution_label", "resolution_row", "score_batch", "summarize", "write_metrics"]
