@@ -17,6 +17,7 @@ import matplotlib.ticker
 import numpy as np
 import torch
 
+from ..train.metrics import resolution_label
 from . import figure_style
 from .figure_style import host_array
 
@@ -45,8 +46,8 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
     markers. Rows without ``per_sample`` (older metrics files) get the median line and no band."""
     if not rows:
         raise ValueError("no evaluation rows to plot")
-    rows = sorted(rows, key=lambda r: r["resolution"])
-    res = np.array([r["resolution"] for r in rows], dtype=float)
+    rows = sorted(rows, key=lambda r: axis_points(r["resolution"]))
+    res = np.array([axis_points(r["resolution"]) for r in rows], dtype=float)
     fig, ax = plt.subplots(figsize=(7.6, 4.2))
     if all(r.get("per_sample") for r in rows):
         lo, median, hi = np.array([percentile_band(r["per_sample"], *band) for r in rows]).T
@@ -58,16 +59,18 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
     ax.plot(res, [r["mean"] for r in rows], "D", color="tab:orange", ms=5, mfc="none", mew=1.2, label="mean")
     ax.plot(res, [r["max"] for r in rows], "v", color="tab:red", ms=4, label="max")
     if train_resolution is not None:
-        ax.axvline(train_resolution, color="0.5", ls="-.", lw=0.8, label=f"trained at {train_resolution}")
+        ax.axvline(axis_points(train_resolution), color="0.5", ls="-.", lw=0.8,
+                   label=f"trained at {resolution_label(train_resolution)}")
     if target is not None:
         ax.axhline(target, color="k", ls=":", lw=0.8, label=f"target {target:g}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(res)
-    ax.set_xticklabels([str(int(r)) for r in res])
+    ax.set_xticklabels([resolution_label(r["resolution"]) for r in rows])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlim(res.min() / 1.25, res.max() * 1.25)
-    ax.set_xlabel("resolution (grid points per axis)")
+    ax.set_xlabel("resolution (grid points per axis; n_x x n_y at their geometric mean)"
+                  if any(isinstance(r["resolution"], (list, tuple)) for r in rows) else "resolution (grid points per axis)")
     ax.set_ylabel("relative L2 error per sample")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside the data
@@ -76,24 +79,43 @@ def plot_error_vs_resolution(rows: Sequence[dict[str, Any]], path: str | os.Path
     return figure_style.save_figure(fig, path)
 
 
+def axis_points(resolution: Any) -> float:
+    """Where a resolution sits on a resolution axis: its points per axis; a pair ``(n_x, n_y)`` at their
+    geometric mean (the side of the square grid of as many points)."""
+    if isinstance(resolution, (list, tuple)):
+        return float(np.prod(np.asarray(resolution, dtype=float)) ** (1.0 / len(resolution)))
+    return float(resolution)
+
+
 def plot_error_vs_time(rows: Sequence[dict[str, Any]], path: str | os.PathLike, *,
                        title: str | None = None) -> Path:
     """Rollout relative L² against time, one line per resolution, from trajectory evaluation rows
     (``resolution`` and ``per_time_mean``: the mean over samples of each state's error, state ``k`` of
-    the window at ``k`` steps; the ``history`` given states are not drawn)."""
+    the window at ``k`` steps; the ``history`` given states are not drawn).  Rows of several fields
+    (``fields``, ``per_time_field_mean``): a panel per field, on one error axis."""
     if not rows or any("per_time_mean" not in r for r in rows):
         raise ValueError("plot_error_vs_time needs trajectory evaluation rows (with per_time_mean)")
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    for r in sorted(rows, key=lambda r: r["resolution"]):
-        err, given = np.asarray(r["per_time_mean"], dtype=float), int(r.get("history", 1))
-        steps = np.arange(1, len(err) - given + 1)
-        ax.plot(steps, err[given:], "o-", ms=3, lw=1.0, label=f"{r['resolution']} grid points")
-    ax.set_yscale("log")
-    ax.set_xlabel("steps after the given states")
-    ax.set_ylabel("relative L2 error of the rollout")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
-    ax.set_title(title or f"rollout error vs time (mean over {rows[0]['n']} test samples)")
+    names = list(rows[0].get("fields", [])) if len(rows[0].get("fields", [])) > 1 else [None]
+    fig, axes = plt.subplots(1, len(names), figsize=(6.0 + 3.6 * (len(names) - 1), 4.2), sharey=True,
+                             squeeze=False)
+    for f, (ax, name) in enumerate(zip(axes[0], names)):
+        for r in sorted(rows, key=lambda r: axis_points(r["resolution"])):
+            per_time = r["per_time_mean"] if name is None else [state[f] for state in r["per_time_field_mean"]]
+            err, given = np.asarray(per_time, dtype=float), int(r.get("history", 1))
+            steps = np.arange(1, len(err) - given + 1)
+            ax.plot(steps, err[given:], "o-", ms=3, lw=1.0, label=f"{resolution_label(r['resolution'])} grid points")
+        ax.set_yscale("log")
+        ax.set_xlabel("steps after the given states")
+        ax.grid(True, which="both", alpha=0.3)
+        if name is not None:
+            ax.set_title(name, fontsize=9)
+    axes[0, 0].set_ylabel("relative L2 error of the rollout")
+    axes[0, -1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    heading = title or f"rollout error vs time (mean over {rows[0]['n']} test samples)"
+    if names == [None]:
+        axes[0, 0].set_title(heading)
+    else:
+        fig.suptitle(f"{heading}, per field")
     fig.tight_layout()
     return figure_style.save_figure(fig, path)
 

@@ -11,6 +11,7 @@ validation and test use them too); which samples and resolutions: [`runs`][], [`
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 from pathlib import Path
@@ -35,11 +36,12 @@ from ..train.metrics import (
     ROW_FIELDS,
     check_batch_size,
     evaluate_relative_l2,
+    field_trajectory_scores,
     per_time_row,
+    resolution_label,
     resolution_row,
     write_metrics,
 )
-from ..train.rollout import trajectory_scores
 from ..train.testing import trajectory_metric_text
 from .reports import format_table
 from .resolutions import (
@@ -77,10 +79,12 @@ def _device(device: Any) -> torch.device:
     return device if isinstance(device, torch.device) else dist_.resolve_device(str(device))
 
 
-def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: int | str):
-    """The samples ``idx`` at a grid resolution or, from a mesh file, on the mesh level ``resolution``."""
+def _open(setup: EvalSetup, data_path: Path, idx: np.ndarray, resolution: Any):
+    """The samples ``idx`` at a grid resolution (a pair ``(n_x, n_y)`` for a rectangular grid) or, from a mesh
+    file, on the mesh level ``resolution``."""
     if is_mesh_file(data_path):
         return open_mesh_dataset(data_path, resolution, idx, transform=sample_transform(setup.operator.model))
+    resolution = tuple(resolution) if isinstance(resolution, list) else resolution  # a row's pair, from JSON
     d = setup.data_config
     return open_dataset(data_path, resolution=resolution, indices=idx, kind=setup.kind,
                         coarse_resolution=coarse_resolution(setup), window=None if d is None else window_of(d))
@@ -139,23 +143,25 @@ def evaluate_resolutions(
     batch_size = batch_size or default_batch(setup)
     per_time = is_trajectory(info["kind"]) if per_time is None else per_time
     history, how = trajectory_scoring(setup)
-    metric = functools.partial(trajectory_scores, history=history, metric=how) if per_time else relative_l2_per_sample
     rows = []
     for res in resolutions:
         dataset = _open(setup, data_path, idx, res)
-        check_model_fits_data(setup.operator.model, dataset, dev, f"{data_path} at resolution {res}",
-                              evaluating=True)
+        names = dataset_fields(dataset)  # several fields per state: scored per field too
+        fields = max(len(names), 1)
+        metric = (functools.partial(field_trajectory_scores, fields=fields, history=history, metric=how)
+                  if per_time else relative_l2_per_sample)
+        where = f"{data_path} at resolution {resolution_label(res)}"
+        check_model_fits_data(setup.operator.model, dataset, dev, where, evaluating=True)
         if not is_point_data(dataset):  # mesh samples are checked where they are read
-            check_targets(dataset.y, sample_ids(dataset), f"{data_path} at resolution {res}", snapshots=per_time,
-                          history=history)
+            check_targets(dataset.y, sample_ids(dataset), where, snapshots=per_time, history=history * fields)
         noise = setup_noise(setup, dataset)
-        log.debug("resolution %d: %d samples of %s, batch %d, input noise %g", res, len(dataset), data_path,
-                  batch_size, noise.level)
-        with out_of_memory_advice(f"the evaluation at resolution {res}", batch_size, dev,
+        log.debug("resolution %s: %d samples of %s, batch %d, input noise %g", resolution_label(res), len(dataset),
+                  data_path, batch_size, noise.level)
+        with out_of_memory_advice(f"the evaluation at resolution {resolution_label(res)}", batch_size, dev,
                                   evaluation_advice("the batch size (petrov evaluate --batch-size)", batch_size)):
             errors = evaluate_relative_l2(setup.operator, dataset, batch_size=batch_size, device=dev,
                                           noise=noise, metric=metric)
-        rows.append(per_time_row(res, errors, per_sample, history) if per_time
+        rows.append(per_time_row(res, errors, per_sample, history, fields=names) if per_time
                     else resolution_row(res, errors, keep_samples=per_sample))
     if out_dir is not None:
         meta = _meta(setup, data_path, idx)
@@ -164,6 +170,20 @@ def evaluate_resolutions(
         claim_outputs(out_dir, "evaluate", EVAL_FILES, overwrite=overwrite)  # the earlier evaluation's go
         write_metrics(rows, out_dir, meta=meta)
     return rows
+
+
+def dataset_fields(dataset: Any) -> list[str]:
+    """The names of the F fields of one state of a time series (the opened data's ``fields``, else the file's
+    ``fields`` attribute, a JSON list); ``[]`` where the data hold one unnamed field per state."""
+    names = getattr(dataset, "fields", None)
+    if names is None:
+        names = (getattr(dataset, "attrs", None) or {}).get("fields")
+        if isinstance(names, (str, bytes)):
+            try:
+                names = json.loads(names)
+            except ValueError:
+                names = None
+    return [str(n) for n in names] if isinstance(names, (list, tuple)) else []
 
 
 def trajectory_scoring(setup: EvalSetup) -> tuple[int, str]:
@@ -233,7 +253,8 @@ def make_plots(
     train_res = None if d is None else d.train_resolution
     written = [figures.plot_error_vs_resolution(rows, out / "error_vs_resolution.png",
                                               train_resolution=train_res)]
-    res = resolution or max(r["resolution"] for r in rows)
+    res = resolution or max(rows, key=lambda r: figures.axis_points(r["resolution"]))["resolution"]
+    res = list(res) if isinstance(res, tuple) else res  # a pair as the rows hold it
     idx = select_indices(setup, data_path, indices, int(dataset_info(data_path)["n_complete"]))
     row = next((r for r in rows if r["resolution"] == res), {})
     if row.get("per_sample") and len(row["per_sample"]) == len(idx):  # the first, median and worst samples
@@ -244,7 +265,7 @@ def make_plots(
     dataset = _open(setup, data_path, idx[[j for _, j in chosen]], res)
     pred = predict(setup, dataset, range(len(dataset)), dev)
     noise = setup_noise(setup, dataset).level
-    title = f"test samples at resolution {res}" + (
+    title = f"test samples at resolution {resolution_label(res)}" + (
         f" (inputs drawn without the noise {noise:g} the model was given)" if noise else "")
     if "per_time_mean" in rows[0]:
         written.append(figures.plot_error_vs_time(rows, out / "error_vs_time.png"))
@@ -262,16 +283,19 @@ def _rollout_figures(dataset: Any, pred: torch.Tensor, out: Path, history: int, 
     difference at the first and last predicted states) and ``rollout.gif`` (the first chosen sample)."""
     from . import plots as figures, state_plots
 
+    names = dataset_fields(dataset)
+    fields = names if len(names) > 1 else None  # one field: named after the kind, as always
     if dataset.y.dim() == 3:
         return [figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,
-                                       title=title, labels=labels, n=len(pred))]
+                                       title=title, labels=labels, n=len(pred), fields=fields)]
     extent = figures.grid_extent(dataset.coords, figures.dataset_domain(dataset))
     ids = [int(i) for i in dataset.indices]
     name = figures.field_names(getattr(dataset, "kind", None), getattr(dataset, "attrs", None))[1]
+    name = names[0] if len(names) == 1 and getattr(dataset, "kind", None) == "time-series" else name
     return [state_plots.plot_states(dataset.y, pred, out / "states.png", history=history, name=name, sample_ids=ids,
-                                    labels=labels, extent=extent, title=title),
+                                    labels=labels, extent=extent, title=title, fields=fields),
             state_plots.animate_rollout(dataset.y[0], pred[0], out / "rollout.gif", history=history, name=name,
-                                        sample_id=ids[0], extent=extent)]
+                                        sample_id=ids[0], extent=extent, fields=fields)]
 
 
 def _training_curves(setup: EvalSetup, out: Path) -> list[Path]:
@@ -367,4 +391,4 @@ def run_evaluation(
 
 
 
-__all__ = ["evaluate_resolutions", "is_trajectory", "make_plots", "predict", "run_evaluation"]
+__all__ = ["dataset_fields", "evaluate_resolutions", "is_trajectory", "make_plots", "predict", "run_evaluation"]

@@ -148,30 +148,36 @@ def plot_inversion(u_obs: np.ndarray, a: np.ndarray, path: str | os.PathLike, *,
 
 def plot_spacetime(truth: Any, pred: Any, path: str | os.PathLike, *, sample_ids: Sequence[int] | None = None,
                    n: int = 2, title: str | None = None, labels: Sequence[str] | None = None,
-                   t_final: float = 1.0) -> Path:
+                   t_final: float = 1.0, fields: Sequence[str] | None = None) -> Path:
     """Space-time pictures of trajectories ``(N, n_x, T + 1)`` on a periodic grid ``x_i = i/n_x`` at
     ``t_k = k t_final / T``: truth, prediction (one colour scale) and |error|, one row per sample (first
-    ``n``, named by ``labels``); x across, time running up from the given state at t = 0."""
+    ``n``, named by ``labels``); x across, time running up from the given state at t = 0.  ``fields``: the
+    names of F > 1 fields per state (channels ``(T + 1) F``, state-major): a row per sample and field."""
+    names = list(fields) if fields and len(fields) > 1 else ["u"]
     y, p = host_array(truth), host_array(pred)
-    if y.shape != p.shape or y.ndim != 3:
-        raise ValueError(f"plot_spacetime needs truth and prediction of one shape (N, n_x, T + 1), "
-                         f"got {y.shape} and {p.shape}")
+    if y.shape != p.shape or y.ndim != 3 or y.shape[-1] % len(names):
+        raise ValueError(f"plot_spacetime needs truth and prediction of one shape (N, n_x, (T + 1) * fields), "
+                         f"got {y.shape} and {p.shape} for {len(names)} field(s)")
     k = min(n, len(y))
     if k == 0:
         raise ValueError("no samples to plot")
     ids = list(sample_ids if sample_ids is not None else range(k))
-    hx, dt = 1.0 / y.shape[1], t_final / max(y.shape[2] - 1, 1)
+    F = len(names)
+    hx, dt = 1.0 / y.shape[1], t_final / max(y.shape[2] // F - 1, 1)
     extent = (-hx / 2, 1 - hx / 2, -dt / 2, t_final + dt / 2)  # pixels centred on (x_i, t_k)
-    names = ("x", "t (time runs up)")
-    fig, axes = plt.subplots(k, 3, figsize=(12.0, 3.4 * k), squeeze=False)
-    for j in range(k):
-        lo, hi = min(y[j].min(), p[j].min()), max(y[j].max(), p[j].max())
+    axis_names = ("x", "t (time runs up)")
+    rows = [(j, f) for j in range(k) for f in range(F)]
+    fig, axes = plt.subplots(len(rows), 3, figsize=(12.0, 3.4 * len(rows)), squeeze=False)
+    for r, (j, f) in enumerate(rows):
+        yj, pj, u = y[j][:, f::F], p[j][:, f::F], names[f]  # field f at every state
+        lo, hi = min(yj.min(), pj.min()), max(yj.max(), pj.max())
         head = sample_head(ids[j], labels[j] if labels is not None and j < len(labels) else None)
-        draw_field(axes[j, 0], fig, y[j], f"{head}: truth u(x, t)", "u", vmin=lo, vmax=hi, extent=extent,
-               axis_names=names)
-        draw_field(axes[j, 1], fig, p[j], "rollout from u(x, 0)", "u", vmin=lo, vmax=hi, extent=extent, axis_names=names)
-        draw_field(axes[j, 2], fig, np.abs(p[j] - y[j]), f"|error| (relative L2 {relative_l2(p[j], y[j]):.2e})", "|error|",
-               cmap="magma", extent=extent, axis_names=names)
+        draw_field(axes[r, 0], fig, yj, f"{head}: truth {u}(x, t)", u, vmin=lo, vmax=hi, extent=extent,
+                   axis_names=axis_names)
+        draw_field(axes[r, 1], fig, pj, f"rollout from {u}(x, 0)", u, vmin=lo, vmax=hi, extent=extent,
+                   axis_names=axis_names)
+        draw_field(axes[r, 2], fig, np.abs(pj - yj), f"|error| (relative L2 {relative_l2(pj, yj):.2e})", "|error|",
+                   cmap="magma", extent=extent, axis_names=axis_names)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -30,6 +30,7 @@ training curves, comparisons) and ``mesh_plots`` (fields on triangles, error per
 module gathers the public names of the first three.
 """
 from .curve_plots import (
+    axis_points,
     percentile_band,
     plot_comparison,
     plot_error_vs_resolution,
@@ -52,7 +53,7 @@ from .figure_style import (
 )
 
 __all__ = [
-    "chosen_samples", "dataset_domain", "field_names", "grid_extent", "node_extent", "percentile_band",
+    "axis_points", "chosen_samples", "dataset_domain", "field_names", "grid_extent", "node_extent", "percentile_band",
     "plot_comparison", "plot_error_vs_resolution", "plot_error_vs_time", "plot_inversion", "plot_predictions",
     "plot_spacetime", "plot_training_curves", "power_of_ten", "read_epoch_log", "sample_head", "save_figure",
     "scale_axis", "scaled_label",
