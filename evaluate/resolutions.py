@@ -126,7 +126,7 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
     resolution of the file does not fit the data at all (channels, kind): left to the evaluation, which
     says so (``check_model_fits_data``)."""
     allowed = allowed_resolutions(setup, info)
-    words = [r for r in resolutions if not isinstance(r, int)]
+    words = [r for r in resolutions if isinstance(r, str)]
     if words and not is_mesh_info(info):
         raise ResolutionChoiceError(
             f"resolution {words[0]!r} is not a whole number: {data_path} is a grid file, read at resolutions "
@@ -148,7 +148,7 @@ def check_resolutions(resolutions: list[int], setup: EvalSetup, info: dict[str, 
         if near and not why:
             why = f" (did you mean {near[0]!r}?)"
         raise ResolutionChoiceError(
-            f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} not available for this "
+            f"resolution{'s' if len(bad) > 1 else ''} {', '.join(map(resolution_label, bad))} not available for this "
             f"trained model from {data_path}{why}; allowed resolutions: {taken_resolutions(allowed, everywhere)}")
 
 
@@ -156,8 +156,9 @@ def taken_resolutions(allowed: list, refused: dict) -> str:
     """The ``allowed`` resolutions less those the trained model ``refused`` (all of them: a misfit that is
     not a matter of resolution, left to the evaluation), for a message."""
     if not refused or len(refused) == len(allowed):
-        return ", ".join(map(str, allowed))
-    return f"{', '.join(str(r) for r in allowed if r not in refused)} (those of the file the trained model takes)"
+        return ", ".join(map(resolution_label, allowed))
+    return (f"{', '.join(resolution_label(r) for r in allowed if r not in refused)} (those of the file the trained "
+            f"model takes)")
 
 
 IMPORTED_MESH = "imported-mesh"  # a user's own meshes (petrov import --mesh): fields of any meaning
