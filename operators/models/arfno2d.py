@@ -64,4 +64,5 @@ class ArFNO2d(SteppingOperator):
     ndim = 2
 
     def __init__(self, config: ArFNO2dConfig):
-        super().__init__(config, FNO2d(step_config(config, FNO2dConfig, in_channels=config.history)))
+        step = FNO2d(step_config(config, FNO2dConfig, in_channels=config.history * config.fields))
+        super().__init__(config, step)

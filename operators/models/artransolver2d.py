@@ -78,4 +78,5 @@ class ArTransolver2d(SteppingOperator):
     ndim = 2
 
     def __init__(self, config: ArTransolver2dConfig):
-        super().__init__(config, Transolver2d(step_config(config, Transolver2dConfig, in_channels=config.history)))
+        step = Transolver2d(step_config(config, Transolver2dConfig, in_channels=config.history * config.fields))
+        super().__init__(config, step)

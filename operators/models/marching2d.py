@@ -92,4 +92,5 @@ class Marching2d(SteppingOperator):
     ndim = 2
 
     def __init__(self, config: Marching2dConfig):
-        super().__init__(config, Latent2d(step_config(config, Latent2dConfig, in_channels=config.history)))
+        step = Latent2d(step_config(config, Latent2dConfig, in_channels=config.history * config.fields))
+        super().__init__(config, step)
