@@ -44,6 +44,7 @@ from typing import Callable
 import torch
 
 from .checks import checks_values, non_finite, raise_first
+from ..grids.domain import all_periodic
 from ..grids.shape_cache import shape_cached
 from ..grids.transfer import band_limit
 
@@ -107,7 +108,7 @@ def check_state_modes(config) -> None:
         return
     if isinstance(modes, bool) or not isinstance(modes, int) or modes < 1:
         raise ValueError(f"{type(config).__name__}.state_modes must be None or an integer >= 1, got {modes!r}")
-    if not all(config.periodic if isinstance(config.periodic, (tuple, list)) else (config.periodic,)):
+    if not all_periodic(config.periodic):
         raise ValueError(f"{type(config).__name__}.state_modes needs a periodic grid (Fourier modes) on "
                          "every axis; set periodic = true or state_modes = None")
 

@@ -37,6 +37,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ...grids.domain import Periodic
 from ...common.config import check_positive
 from ...common.dtypes import upcast
 from ..attention.mixers import MIXERS, causal_mixers
@@ -89,7 +90,7 @@ class Marching1dConfig(MarchingFields, EncoderConfig):
     state_modes: Optional[int] = None  # band-limit each predicted state (periodic grids; None: off)
     proj_hidden: int = 64
     activation: str = "gelu"
-    periodic: bool = True
+    periodic: Periodic = True
 
     def __post_init__(self):
         super().__post_init__()
