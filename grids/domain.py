@@ -64,15 +64,20 @@ def domain_axes(domain: object, ndim: int, where: str) -> tuple[tuple[float, flo
     usage = (f"domain must be None (the unit box) or a list of {ndim} pairs [lo, hi] with finite lo < hi, one "
              f"per grid axis, e.g. {[[0.0, 1.0]] * ndim}")
     if not isinstance(domain, (tuple, list)) or len(domain) != ndim:
-        raise ValueError(f"{where}: {usage}; got {domain!r}")
+        raise ValueError(f"{where}: {usage}; got {_plain(domain)!r}")
     axes = []
     for axis, pair in enumerate(domain):
         ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
         if not ok or not pair[0] < pair[1]:
-            raise ValueError(f"{where}: {usage}; axis {axis} has {pair!r}")
+            raise ValueError(f"{where}: {usage}; axis {axis} has {_plain(pair)!r}")
         axes.append((float(pair[0]), float(pair[1])))
     return tuple(axes)
+
+
+def _plain(value: object) -> object:
+    """``value`` with its tuples as lists: as a config file writes it."""
+    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
 def axis_lengths(domain: Sequence[tuple[float, float]] | None, ndim: int) -> tuple[float, ...]:
