@@ -235,9 +235,11 @@ class _Transolver(GridOperator):
         """``(…, d) -> (…, coord_dim)``: reference-grid distances (``unified_pos``), or ``(cos, sin)`` on
         periodic grids, or ``pos`` itself."""
         c = self.config
+        # (mesh_transolver shares this method: a point set has neither attribute, and its config neither option)
+        periodic, domain = getattr(self, "axis_periodic", c.periodic), getattr(self, "domain", None)
         if c.unified_pos:
-            return reference_distances(pos, c.unified_pos, self.axis_periodic, self.domain)
-        return coordinate_features(pos, self.axis_periodic, self.domain)
+            return reference_distances(pos, c.unified_pos, periodic, domain)
+        return coordinate_features(pos, periodic, domain)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """``(b, *grid, c_in)`` -> ``(b, *grid, c_out)``; ``pos`` defaults to the uniform grid."""
