@@ -31,19 +31,9 @@ from typing import Any, Callable, Sequence
 import torch
 
 from petrov.common import files
+from petrov.common.machine import cpu_model
 
 # --- machine --------------------------------------------------------------------------------------
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (Linux), else platform.processor()."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
 
 def package_version(name: str) -> str | None:
     try:

@@ -30,6 +30,7 @@ import torch
 
 from petrov.datasets import generate_dataset
 from petrov.datasets.burgers import solve_burgers
+from petrov.common.machine import cpu_model
 from petrov.common.worker_pool import worker_pool
 from petrov.datasets.darcy import darcy_matrix, solve_darcy
 from petrov.datasets.grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d
@@ -38,11 +39,6 @@ BURGERS_TARGET_S = 30.0
 DARCY_TARGET_RATIO = 2.5
 NS_TARGET_S = 30 * 60.0  # 1200 samples
 NS_SAMPLES = 1200
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo") as f:
-        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
 
 
 def per_1000(seconds: float, samples: int) -> float:

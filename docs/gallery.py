@@ -63,16 +63,6 @@ def shown(command: list[str]) -> str:
     return " ".join(["python", *command[1:]])
 
 
-def cpu_model() -> str:
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def run_facts(run: Path) -> dict:
     """What a training run was and reached: its config, epochs, best validation error, test rows."""
     from petrov.evaluate import read_metrics
@@ -97,6 +87,7 @@ def machine() -> dict:
     import torch
 
     import petrov
+    from petrov.common.machine import cpu_model
 
     return {"cpu": cpu_model(), "threads": os.environ.get("OMP_NUM_THREADS", "default"),
             "python": platform.python_version(), "torch": torch.__version__, "petrov": petrov.__version__,

@@ -81,28 +81,36 @@ def node_axis(n: int, dtype: torch.dtype = torch.float32, device=None) -> torch.
 
 def grid_coordinates(
     grid: tuple[int, ...] | torch.Size,
-    periodic: bool = False,
+    periodic: bool | tuple[bool, ...] = False,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
     cells: bool = False,
+    domain: tuple[tuple[float, float], ...] | None = None,
 ) -> torch.Tensor:
-    """Coordinates ``(*grid, d)`` of a uniform grid on ``[0, 1]^d``.
+    """Coordinates ``(*grid, d)`` of a uniform grid on ``[0, 1]^d`` (or on the box ``domain``).
 
     ``periodic=True``: ``x_i = i / n`` (the point 1 is the point 0, as for Burgers on the torus);
     ``periodic=False``: ``x_i = i / (n - 1)`` (node grid including both boundaries, as for Darcy);
-    ``cells=True``: ``x_i = (i + 1/2) / n``, the centres of ``n`` cells (finite-volume data).
+    a tuple of bools chooses per axis; ``cells=True``: ``x_i = (i + 1/2) / n``, the centres of ``n`` cells
+    (finite-volume data).  ``domain``: ``((lo, hi), ...)`` per axis, the unit coordinate ``s`` mapped to
+    ``lo + (hi - lo) s`` (None: the unit box, numbers as without it).
     Strided sub-grids of the first two kinds keep the same coordinates at shared points.
     ``grid``: a tuple (or list, ``torch.Size``) of integers >= 1, e.g. ``(64,)`` for 64 points in 1-D.
     """
     _check_grid(grid)
+    flags = tuple(periodic) if isinstance(periodic, (tuple, list)) else (periodic,) * len(grid)
     axes = []
-    for n in grid:
+    for axis, (n, axis_periodic) in enumerate(zip(grid, flags)):
         if cells:
-            axes.append((torch.arange(n, dtype=dtype, device=device) + 0.5) / n)
-        elif periodic:
-            axes.append(torch.arange(n, dtype=dtype, device=device) / n)
+            u = (torch.arange(n, dtype=dtype, device=device) + 0.5) / n
+        elif axis_periodic:
+            u = torch.arange(n, dtype=dtype, device=device) / n
         else:
-            axes.append(node_axis(n, dtype, device))
+            u = node_axis(n, dtype, device)
+        if domain is not None:
+            lo, hi = domain[axis]
+            u = lo + (hi - lo) * u
+        axes.append(u)
     mesh = torch.meshgrid(*axes, indexing="ij")
     return torch.stack(mesh, dim=-1)
 

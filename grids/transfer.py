@@ -62,15 +62,16 @@ def trapezoid_weights(n: int, dtype: torch.dtype = torch.float64, device=None) -
     return w
 
 
-def grid_weights(grid: tuple[int, ...], periodic: bool, dtype: torch.dtype = torch.float64,
+def grid_weights(grid: tuple[int, ...], periodic: bool | tuple[bool, ...], dtype: torch.dtype = torch.float64,
                  device=None) -> torch.Tensor:
     """``(prod(grid),)`` quadrature weights of a uniform grid on ``[0, 1]^d``, flattened row-major like
     [`grid_to_points`][petrov.grids.layout.grid_to_points], summing to 1: the tensor product of the trapezoid
     weights of each axis on node grids, uniform ``1/prod(grid)`` on periodic grids (where the
-    trapezoid rule is the plain mean)."""
+    trapezoid rule is the plain mean); ``periodic`` one bool or one per axis."""
     w = torch.ones(1, dtype=dtype, device=device)
-    for n in grid:
-        if periodic:
+    flags = periodic if isinstance(periodic, tuple) else (periodic,) * len(grid)
+    for n, axis_periodic in zip(grid, flags):
+        if axis_periodic:
             axis = torch.full((n,), 1.0 / n, dtype=dtype, device=device)
         else:
             axis = trapezoid_weights(n, dtype, device)

@@ -140,19 +140,21 @@ def check_grid_input(x: torch.Tensor, ndim: int, channels: int, where: str,
 
 
 def grid_pos(
-    pos: torch.Tensor | None, x: torch.Tensor, periodic: bool, where: str
+    pos: torch.Tensor | None, x: torch.Tensor, periodic: bool | tuple[bool, ...], where: str,
+    domain: tuple[tuple[float, float], ...] | None = None,
 ) -> torch.Tensor:
     """Coordinates ``(b, *grid, d)`` for the grid of ``x: (b, *grid, c)``.
 
     ``pos=None`` gives the uniform grid of [`grid_coordinates`][petrov.grids.layout.grid_coordinates]
-    (``periodic`` chooses ``i/n`` or ``i/(n-1)``; built once per grid, dtype and device, and shared);
+    (``periodic``, one bool or one per axis, chooses ``i/n`` or ``i/(n-1)``, on the box ``domain``, None:
+    the unit box; built once per grid, dtype and device, and shared);
     a given ``pos`` must be ``(b, *grid, d)`` or ``(1, *grid, d)`` with ``d`` the number of grid axes,
     on ``x``'s device, and finite.
     """
     grid = tuple(x.shape[1:-1])
     d = len(grid)
     if pos is None:
-        coords = cached_grid_coordinates(grid, periodic, x.dtype, x.device)
+        coords = cached_grid_coordinates(grid, periodic, x.dtype, x.device, domain=domain)
         return coords.unsqueeze(0).expand(x.shape[0], *coords.shape)
     expected = f"({x.shape[0]}, {', '.join(map(str, grid))}, {d})"
     if not isinstance(pos, torch.Tensor) or pos.dim() != d + 2:

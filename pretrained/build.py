@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 
 from ..common.files import atomic_path, write_json
+from ..common.machine import cpu_model
 from ..common.shipped import CARD, CONFIG, SHIPPED_DIR, WEIGHTS, sha256_file
 from ..common.version import petrov_version
 from ..train.checkpoint import load_operator, load_run_checkpoint
@@ -47,17 +48,6 @@ from .cards import CARD_FORMAT, LICENSE, Card, card_from_dict, card_to_dict
 from .recipes import SHIPPED, Recipe, shipped_recipe
 
 RUNS = "runs/pretrained"  # where the runs are trained, relative to the working folder
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def machine() -> dict:

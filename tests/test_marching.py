@@ -132,7 +132,7 @@ def test_bad_input_raises(name):
         model(torch.randn(2, 16, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match="time_steps must be an integer >= 1"):
         build_model(name, time_steps=0)
-    with pytest.raises(ValueError, match="in_channels = out_channels = 1"):
+    with pytest.raises(ValueError, match="in_channels = 2 disagrees with fields = 1"):
         build_model(name, in_channels=2)
 
 

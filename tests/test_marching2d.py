@@ -207,7 +207,7 @@ def test_bad_input_is_answered_with_what_to_do(name):
         model(states((*shape, 4), H))
     with pytest.raises(ValueError, match="history must be an integer >= 1"):
         tiny(name, history=0)
-    with pytest.raises(ValueError, match="in_channels = out_channels = 1"):
+    with pytest.raises(ValueError, match="in_channels = 2 disagrees with fields = 1"):
         tiny(name, in_channels=2)
     with pytest.raises(ValueError, match="time_steps must be an integer >= 1"):
         tiny(name, time_steps=0)

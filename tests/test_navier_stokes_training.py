@@ -48,7 +48,7 @@ def ns_config(path, name, mode="pushforward", **loss):
     })
 
 
-@pytest.mark.parametrize("name", ["navier-stokes-1e5", "navier-stokes-quick", "navier-stokes-gpu"])
+@pytest.mark.parametrize("name", ["navier-stokes-1e5", "navier-stokes-1e3", "navier-stokes-quick", "navier-stokes-gpu"])
 def test_the_navier_stokes_presets_validate_and_their_model_fits_their_window(name):
     cfg = load_config(name)
     d = cfg.data

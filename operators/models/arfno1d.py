@@ -52,4 +52,5 @@ class ArFNO1d(SteppingOperator):
     time_channel = True
 
     def __init__(self, config: ArFNO1dConfig):
-        super().__init__(config, FNO1d(step_config(config, FNO1dConfig, in_channels=config.history + 1)))
+        step = FNO1d(step_config(config, FNO1dConfig, in_channels=config.history * config.fields + 1))
+        super().__init__(config, step)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...grids.domain import Periodic
 from ..trajectory import MarchingFields, check_marching_config
 from . import register_model
 from .fno import FNO2d, FNO2dConfig
@@ -48,7 +49,7 @@ class ArFNO2dConfig(MarchingFields, FNO2dConfig):
     width: int = 20
     modes: int = 12
     proj_hidden: int = 128
-    periodic: bool = True
+    periodic: Periodic = True
     residual: bool = False
     state_modes: Optional[int] = None
 
@@ -64,4 +65,5 @@ class ArFNO2d(SteppingOperator):
     ndim = 2
 
     def __init__(self, config: ArFNO2dConfig):
-        super().__init__(config, FNO2d(step_config(config, FNO2dConfig, in_channels=config.history)))
+        step = FNO2d(step_config(config, FNO2dConfig, in_channels=config.history * config.fields))
+        super().__init__(config, step)

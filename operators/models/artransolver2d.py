@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...grids.domain import Periodic
 from ..trajectory import MarchingFields, check_marching_config
 from . import register_model
 from .stepping import SteppingOperator, step_config
@@ -54,7 +55,7 @@ class ArTransolver2dConfig(MarchingFields, Transolver2dConfig):
     n_slices: int = 32
     dim_feedforward: Optional[int] = 128  # the reference's NS: mlp_ratio 2
     unified_pos: int = 8
-    periodic: bool = True
+    periodic: Periodic = True
     dirichlet: bool = False
     residual: bool = False
     state_modes: Optional[int] = None
@@ -78,4 +79,5 @@ class ArTransolver2d(SteppingOperator):
     ndim = 2
 
     def __init__(self, config: ArTransolver2dConfig):
-        super().__init__(config, Transolver2d(step_config(config, Transolver2dConfig, in_channels=config.history)))
+        step = Transolver2d(step_config(config, Transolver2dConfig, in_channels=config.history * config.fields))
+        super().__init__(config, step)

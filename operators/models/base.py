@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..checks import check_grid_input, check_point_input, checks_values, first_weight, grid_pos, raise_first
+from ...grids.domain import domain_axes, periodic_axes
 
 
 class Operator(nn.Module):
@@ -46,9 +47,17 @@ class GridOperator(Operator):
     """Base of the grid models: ``.config``, and [`grid_inputs`][] at the top of ``forward``.
 
     Subclasses set ``ndim`` (grid axes; 0: given by the config's ``ndim``) and, if their input is
-    not ``config.in_channels`` wide, ``input_channels``."""
+    not ``config.in_channels`` wide, ``input_channels``.  The config's ``periodic`` (one bool or one per
+    axis) and ``domain`` (``[[lo, hi], ...]`` or None, the unit box; [`petrov.grids.domain`][]) are
+    checked here against the grid's axes: ``axis_periodic`` and ``domain`` hold them per axis."""
 
     ndim: int = 0
+
+    def __init__(self, config):
+        super().__init__(config)
+        where = type(self).__name__
+        self.axis_periodic = periodic_axes(getattr(config, "periodic", False), self.grid_ndim, where)
+        self.domain = domain_axes(getattr(config, "domain", None), self.grid_ndim, where)
 
     @property
     def grid_ndim(self) -> int:
@@ -63,7 +72,8 @@ class GridOperator(Operator):
         return the coordinates ``(b, *grid, ndim)``: ``pos`` checked, or the config's uniform grid."""
         where = type(self).__name__
         check_grid_input(x, self.grid_ndim, self.input_channels, where, first_weight(self))
-        return grid_pos(pos, x, self.config.periodic, where)
+        periodic = self.axis_periodic if len(set(self.axis_periodic)) > 1 else self.axis_periodic[0]
+        return grid_pos(pos, x, periodic, where, self.domain)
 
 
 def zero_boundary(out: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,8 @@ activation after the last one) and are projected pointwise by ``width -> proj_hi
 and removes them after (for non-periodic problems, so the FFT does not wrap the boundaries
 together).  Nothing depends on the grid size: a model built or trained at one resolution
 evaluates at any other whose grid fits the modes (``2*modes <= n`` on the first axis of 2-D,
-``modes <= n//2 + 1`` on the last).
+``modes <= n//2 + 1`` on the last), rectangular grids ``(n_1, n_2)`` included (a clear error names the
+axis that is too coarse).  ``periodic`` (per axis) and ``domain`` set the default coordinates only.
 
 Defaults are small (CPU-trainable in minutes); ``REFERENCE_CONFIG`` holds the FNO paper's
 set-up: 1-D width 64, 16 modes (Burgers); 2-D width 32, 12 modes (Darcy); 4 layers, 128 hidden.
@@ -20,6 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ...grids.domain import Domain, Periodic
 from ...common.config import check_positive
 from ..blocks import SpectralBlock, mlp, pointwise
 from ...grids.layout import channels_first, channels_last
@@ -40,7 +42,10 @@ class FNO1dConfig:
     - ``activation``: activation of the blocks and the projection (``gelu``, ``relu``, ``silu``, ...).
     - ``padding``: zero points appended to every grid axis before the blocks and removed after (for
       non-periodic problems, so that the FFT does not wrap the boundaries together; 0: none).
-    - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``).
+    - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``); one bool for all
+      axes or one per axis.
+    - ``domain``: ``[[lo, hi], ...]`` per axis, the box of the default coordinates (None: the unit box);
+      with ``periodic`` it sets them (``petrov.grids.domain``).
     """
 
     in_channels: int = 1
@@ -51,7 +56,8 @@ class FNO1dConfig:
     proj_hidden: int = 64
     activation: str = "gelu"
     padding: int = 0
-    periodic: bool = True
+    periodic: Periodic = True
+    domain: Domain = None
 
     def __post_init__(self):
         check_positive(self, "in_channels", "out_channels", "width", "modes", "n_layers", "proj_hidden")
@@ -65,7 +71,7 @@ class FNO2dConfig(FNO1dConfig):
 
     width: int = 20
     modes: int = 8
-    periodic: bool = False
+    periodic: Periodic = False
 
 
 REFERENCE_CONFIG = {

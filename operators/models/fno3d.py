@@ -2,22 +2,23 @@
 ``fourier_3d.py``).
 
 Data contract ([`petrov.operators.trajectory`][]): ``forward(x, pos=None, teacher=None)``,
-``x = (u_0..u_{h-1}): (b, n1, n2, h)`` -> ``(b, n1, n2, h + T)`` (channels ``0..h-1`` = ``x``).  The model does
+``x = (u_0..u_{h-1}): (b, n1, n2, h F)`` -> ``(b, n1, n2, (h + T) F)`` (states ``0..h-1`` = ``x``; ``F =
+fields`` channels per state, state-major).  The model does
 not step: ``teacher`` is accepted (the trainer's teacher-forced and pushforward passes call it so), its
 shape checked, and its values ignored: every output depends on ``x`` alone (causal trivially), and a
 rollout is the same single pass.
 
-    v_0(x, y, t_j) = Linear([u_0..u_{h-1}](x, y), x, y, t_j)   the h states repeated along a time axis of
+    v_0(x, y, t_j) = Linear([u_0..u_{h-1}](x, y), x, y, t_j)   the h F channels repeated along a time axis of
                                                              the T output times, t_j = j / (T - 1)
                                                              (0 for T = 1), lifted to ``width``
     v_0 padded with ``padding`` zero times at the end        the time axis is not periodic
     v_{l+1} = σ(K_l v_l + W_l v_l + b_l),  l < n_layers      3-D spectral convolutions: ``modes`` per space
                                                              axis (both signs), ``time_modes`` in time; no
                                                              σ after the last
-    u_{h+j} = MLP(v_L(x, y, t_j))                             padding removed; width -> proj_hidden -> 1
+    u_{h+j} = MLP(v_L(x, y, t_j))                             padding removed; width -> proj_hidden -> F
 
-The lift is linear, so it runs on the ``(b, h + 2, n1, n2)`` input once and a time term is added per
-``t_j``: the numbers of a lift of the repeated ``(h + 3)``-channel input.  The reference's facts
+The lift is linear, so it runs on the ``(b, h F + 2, n1, n2)`` input once and a time term is added per
+``t_j``: the numbers of a lift of the repeated ``(h F + 3)``-channel input.  The reference's facts
 (zongyi-li/fourier_neural_operator, ``fourier_3d.py``): the first 10 states repeated along the output's
 time axis with ``(x, y, t)`` (13 channels), width 20, 8 modes per axis, 4 layers, 6 zero times padded,
 GELU, a 128-wide projection, coordinates ``linspace(0, 1, ·)`` on every axis; those are the defaults
@@ -36,7 +37,7 @@ from ...common.config import check_positive
 from ..blocks import SpectralBlock, channel_product, mlp, pointwise
 from ...grids.layout import channels_first
 from ...grids.shape_cache import shape_cached
-from ..trajectory import MarchingFields, check_marching_config, check_teacher, marching_inputs
+from ..trajectory import MarchingFields, as_channels, check_marching_config, check_teacher, marching_inputs
 from . import register_model
 from .base import GridOperator
 from .fno import FNO1dConfig
@@ -46,7 +47,8 @@ from .fno import FNO1dConfig
 class FNO3dConfig(MarchingFields, FNO1dConfig):
     """The options of ``fno3d`` (defaults: the reference's Navier–Stokes sizes): ``fno1d``'s, where
 
-    - ``in_channels``, ``out_channels``: 1 (one scalar field; the channels of ``x`` are the states).
+    - ``in_channels``, ``out_channels``: the channels of one state, ``fields`` (the channels of ``x`` are
+      the states' fields).
     - ``modes``: Fourier modes per space axis (frequencies ``-modes..modes-1``).
     - ``padding``: zero times appended to the time axis before the blocks and removed after (the
       time axis is not periodic; the space axes are not padded),
@@ -83,24 +85,24 @@ def output_times(steps: int, dtype: torch.dtype, device=None) -> torch.Tensor:
 
 @register_model("fno3d", FNO3dConfig)
 class FNO3d(GridOperator):
-    """FNO-3D on space-time, all T states at once: ``(b, n1, n2, h)`` -> ``(b, n1, n2, h + T)``."""
+    """FNO-3D on space-time, all T states at once: ``(b, n1, n2, h F)`` -> ``(b, n1, n2, (h + T) F)``."""
 
     ndim = 2
 
     def __init__(self, config: FNO3dConfig):
         super().__init__(config)
         c = config
-        self.lift = nn.Linear(c.history + 3, c.width)  # [states, x, y, t]
+        self.lift = nn.Linear(c.history * c.fields + 3, c.width)  # [states, x, y, t]
         modes = (c.modes, c.modes, c.time_modes)
         self.blocks = nn.ModuleList(
             SpectralBlock(c.width, c.width, modes, 3, c.activation if i < c.n_layers - 1 else None)
             for i in range(c.n_layers)
         )
-        self.project = mlp(c.width, c.proj_hidden, 1, c.activation)
+        self.project = mlp(c.width, c.proj_hidden, c.fields, c.activation)
 
     @property
     def input_channels(self) -> int:
-        return self.config.history
+        return self.config.history * self.config.fields
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
                 teacher: torch.Tensor | None = None) -> torch.Tensor:
@@ -109,8 +111,8 @@ class FNO3d(GridOperator):
         pos = marching_inputs(self, x, pos)
         c, steps = self.config, self.config.time_steps
         if teacher is not None:
-            check_teacher(x, teacher, steps, type(self).__name__)
-        space = channels_first(torch.cat([x, pos], dim=-1))  # (b, h + 2, n1, n2)
+            check_teacher(x, teacher, steps, type(self).__name__, c.fields)
+        space = channels_first(torch.cat([x, pos], dim=-1))  # (b, h F + 2, n1, n2)
         w, bias = self.lift.weight, self.lift.bias
         v = channel_product(w[:, :-1], bias, space)  # the lift of the time-constant channels
         times = torch.outer(w[:, -1], output_times(steps, x.dtype, x.device))  # (width, T): its t term
@@ -119,5 +121,5 @@ class FNO3d(GridOperator):
             v = F.pad(v, (0, c.padding))
         for block in self.blocks:
             v = block(v)
-        out = pointwise(self.project, v[..., :steps])  # (b, 1, n1, n2, T)
-        return torch.cat([x, out[:, 0]], dim=-1)
+        out = pointwise(self.project, v[..., :steps])  # (b, F, n1, n2, T)
+        return torch.cat([x, as_channels(out.permute(0, 2, 3, 4, 1))], dim=-1)  # states T of F, state-major

@@ -33,6 +33,7 @@ from typing import Literal, Optional, Union
 import torch
 from torch import nn
 
+from ...grids.domain import Periodic
 from ..blocks import EncoderConfig, SpectralDecoderFields, encoder_stack, spectral_decoder
 from ...grids.layout import channels_first, channels_last
 from . import register_model
@@ -56,7 +57,7 @@ class Galerkin1dConfig(SpectralDecoderFields, EncoderConfig):
     decoder_width: int = 32
     decoder_hidden: Optional[int] = None  # default decoder_width
     modes: int = 16
-    periodic: bool = True
+    periodic: Periodic = True
     # Recompute the encoder layers' activations during backward instead of keeping them (each
     # branch keeps its input): identical results, less training memory, about half an encoder
     # forward more per step; "ffn": the FFN's hidden activation only.  No effect without gradients.

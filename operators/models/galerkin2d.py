@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...grids.domain import Domain, Periodic
 from ..blocks import (
     EncoderConfig,
     PointwiseDecoderFields,
@@ -73,7 +74,9 @@ class CoarseGridConfig(EncoderConfig):
     - ``coarse_size``: points per axis of the coarse grid the attention runs on.
     - ``downsampler_activation``: activation of the convolutional down-sampler.
     - ``upsampler_activation``: activation of the convolutional up-sampler.
-    - ``periodic``: periodic grids (the Darcy hybrids run on node grids: ``False``).
+    - ``periodic``: periodic grids (the Darcy hybrids run on node grids: ``False``); one bool or one per
+      axis: the default coordinates only.
+    - ``domain``: ``[[lo, hi], ...]`` per axis, the box of the default coordinates (None: the unit box).
     - ``reference_samplers``: the reference's samplers exactly (module doc): the activation after each
       interpolation of the down-sampler and twice after the up-sampler's convolution, intermediate
       sizes by ``reference_middles``.  Off: the activation once after each convolution, intermediate
@@ -84,8 +87,9 @@ class CoarseGridConfig(EncoderConfig):
     coarse_size: int = 22
     downsampler_activation: str = "relu"
     upsampler_activation: str = "silu"
-    periodic: bool = False
+    periodic: Periodic = False
     reference_samplers: bool = False
+    domain: Domain = None
 
 
 @dataclass

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...grids.domain import Periodic
 from ..blocks import (PointwiseDecoderFields, SpectralDecoder, SpectralDecoderFields, pointwise_decoder,
                       spectral_decoder)
 from ..latent_encoder import LatentEncoder, LatentGridConfig
@@ -75,7 +76,7 @@ class Latent1dConfig(SpectralDecoderFields, LatentGridConfig):
     grids and a 64-point latent grid by default)."""
 
     latent_size: int = 64
-    periodic: bool = True
+    periodic: Periodic = True
     decoder_width: int = 32
     modes: int = 16
 

@@ -1,20 +1,21 @@
 """``marching1d``: an operator that marches a 1-D field in time, causal attention over the steps.
 
 Data contract ([`petrov.operators.trajectory`][]): ``forward(x, pos=None, teacher=None)`` with
-``x = (u_0..u_{h-1}): (b, n, h)``, ``pos: (b, n, 1)`` (default the periodic grid ``i/n``) returns the
-trajectory ``(b, n, h + T)``, channels ``0..h-1`` = ``x``; ``teacher: (b, n, h + T)`` switches from rollout
-to teacher forcing (states ``h..h+T-2`` taken from it).  ``T = time_steps``, ``h = history`` (default 1).
+``x = (u_0..u_{h-1}): (b, n, h F)``, ``pos: (b, n, 1)`` (default the periodic grid ``i/n``) returns the
+trajectory ``(b, n, (h + T) F)``, states ``0..h-1`` = ``x``; ``teacher: (b, n, (h + T) F)`` switches from
+rollout to teacher forcing (states ``h..h+T-2`` taken from it).  ``T = time_steps``, ``h = history``
+(default 1), ``F = fields`` (default 1; a state is ``F`` channels, state-major).
 
 Every conditioning state ``j = 0 .. h+T-2`` makes a temporal token, and the states ``j >= h-1`` predict the
 next one (``w`` = ``width``, ``m`` = ``summary_modes``, ``d`` = ``d_model``, ``N = h + T - 1`` tokens):
 
-    h_j = E(u_j, x)                  lift [u_j, x] -> w, ``encoder_layers`` spectral blocks   (b, w, n)
+    h_j = E(u_j, x)                  lift [u_j, x] (F + 1) -> w, ``encoder_layers`` spectral blocks
     s_j = S(h_j) + L(t_j)            S: the lowest m Fourier coefficients of h_j (rfft / n, real and
                                      imaginary parts) -> Linear -> d; t_j = j / N              (b, d)
     z_j = A(s_0, ..., s_j)           ``n_layers`` causal encoder layers over the states (attention of
                                      the inherited config, coordinates t, norm "layer" or None) (b, d)
     u_{j+1} = B(u_j + D(h_j + P z_j))  P: Linear d -> w, a shift per channel broadcast over the grid;
-                                     D: ``decoder_layers`` spectral blocks, MLP w -> proj_hidden -> 1;
+                                     D: ``decoder_layers`` spectral blocks, MLP w -> proj_hidden -> F;
                                      B: the lowest ``state_modes`` Fourier modes (None: identity)
 
 The history enters through ``A`` alone (the spatial maps see one state each), so ``h`` changes no
@@ -36,6 +37,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ...grids.domain import Periodic
 from ...common.config import check_positive
 from ...common.dtypes import upcast
 from ..attention.mixers import MIXERS, causal_mixers
@@ -88,7 +90,7 @@ class Marching1dConfig(MarchingFields, EncoderConfig):
     state_modes: Optional[int] = None  # band-limit each predicted state (periodic grids; None: off)
     proj_hidden: int = 64
     activation: str = "gelu"
-    periodic: bool = True
+    periodic: Periodic = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -109,21 +111,21 @@ def _spectral_stack(width: int, modes: int, n_layers: int, act: str) -> nn.Modul
 
 @register_model("marching1d", Marching1dConfig)
 class Marching1d(GridOperator):
-    """``(b, n, h)`` [, ``pos (b, n, 1)``, ``teacher (b, n, h + T)``] -> ``(b, n, h + T)``."""
+    """``(b, n, h F)`` [, ``pos (b, n, 1)``, ``teacher (b, n, (h + T) F)``] -> ``(b, n, (h + T) F)``."""
 
     ndim = 1
 
     def __init__(self, config: Marching1dConfig):
         super().__init__(config)
         c = config
-        self.lift = nn.Linear(2, c.width)
+        self.lift = nn.Linear(c.fields + 1, c.width)
         self.encoder = _spectral_stack(c.width, c.modes, c.encoder_layers, c.activation)
         self.summary = nn.Linear(2 * c.width * c.summary_modes, c.d_model)
         self.time_embedding = nn.Linear(1, c.d_model)
         self.temporal = encoder_stack(c, pos_dim=1)
         self.condition = nn.Linear(c.d_model, c.width)
         self.decoder = _spectral_stack(c.width, c.modes, c.decoder_layers, c.activation)
-        self.project = mlp(c.width, c.proj_hidden, 1, c.activation)
+        self.project = mlp(c.width, c.proj_hidden, c.fields, c.activation)
         # a mixer without a recurrent form trains teacher-forced but cannot roll out: said at the rollout
         self._no_recurrence = "" if not isinstance(c.mixer, str) or c.mixer in recurrent_mixers() else (
             f"marching1d: mixer {c.mixer!r} has no recurrent form, which the rollout steps one time step at a "
@@ -131,7 +133,7 @@ class Marching1d(GridOperator):
 
     # --- the spatial maps (any number of states as a batch) -------------------------------------
     def _encode(self, u: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """``E``: states ``(B, n, 1)`` -> features ``(B, w, n)``."""
+        """``E``: states ``(B, n, F)`` -> features ``(B, w, n)``."""
         h = pointwise(self.lift, channels_first(torch.cat([u, pos], dim=-1)))
         for block in self.encoder:
             h = block(h)
@@ -147,7 +149,7 @@ class Marching1d(GridOperator):
         return self.summary(flat) + self.time_embedding(t)
 
     def _next(self, u: torch.Tensor, h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """``B(u + D(h + P z))``: ``u (B, n, 1)``, ``h (B, w, n)``, ``z (B, d)`` -> ``(B, n, 1)``."""
+        """``B(u + D(h + P z))``: ``u (B, n, F)``, ``h (B, w, n)``, ``z (B, d)`` -> ``(B, n, F)``."""
         h = h + self.condition(z).unsqueeze(-1)
         for block in self.decoder:
             h = block(h)
@@ -155,7 +157,7 @@ class Marching1d(GridOperator):
 
     @property
     def input_channels(self) -> int:
-        return self.config.history
+        return self.config.history * self.config.fields
 
     # --- the two forms --------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
@@ -163,12 +165,14 @@ class Marching1d(GridOperator):
         pos = marching_inputs(self, x, pos)
         if teacher is None:
             return self.rollout(x, pos)
-        return self._teacher_forced(x, pos, teacher_states(x, teacher, self.config.time_steps, type(self).__name__))
+        states = teacher_states(x, teacher, self.config.time_steps, type(self).__name__, self.config.fields)
+        return self._teacher_forced(x, pos, states)
 
     def _teacher_forced(self, x: torch.Tensor, pos: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
-        b, n, tokens = states.shape  # N = h + T - 1 conditioning states
+        fields = self.config.fields
+        b, tokens = states.shape[0], states.shape[-1] // fields  # N = h + T - 1 conditioning states
         first, steps = self.config.history - 1, self.config.time_steps  # the states that predict: first..N-1
-        u = windows(states, 1)  # (b N, n, 1)
+        u = windows(states, 1, fields)  # (b N, n, F)
         h = self._encode(u, repeat_per_step(pos, tokens))
         t = time_coordinates(tokens, b, x.dtype, x.device)  # (b, N, 1)
         s = self._tokens(h, t.reshape(b * tokens, 1)).view(b, tokens, -1)
@@ -182,8 +186,8 @@ class Marching1d(GridOperator):
         return torch.cat([x, batch_as_steps(nxt, b)], dim=-1)
 
     def rollout(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """``h + T - 1`` recurrent steps from ``x = (u_0..u_{h-1})``: ``(b, n, h)`` -> ``(b, n, h + T)``."""
-        b, history = x.shape[0], self.config.history
+        """``h + T - 1`` recurrent steps from ``x = (u_0..u_{h-1})``: ``(b, n, h F)`` -> ``(b, n, (h + T) F)``."""
+        b, history, fields = x.shape[0], self.config.history, self.config.fields
         tokens = history + self.config.time_steps - 1
         if self._no_recurrence:
             raise ValueError(self._no_recurrence)
@@ -191,7 +195,7 @@ class Marching1d(GridOperator):
         t = time_coordinates(tokens, b, x.dtype, x.device)
         out = [x]
         for j in range(tokens):
-            u = x[..., j:j + 1] if j < history else out[-1]
+            u = x[..., j * fields:(j + 1) * fields] if j < history else out[-1]
             h = self._encode(u, pos)
             z = self._tokens(h, t[:, j])
             for i, layer in enumerate(self.temporal):

@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...grids.domain import Periodic, all_periodic
 from ..trajectory import MarchingFields, check_marching_config
 from . import register_model
 from .latent import Latent2d, Latent2dConfig
@@ -69,7 +70,7 @@ class Marching2dConfig(MarchingFields, Latent2dConfig):
     decoder_width: int = 16
     decoder_hidden: Optional[int] = 64
     modes: int = 12
-    periodic: bool = True
+    periodic: Periodic = True
     dirichlet: bool = False
     residual: bool = True
     state_modes: Optional[int] = None
@@ -77,7 +78,7 @@ class Marching2dConfig(MarchingFields, Latent2dConfig):
     def __post_init__(self):
         super().__post_init__()
         check_marching_config(self)
-        if not self.periodic or self.dirichlet:
+        if not all_periodic(self.periodic) or self.dirichlet:
             raise ValueError("Marching2dConfig: marching2d steps fields on the periodic grid (the torus): set "
                              "periodic = true and dirichlet = false")
         if self.causal:
@@ -92,4 +93,5 @@ class Marching2d(SteppingOperator):
     ndim = 2
 
     def __init__(self, config: Marching2dConfig):
-        super().__init__(config, Latent2d(step_config(config, Latent2dConfig, in_channels=config.history)))
+        step = Latent2d(step_config(config, Latent2dConfig, in_channels=config.history * config.fields))
+        super().__init__(config, step)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...grids.domain import any_periodic
 from ..checks import checks_values, raise_first
 from ...grids.layout import points_to_grid
 from ..p1_grid import grid_interpolation_inputs, p1_to_grid
@@ -62,8 +63,8 @@ class MeshFNOConfig(FNO2dConfig):
         if 2 * self.modes > self.grid_size + self.padding:
             raise ValueError(f"{name}: modes {self.modes} do not fit the grid of {self.grid_size} (+ padding "
                              f"{self.padding}) points: need 2 * modes <= grid_size + padding")
-        if self.periodic:
-            raise ValueError(f"{name}: periodic=True is for periodic grids; the grid over a mesh is the node "
+        if any_periodic(self.periodic) or self.domain is not None:
+            raise ValueError(f"{name}: periodic and domain are grid options; the grid over a mesh is the node "
                              "grid of [0, 1]² (periodic=False)")
 
 

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...grids.domain import any_periodic
 from ...common.config import check_positive
 from ..blocks import pointwise_decoder
 from ..latent_encoder import LatentEncoder, LatentGridConfig
@@ -85,8 +86,8 @@ class MeshLatentConfig(LatentGridConfig):
     def __post_init__(self):
         super().__post_init__()
         check_positive(self, "decoder_hidden", "decoder_layers")
-        if self.periodic:
-            raise ValueError(f"{type(self).__name__}: periodic=True is for periodic grids; a mesh's latent "
+        if any_periodic(self.periodic) or self.domain is not None:
+            raise ValueError(f"{type(self).__name__}: periodic and domain are grid options; a mesh's latent "
                              "grid is the node grid of [0, 1]² (periodic=False)")
         if self.stencil_size:
             raise ValueError(f"{type(self).__name__}: stencil_size is for inputs on a grid (latent2d, "

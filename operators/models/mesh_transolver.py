@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from ...grids.domain import any_periodic
 from . import register_model
 from .base import PointSetOperator
 from .transolver import Transolver2dConfig, _Transolver, add_layers
@@ -43,8 +44,8 @@ class MeshTransolverConfig(Transolver2dConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.periodic:
-            raise ValueError(f"{type(self).__name__}: periodic=True is for periodic grids; a mesh lies in "
+        if any_periodic(self.periodic) or self.domain is not None:
+            raise ValueError(f"{type(self).__name__}: periodic and domain are grid options; a mesh lies in "
                              "[0, 1]² with a boundary (periodic=False)")
 
 

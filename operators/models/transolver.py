@@ -61,6 +61,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ...grids.domain import Domain, Periodic, any_periodic, axis_lengths
 from ...common.config import check_positive
 from ..attention import Attention
 from ..attention.mixers.physics import check_temperature
@@ -93,8 +94,12 @@ class Transolver1dConfig:
       ``"normal"`` (``init_std``, as the reference's model-wide initialization does).
     - ``unified_pos``: R > 0: coordinates enter as distances to the nodes of an ``R^d`` reference
       grid (the reference's Darcy: 8); 0: raw coordinates.
-    - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``).
+    - ``periodic``: the grid is periodic, ``x_i = i/n`` (else a node grid ``i/(n-1)``); one bool for all
+      axes or one per axis.
     - ``dirichlet``: exact zeros on the boundary nodes of the output (node grids only).
+    - ``domain``: ``[[lo, hi], ...]`` per axis, the box the coordinates live in (None: the unit box): the
+      default coordinates, the period of a periodic axis' ``(cos, sin)`` and the reference grid of
+      ``unified_pos`` are on it.
     """
 
     in_channels: int = 1
@@ -111,8 +116,9 @@ class Transolver1dConfig:
     init_std: float = 0.02
     slice_init: str = "orthogonal"  # "orthogonal" (the attention module's start) or "normal" (init_std, the reference)
     unified_pos: int = 0  # R > 0: coordinates as distances to an R^d reference grid (the reference's Darcy: 8)
-    periodic: bool = True
+    periodic: Periodic = True
     dirichlet: bool = False  # node grids only: exact zeros on the boundary nodes
+    domain: Domain = None
 
     def __post_init__(self):
         check_positive(self, "in_channels", "out_channels", "d_model", "n_layers", "n_heads", "n_slices",
@@ -132,32 +138,40 @@ class Transolver1dConfig:
                 or self.unified_pos < 0 or self.unified_pos == 1:
             raise ValueError(f"{name}.unified_pos must be 0 (raw coordinates) or a number of reference nodes "
                              f"per axis >= 2, got {self.unified_pos!r}")
-        if self.dirichlet and self.periodic:
-            raise ValueError(f"{name}: dirichlet=True needs a node grid (periodic=False); a periodic grid "
-                             f"has no boundary")
+        if self.dirichlet and any_periodic(self.periodic):
+            raise ValueError(f"{name}: dirichlet=True needs a node grid (periodic=False on every axis); a "
+                             f"periodic axis has no boundary")
 
 
 @dataclass
 class Transolver2dConfig(Transolver1dConfig):
     """The same fields; defaults for Darcy (node grids, zero boundary values)."""
 
-    periodic: bool = False
+    periodic: Periodic = False
     dirichlet: bool = True
 
 
 SLICE_INITS = ("orthogonal", "normal")
 
 
-def reference_distances(pos: torch.Tensor, nodes: int, periodic: bool) -> torch.Tensor:
+def reference_distances(pos: torch.Tensor, nodes: int, periodic: bool | tuple[bool, ...],
+                        domain: tuple[tuple[float, float], ...] | None = None) -> torch.Tensor:
     """``(…, d) -> (…, nodes^d)``: the Euclidean distance from each position to every node of the uniform
-    grid ``linspace(0, 1, nodes)^d`` (nodes in row-major order); on the torus ``[0, 1)^d`` when
-    ``periodic`` (per axis ``min(|x - r|, 1 - |x - r|)`` with ``x`` taken modulo 1)."""
+    grid ``linspace(0, 1, nodes)^d`` (nodes in row-major order; on the box ``domain`` where given); on
+    the torus when ``periodic`` (per axis, one bool for all or one per axis: ``min(|x - r|, L - |x - r|)``
+    with ``x - r`` taken modulo the axis length ``L``)."""
     d = pos.shape[-1]
-    ref = cached_grid_coordinates((nodes,) * d, False, pos.dtype, pos.device).reshape(-1, d)  # (nodes^d, d)
+    ref = cached_grid_coordinates((nodes,) * d, False, pos.dtype, pos.device, domain=domain).reshape(-1, d)
     diff = (pos[..., None, :] - ref).abs()
-    if periodic:
+    flags = periodic if isinstance(periodic, tuple) else (periodic,) * d
+    if all(flags) and domain is None:  # the unit torus (the numbers of the reference's form)
         diff = torch.remainder(diff, 1.0)
         diff = torch.minimum(diff, 1.0 - diff)
+    elif any(flags):
+        length = torch.tensor([L if p else math.inf for p, L in zip(flags, axis_lengths(domain, d))],
+                              dtype=diff.dtype, device=diff.device)
+        wrapped = torch.remainder(diff, length)
+        diff = torch.where(torch.isinf(length), diff, torch.minimum(wrapped, length - wrapped))
     return torch.linalg.vector_norm(diff, dim=-1)
 
 
@@ -196,7 +210,7 @@ class _Transolver(GridOperator):
     def __init__(self, config: Transolver1dConfig):
         super().__init__(config)
         c = config
-        coord_dim = c.unified_pos ** self.ndim if c.unified_pos else 2 * self.ndim if c.periodic else self.ndim
+        coord_dim = c.unified_pos ** self.ndim if c.unified_pos else self.ndim + sum(self.axis_periodic)
         add_layers(self, c, c.in_channels + coord_dim)
         self.reset_parameters()
 
@@ -221,19 +235,23 @@ class _Transolver(GridOperator):
         """``(…, d) -> (…, coord_dim)``: reference-grid distances (``unified_pos``), or ``(cos, sin)`` on
         periodic grids, or ``pos`` itself."""
         c = self.config
+        # (mesh_transolver shares this method: a point set has neither attribute, and its config neither option)
+        periodic, domain = getattr(self, "axis_periodic", c.periodic), getattr(self, "domain", None)
         if c.unified_pos:
-            return reference_distances(pos, c.unified_pos, c.periodic)
-        return coordinate_features(pos, c.periodic)
+            return reference_distances(pos, c.unified_pos, periodic, domain)
+        return coordinate_features(pos, periodic, domain)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """``(b, *grid, c_in)`` -> ``(b, *grid, c_out)``; ``pos`` defaults to the uniform grid."""
         c, name = self.config, type(self).__name__
         pos = self.grid_inputs(x, pos)
         grid = tuple(x.shape[1:-1])
-        if not c.periodic and min(grid) < 2:
+        if any(n < 2 and not p for n, p in zip(grid, self.axis_periodic)):
             raise ValueError(f"{name}: a node grid needs at least 2 points per axis, got {grid}")
         # the slice tokens' quadrature (uniform on periodic grids: None takes the cheaper uniform path)
-        weights = None if c.periodic else cached_grid_weights(grid, False, pos.dtype, x.device).unsqueeze(0)
+        periodic = self.axis_periodic
+        weights = None if all(periodic) else cached_grid_weights(
+            grid, periodic if len(set(periodic)) > 1 else False, pos.dtype, x.device).unsqueeze(0)
         h = grid_to_points(self.preprocess(torch.cat([x, self.coordinate_features(pos)], dim=-1)))
         for block in self.blocks:
             h = block(h, weights)
