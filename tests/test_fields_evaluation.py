@@ -80,7 +80,7 @@ def test_the_row_of_several_fields():
 
 def test_a_channel_count_not_divisible_by_the_fields_is_refused():
     y, p = trajectories(fields=1)
-    with pytest.raises(ValueError, match="not a whole number of states of 2 fields"):
+    with pytest.raises(ValueError, match="2 field.s. per state has a multiple of 2 channels, got 5"):
         field_trajectory_scores(p, y, fields=2)
 
 

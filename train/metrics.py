@@ -21,7 +21,8 @@ import torch
 
 from ..common.files import write_csv, write_json
 from ..datasets import InputNoise
-from ..datasets.normalizers import check_channels, check_fields
+from ..datasets.normalizers import check_fields
+from ..operators.trajectory import as_states
 from ..operators.models import node_inputs
 from . import distributed as dist_
 from .batches import Batches
@@ -196,14 +197,12 @@ def field_trajectory_scores(pred: torch.Tensor, y: torch.Tensor, *, fields: int 
     f = check_fields(fields)
     if f == 1:
         return trajectory_scores(pred, y, history=history, metric=metric)
-    check_channels(pred.shape[-1], f, "the prediction")
     if pred.shape != y.shape:
         raise ValueError(f"prediction shape {tuple(pred.shape)} does not match target shape {tuple(y.shape)}")
-    states, given = pred.shape[-1] // f, history * f
-    overall = trajectory_scores(pred, y, history=given, metric=metric)[:, 0]
-    block = [relative_l2_per_sample(pred[..., given + k::f], y[..., given + k::f]) for k in range(f)]
-    per_state = [relative_l2_per_sample(pred[..., s * f:(s + 1) * f], y[..., s * f:(s + 1) * f])
-                 for s in range(states)]
+    p, t = as_states(pred, f), as_states(y, f)  # (b, *grid, S, F)
+    overall = trajectory_scores(pred, y, history=history * f, metric=metric)[:, 0]
+    block = [relative_l2_per_sample(p[..., history:, k], t[..., history:, k]) for k in range(f)]
+    per_state = [relative_l2_per_sample(p[..., s, :], t[..., s, :]) for s in range(p.shape[-2])]
     return torch.cat([overall[:, None], torch.stack(block + per_state, dim=1), per_time_relative_l2(pred, y)], dim=1)
 
 
