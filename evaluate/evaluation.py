@@ -11,6 +11,7 @@ validation and test use them too); which samples and resolutions: [`runs`][], [`
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from ..datasets import dataset_info, open_dataset, open_mesh_dataset
 from ..datasets.mesh.storage import is_mesh_file
 from ..datasets.recipes import is_trajectory
 from ..operators.models import sample_transform
+from ..operators.trajectory import state_fields
 from ..train import distributed as dist_
 from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
 from ..train.datapass import window_of
@@ -146,7 +148,7 @@ def evaluate_resolutions(
     rows = []
     for res in resolutions:
         dataset = _open(setup, data_path, idx, res)
-        names = dataset_fields(dataset)  # several fields per state: scored per field too
+        names = state_field_names(setup, dataset)  # several fields per state: scored per field too
         fields = max(len(names), 1)
         metric = (functools.partial(field_trajectory_scores, fields=fields, history=history, metric=how)
                   if per_time else relative_l2_per_sample)
@@ -184,6 +186,23 @@ def dataset_fields(dataset: Any) -> list[str]:
             except ValueError:
                 names = None
     return [str(n) for n in names] if isinstance(names, (list, tuple)) else []
+
+
+def state_field_names(setup: EvalSetup, dataset: Any) -> list[str]:
+    """The names of the fields of a state ([`dataset_fields`][]; ``field 0, field 1, ...`` where the data name
+    none but the marching model steps several); ValueError where the data and a marching model differ in
+    their number of fields."""
+    names = dataset_fields(dataset)
+    model = getattr(setup.operator.model, "_orig_mod", setup.operator.model)
+    if "teacher" not in inspect.signature(model.forward).parameters:  # not a marching model
+        return names
+    stepped = state_fields(getattr(model, "config", None))
+    if not names:
+        return [f"field {k}" for k in range(stepped)] if stepped > 1 else []
+    if len(names) != stepped:
+        raise ValueError(f"the data hold {len(names)} field(s) per state ({', '.join(names)}) but the model steps "
+                         f"{stepped} (model.options.fields); evaluate it on data of its own fields")
+    return names
 
 
 def trajectory_scoring(setup: EvalSetup) -> tuple[int, str]:
@@ -269,7 +288,8 @@ def make_plots(
         f" (inputs drawn without the noise {noise:g} the model was given)" if noise else "")
     if "per_time_mean" in rows[0]:
         written.append(figures.plot_error_vs_time(rows, out / "error_vs_time.png"))
-        written += _rollout_figures(dataset, pred, out, int(rows[0].get("history", 1)), f"{title}: rollouts", labels)
+        written += _rollout_figures(dataset, pred, out, int(rows[0].get("history", 1)), f"{title}: rollouts", labels,
+                                    state_field_names(setup, dataset))
     else:
         written.append(figures.plot_predictions(dataset, pred, out / "predictions.png", title=title, labels=labels,
                                                 n=len(chosen)))
@@ -278,12 +298,11 @@ def make_plots(
 
 
 def _rollout_figures(dataset: Any, pred: torch.Tensor, out: Path, history: int, title: str,
-                     labels: list[str]) -> list[Path]:
+                     labels: list[str], names: list[str]) -> list[Path]:
     """Trajectories: ``spacetime.png`` on 1-D grids; on 2-D grids ``states.png`` (truth, prediction and their
     difference at the first and last predicted states) and ``rollout.gif`` (the first chosen sample)."""
     from . import plots as figures, state_plots
 
-    names = dataset_fields(dataset)
     fields = names if len(names) > 1 else None  # one field: named after the kind, as always
     if dataset.y.dim() == 3:
         return [figures.plot_spacetime(dataset.y, pred, out / "spacetime.png", sample_ids=dataset.indices,

@@ -7,14 +7,18 @@ import csv
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
-from petrov.evaluate import figure_style
+from petrov.datasets import generate_dataset
+from petrov.evaluate import evaluation, figure_style
 from petrov.evaluate.curve_plots import plot_error_vs_resolution, plot_error_vs_time
-from petrov.evaluate.evaluation import dataset_fields
+from petrov.evaluate.evaluation import dataset_fields, evaluate_resolutions
 from petrov.evaluate.field_plots import plot_spacetime
 from petrov.evaluate.reports import format_table
 from petrov.evaluate.resolutions import parse_resolutions, resolution_label
+from petrov.evaluate.runs import as_setup
 from petrov.evaluate.state_plots import animate_rollout, field_scale, plot_states
+from petrov.operators import build_model
 from petrov.train.config import config_from_dict
 from petrov.train.metrics import field_trajectory_scores, per_time_row, resolution_row, write_metrics
 from petrov.train.rollout import trajectory_scores
@@ -232,8 +236,6 @@ def test_the_states_figure_of_several_fields_is_written(tmp_path):
 def test_the_rollout_gif_has_a_row_per_field(tmp_path):
     y, p = trajectories(b=1, grid=(8, 24))
     path = animate_rollout(y[0], p[0], tmp_path / "rollout.gif", history=H, fields=NAMES, extent=(0, 1, 0, 3))
-    from PIL import Image
-
     with Image.open(path) as gif:
         assert gif.n_frames == S and gif.size[1] > gif.size[0]  # three rows of tall panels
 
@@ -274,3 +276,41 @@ def test_the_fields_of_opened_data():
 
     assert dataset_fields(Opened()) == ["Vx", "Vy"] and dataset_fields(Old()) == ["density"]
     assert dataset_fields(object()) == []
+
+
+@pytest.fixture(scope="module")
+def vorticity_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ns") / "ns.h5"
+    return generate_dataset("navier-stokes", path, 4, 16, seed=0, progress=False, nu=1e-3, t=2.0, time_steps=4)
+
+
+def marching_setup(path, fields, history, time_steps):
+    cfg = config_from_dict({
+        "data": {"path": str(path), "n_train": 1, "n_val": 1, "n_test": 2, "first_state": 1, "history": history},
+        "model": {"name": "marching2d", "options": dict(d_model=8, n_layers=1, n_heads=2, latent_size=8, fine_width=4,
+                                                        latent_modes=2, decoder_width=4, modes=3, history=history,
+                                                        time_steps=time_steps, fields=fields)},
+        "optim": {}, "loss": {"mode": "pushforward", "trajectory_metric": "space_time"}, "run": {"device": "cpu"}})
+    return as_setup(build_model("marching2d", **cfg.model.options), cfg, "cpu")
+
+
+@pytest.mark.filterwarnings("ignore:.*belong to the run's training")  # every sample of the tiny file: all of them
+def test_evaluate_resolutions_scores_each_field(vorticity_file, monkeypatch):
+    """The window's 4 states read as 2 states of 2 fields (a stand-in for the loader of several fields, which
+    names them and gives the first state's fields as x): a marching model of 2 fields, one row per resolution
+    with the fields' errors; a model of another number of fields is one clear error."""
+    opened = evaluation._open
+
+    def two_fields(*args, **kwargs):
+        data = opened(*args, **kwargs)
+        data.fields, data.x = ["w_a", "w_b"], data.y[..., :2].contiguous()
+        return data
+
+    monkeypatch.setattr(evaluation, "_open", two_fields)
+    torch.manual_seed(0)
+    rows = evaluate_resolutions(marching_setup(vorticity_file, 2, 1, 1), vorticity_file, [16, 8], indices="all")
+    assert [r["resolution"] for r in rows] == [16, 8] and all(r["fields"] == ["w_a", "w_b"] for r in rows)
+    assert len(rows[0]["field_mean"]) == 2 and len(rows[0]["per_time_field_mean"]) == 2
+    assert all(0 < e < 10 for r in rows for e in r["field_mean"])
+    with pytest.raises(ValueError, match=r"2 field\(s\) per state \(w_a, w_b\) but the model steps 1"):
+        evaluate_resolutions(marching_setup(vorticity_file, 1, 2, 2), vorticity_file, [16], indices="all")
