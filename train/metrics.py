@@ -4,8 +4,10 @@
   on one dataset, batched, with the input noise of its protocol, sharded over ranks in a distributed
   run: the trainer's validation and test, and ``petrov evaluate`` ([`petrov.evaluate`][]), use it;
 - [`resolution_row`][] / [`per_time_row`][]: the one metrics format, a row ``{"resolution", "n",
-  "mean", "std", "median", "max"}`` per resolution (points per axis of a grid, or the name of a mesh
-  level; trajectories add per-snapshot statistics);
+  "mean", "std", "median", "max"}`` per resolution (points per axis of a grid, a pair ``[n_x, n_y]`` of a
+  rectangular one, labelled ``16x48`` by [`resolution_label`][], or the name of a mesh level; trajectories add
+  per-snapshot statistics, and trajectories of several fields per state, scored by
+  [`field_trajectory_scores`][], each field's);
 - [`write_metrics`][] / [`read_metrics`][] store rows as ``metrics.csv`` + ``metrics.json``
   (``{**meta, "rows": [...]}``), for training (``RUN_DIR/metrics.json``) and ``petrov evaluate``
   (``RUN_DIR/eval/``) alike.
