@@ -259,34 +259,39 @@ def _looks_cell_centred(first: float, last: float, h: float) -> bool:
     return not (round_(first) and round_(last)) and round_(first - h / 2) and round_(last + h / 2)
 
 
-def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool, cells: bool = False) -> list[list[float]]:
-    """The domain of uniform per-axis coordinates ``coords[d] (n,)``; ValueError if they are not uniform.
-    Periodic grids end one step after the last point, cell-centred ones half a step before the first
-    and after the last point, node grids at their first and last points."""
+def domain_from_coords(coords: Sequence[Any], n: int | Sequence[int], periodic: bool | Sequence[bool],
+                       cells: bool | Sequence[bool] = False) -> list[list[float]]:
+    """The domain of uniform per-axis coordinates ``coords[d] (n[d],)``; ValueError if they are not uniform.
+    ``n``, ``periodic`` and ``cells`` are one value for every axis or one per axis. Periodic grids end one
+    step after the last point, cell-centred ones half a step before the first and after the last point,
+    node grids at their first and last points."""
+    def per_axis(value):
+        return list(value) if isinstance(value, (list, tuple)) else [value] * len(coords)
+
     domain = []
-    for d, spec in enumerate(coords):
+    for d, (spec, n_d, periodic_d, cells_d) in enumerate(zip(coords, per_axis(n), per_axis(periodic), per_axis(cells))):
         src = open_array(spec, what=f"coordinates of axis {GRID_LETTERS[d]}")
         try:
             c = np.asarray(src.array, dtype=float).reshape(-1)
         finally:
             src.close()
-        if c.shape != (n,):
-            raise ValueError(f"{src.label}: expected {n} values (one per grid point), got shape {c.shape}")
+        if c.shape != (n_d,):
+            raise ValueError(f"{src.label}: expected {n_d} values (one per grid point), got shape {c.shape}")
         step = np.diff(c)
         if not np.isfinite(c).all() or not (step > 0).all():
             raise ValueError(f"{src.label} must be finite and increasing")
-        h = (c[-1] - c[0]) / (n - 1)
+        h = (c[-1] - c[0]) / (n_d - 1)
         if not np.allclose(step, h, rtol=1e-4, atol=0):
             raise ValueError(f"{src.label} are not uniformly spaced (steps from {step.min():.6g} to {step.max():.6g}); "
                              f"petrov stores uniform grids only: interpolate the data to one first")
-        if not cells and _looks_cell_centred(c[0], c[-1], h):
+        if not cells_d and _looks_cell_centred(c[0], c[-1], h):
             warnings.warn(f"{src.label} run from {c[0]:.6g} to {c[-1]:.6g}, half a step inside [{c[0] - h / 2:g}, "
                           f"{c[-1] + h / 2:g}]: they look like cell centres; if they are, import with grid='cells' "
                           f"(--grid cells)", stacklevel=3)
-        if cells:
+        if cells_d:
             domain.append([float(c[0] - h / 2), float(c[-1] + h / 2)])
         else:
-            domain.append([float(c[0]), float(c[0] + n * h) if periodic else float(c[-1])])
+            domain.append([float(c[0]), float(c[0] + n_d * h) if periodic_d else float(c[-1])])
     return domain
 
 
