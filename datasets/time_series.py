@@ -125,6 +125,8 @@ def time_step(times: Any, states: int, label: str) -> float:
     """The step of uniformly spaced ``times``, whose first ``states`` entries are the stored states' times
     (PDEBench keeps one time more than states in some files); ValueError naming ``label`` otherwise."""
     t = np.asarray(times, dtype=float).reshape(-1)
+    if states < 2:
+        raise ValueError(f"{label}: the samples hold {states} state in time; a time series needs at least 2")
     if t.size not in (states, states + 1):
         raise ValueError(f"{label}: expected {states} times (one per stored state), got {t.size}")
     step = np.diff(t[:states])
