@@ -3,7 +3,7 @@ sample axis.
 
 Files that keep each sample in a group of its own (PDEBench's 2-D diffusion-reaction and shallow-water
 files: groups ``0000``, ``0001``, ... each holding ``data`` of shape ``(T, X, Y, C)``) are read through a
-[`GroupStack`][]: ``stack[lo:hi]`` reads the groups ``lo..hi-1`` (in sorted name order) into one
+``GroupStack``: ``stack[lo:hi]`` reads the groups ``lo..hi-1`` (in sorted name order) into one
 preallocated array ``(hi - lo, *shape)``, so a chunk of samples costs one copy of its values in memory.
 A source spec names such a stack with ``*`` for the group: ``FILE.h5:*/data``.
 """
@@ -67,7 +67,7 @@ class GroupStack:
 
 
 def open_group_stack(path: str | os.PathLike, pattern: str, label: str) -> tuple[GroupStack, h5py.File]:
-    """The [`GroupStack`][] of ``pattern`` (``"*/KEY"``) in the HDF5 file ``path``, and the open file (to close)."""
+    """The ``GroupStack`` of ``pattern`` (``"*/KEY"``) in the HDF5 file ``path``, and the open file (to close)."""
     from .hdf5_files import open_h5
 
     path = Path(path)

@@ -1,5 +1,5 @@
 """Time-series file formats petrov reads by name (``petrov import --from NAME FILE``): a registry of readers,
-each ``reader(path, grid=None) -> SeriesSource`` (``time_series``), and [`import_series_file`][].
+each ``reader(path, grid=None) -> SeriesSource`` (``time_series``), and ``import_series_file``.
 
 Registered: ``pdebench`` (``pdebench``), ``the-well`` (``the_well``).
 """

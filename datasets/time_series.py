@@ -11,10 +11,10 @@ and renamed, ``content_hash``):
   "nodes" or "cells" per axis), ``grid`` (their common value, else "mixed"), ``domain`` (JSON ``[lo, hi]``
   per axis), ``dt`` (the time between stored states, where the source gives it) and ``sources`` (JSON).
 
-A source is a [`SeriesSource`][]: one or more arrays ([`FieldPart`][]), each in its own axis order, a string
+A source is a ``SeriesSource``: one or more arrays (``FieldPart``), each in its own axis order, a string
 of the letters ``N`` (samples), ``T`` (time), ``X`` (and ``Y``) grid axes and ``C`` (several fields in one
 array), e.g. ``"NTXYC"`` (PDEBench), ``"NXYT"`` (FNO's Navier-Stokes arrays with a sample axis first).
-[`import_time_series`][] makes one from the user's arrays (``petrov import --series``); ``pdebench`` and
+``import_time_series`` makes one from the user's arrays (``petrov import --series``); ``pdebench`` and
 ``the_well`` from those files' own layouts (``petrov import --from``). Samples are read, checked and
 written a chunk at a time: the memory held is about one chunk of float32 states plus the source's block.
 """
@@ -184,16 +184,21 @@ def series_shape(series: SeriesSource) -> tuple[int, tuple[int, ...], int]:
     return n, grid, states
 
 
-def read_part(part: FieldPart, lo: int, hi: int, out: np.ndarray) -> None:
-    """Samples ``lo..hi-1`` of ``part`` into ``out`` float32 ``(hi - lo, *grid, S, channels)``."""
+def read_part(part: FieldPart, lo: int, hi: int, out: np.ndarray, pieces: int = 4) -> None:
+    """Samples ``lo..hi-1`` of ``part`` into ``out`` float32 ``(hi - lo, *grid, S, channels)``, read in about
+    ``pieces`` slices of samples (the source's values held at once: about ``1/pieces`` of ``out``)."""
     src = part.source
     own = src.axes[::-1] if src.reversed_axes else src.axes  # the axis order of src.array itself
-    index = tuple(slice(lo, hi) if a == "N" else slice(None) for a in own)
-    block = np.asarray(src.array[index])
     order = "N" + "".join(a for a in GRID_LETTERS if a in own) + "T" + "".join(a for a in "CD" if a in own)
-    block = np.transpose(block, [own.index(a) for a in order])
-    with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: inf, reported by the finiteness check
-        out[...] = block.reshape(out.shape) if "D" in own else (block if "C" in own else block[..., None])
+    step = -(-(hi - lo) // pieces)
+    for a in range(lo, hi, step):
+        b = min(a + step, hi)
+        index = tuple(slice(a, b) if letter == "N" else slice(None) for letter in own)
+        block = np.transpose(np.asarray(src.array[index]), [own.index(letter) for letter in order])
+        target = out[a - lo : b - lo]
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: inf, found by the finiteness check
+            target[...] = block.reshape(target.shape) if "D" in own else block if "C" in own else block[..., None]
+        del block  # before the next slice is read: one slice of the source in memory
 
 
 def first_bad(y: np.ndarray) -> tuple[int, int] | None:
@@ -221,7 +226,9 @@ def _blocks(series: SeriesSource, n: int, grid: tuple[int, ...], states: int):
                 part = next(p for p, a, b in zip(series.parts, offsets[:-1], offsets[1:]) if a <= f < b)
                 raise ValueError(f"{part.source.label}: field {series.fields[f]!r} has NaN/Inf (or values beyond "
                                  f"float32) in sample {lo + k} (the first bad one); fix or drop such samples first")
-            yield lo, hi, {"x": np.ascontiguousarray(y[..., 0, :]), "y": y}
+            block, y = {"x": np.ascontiguousarray(y[..., 0, :]), "y": y}, None
+            yield lo, hi, block
+            del block  # the writer frees its reference too: the next block is made with this one gone
 
     return blocks
 
@@ -270,7 +277,7 @@ def write_time_series(output: str | os.PathLike, series: SeriesSource, *, overwr
 
 def open_series_array(spec: Any, what: str) -> tuple[ArraySource, bool]:
     """Open one array of a time series: a spec as ``open_array`` takes it, or ``FILE.h5:*/KEY`` (one sample
-    per group, [`GroupStack`][petrov.datasets.sample_groups.GroupStack]). Returns it and whether it is a stack."""
+    per group, ``GroupStack``). Returns it and whether it is a stack."""
     if isinstance(spec, (str, os.PathLike)):
         path, key = parse_spec(spec)
         if is_group_pattern(key):
@@ -309,7 +316,7 @@ def import_time_series(
     """Write the user's time series into the petrov file ``output`` of kind ``time-series``.
 
     ``arrays``: one array or source spec holding every field (``C`` in ``axes``, or a single field), or a
-    list of them, one field each. Specs as [`import_arrays`][petrov.datasets.importing.import_arrays] takes
+    list of them, one field each. Specs as ``import_arrays`` takes
     them, plus ``"FILE.h5:*/KEY"``: the dataset ``KEY`` of every group, one sample per group (then ``axes``
     has no ``N``). ``axes``: the arrays' axis order (module docstring; one string for all of them).
     ``fields``: one name per field (default: the arrays' keys, or ``u``/``u0, u1, ...``). ``grid``: a grid
