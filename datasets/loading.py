@@ -269,15 +269,17 @@ def open_dataset(
     window: Window | None = None,
 ) -> GridDataset | LazyGridDataset:
     """Load samples ``indices`` (default: all complete ones) of a dataset file at ``resolution`` points per
-    axis (default native), strided from the native grid (averaged over blocks of cells on a cell-centred
-    grid); ValueError listing the allowed resolutions if it
-    is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
+    axis (default native; one number per axis for a rectangular grid, an int there meaning that many points
+    along the first axis with the others strided alike where that is a sub-grid), strided from the native
+    grid (averaged over blocks of cells on a cell-centred grid); ValueError listing the allowed resolutions
+    if it is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
     (default: the file's attribute, else 36).  ``dtype``: the floating dtype of ``x``, ``y`` and the
     coordinates.  ``lazy=True``: nothing is read now; a [`LazyGridDataset`][] reads each sample when
     asked for.  Selecting no samples is a ValueError.  ``window``: trajectory files only, which states are
     the input and the target ([`Window`][petrov.datasets.windows.Window]; default: the stored input and the
-    whole trajectory).
+    whole trajectory; a time-series file's window comes flattened state-major, ``(N, *grid, W * F)``, channel
+    ``s * F + f`` field f of state s, and by default its first state and the whole series).
     """
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a floating torch.dtype such as torch.float32, got {type(dtype).__name__} "

@@ -7,7 +7,7 @@ A file of The Well (PolymathicAI) holds ``n_trajectories`` samples on a uniform 
   says so) and one coordinate array per spatial axis, named by the group's ``spatial_dims`` attribute;
 - ``t0_fields/``, ``t1_fields/``, ``t2_fields/``: scalar, vector and tensor fields (group attribute
   ``field_names``), each ``(n_trajectories, T, *grid)`` followed by one component axis per tensor order
-  (of length ``n_spatial_dims``); a field whose ``time_varying`` or ``sample_varying`` attribute is false
+  (of length ``n_spatial_dims``; a tensor's two may come as one of ``n_spatial_dims**2``); a field whose ``time_varying`` or ``sample_varying`` attribute is false
   is a constant coefficient, not part of the state, and is left out (``sources`` lists it);
 - ``boundary_conditions/``: one group per condition, attributes ``bc_type`` (PERIODIC, WALL or OPEN) and
   ``associated_dims`` (the spatial axes it applies to).
@@ -19,6 +19,7 @@ WALL or OPEN one a node grid (its coordinates include both ends) unless ``grid``
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -122,11 +123,13 @@ def _fields(h5: h5py.File, path: Path, dim: int, n: int, names: list[str]) -> tu
             if not all(flags.values()) or not all(ds.attrs.get("dim_varying", [True] * dim)):
                 skipped.append(f"t{order}_fields/{name}")
                 continue
-            expected = 2 + dim + order
-            if ds.ndim != expected or ds.shape[0] != n or any(s != dim for s in ds.shape[2 + dim:]):
+            expected, letters = 2 + dim + order, "CD"[:order]
+            if order == 2 and ds.ndim == 3 + dim and ds.shape[-1] == dim * dim:  # components flattened: D^2
+                expected, letters = 3 + dim, "C"
+            if ds.ndim != expected or ds.shape[0] != n or math.prod(ds.shape[2 + dim:]) != dim**order:
                 raise ValueError(f"{path}: t{order}_fields/{name} has shape {ds.shape}; expected (n_trajectories = {n}, "
                                  f"T, *grid{', ' + ', '.join([str(dim)] * order) if order else ''})")
-            axes = "NT" + GRID_LETTERS[:dim] + "CD"[:order]
+            axes = "NT" + GRID_LETTERS[:dim] + letters
             labels = ["".join(c) for c in itertools.product(names, repeat=order)]
             source = ArraySource(f"{path}:t{order}_fields/{name}", ds, axes, file=str(path), key=f"t{order}_fields/{name}")
             parts.append(FieldPart(source, [f"{name}_{c}" if c else name for c in labels]))

@@ -15,7 +15,7 @@ RNG = np.random.default_rng(11)
 N, T, NX, NY = 2, 4, 8, 6
 
 
-def write_well_file(path, n=N, x_bc="PERIODIC", y_bc="WALL", tensor=True, constant=True):
+def write_well_file(path, n=N, x_bc="PERIODIC", y_bc="WALL", tensor=True, constant=True, flat_tensor=False):
     """The Well's layout for a 2-D Cartesian dataset: root attributes, dimensions/ (time, x, y),
     boundary_conditions/, t0_fields/ (scalars), t1_fields/ (vectors, trailing component axis), t2_fields/."""
     fields = {
@@ -24,7 +24,8 @@ def write_well_file(path, n=N, x_bc="PERIODIC", y_bc="WALL", tensor=True, consta
         "t1_fields/velocity": RNG.standard_normal((n, T, NX, NY, 2)).astype(np.float32),
     }
     if tensor:
-        fields["t2_fields/stress"] = RNG.standard_normal((n, T, NX, NY, 2, 2)).astype(np.float32)
+        shape = (n, T, NX, NY, 4) if flat_tensor else (n, T, NX, NY, 2, 2)
+        fields["t2_fields/stress"] = RNG.standard_normal(shape).astype(np.float32)
     with h5py.File(path, "w") as h5:
         h5.attrs.update(dataset_name="shear_flow", grid_type="cartesian", n_spatial_dims=2, n_trajectories=n,
                         simulation_parameters=["Reynolds"], Reynolds=1e4)
@@ -58,9 +59,10 @@ def write_well_file(path, n=N, x_bc="PERIODIC", y_bc="WALL", tensor=True, consta
     return fields
 
 
-def test_well_file_round_trips(tmp_path):
+@pytest.mark.parametrize("flat_tensor", [False, True], ids=["tensor (2, 2)", "tensor flattened (4,)"])
+def test_well_file_round_trips(tmp_path, flat_tensor):
     src = tmp_path / "shear_flow_Reynolds_1e4.hdf5"
-    fields = write_well_file(src)
+    fields = write_well_file(src, flat_tensor=flat_tensor)
     out = import_series_file(tmp_path / "well.h5", src, format="the-well")
     with h5py.File(out, "r") as h5:
         x, y, attrs = h5["x"][...], h5["y"][...], dict(h5.attrs)
