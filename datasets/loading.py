@@ -292,6 +292,7 @@ def open_dataset(
         native = src.native_resolution
         stride = grid_strides(src.grid_shape, src.grid_kinds, resolution)
         stride = stride[0] if len(set(stride)) == 1 else stride  # one stride for every axis, as before
+        resolution = native if resolution is None else resolution
         if recipe.inverse and src.cells:
             raise ValueError(f"{src.path}: the inverse problem pools node grids; a cell-centred file cannot be "
                              f"read as {kind!r}")
