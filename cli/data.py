@@ -219,7 +219,8 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
         "a .npz key, an HDF5 dataset path, a .mat variable); or, with --mesh, triangle meshes with nodal "
         "fields (one sample per file: anything meshio reads, or a .npz of points, triangles and fields) into "
         "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset; or, with --fno, an FNO benchmark .mat file "
-        "(Burgers, Darcy, Navier-Stokes) into a petrov file of its kind.",
+        "(Burgers, Darcy, Navier-Stokes) into a petrov file of its kind; or, with --series or --from pdebench|the-well, "
+        "a time series of one or more fields on a 1-D or 2-D (rectangular) grid, kind time-series.",
         epilog="examples: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5\n"
         "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5\n"
         "          petrov import --fno ns_V1e-3_N5000_T50.mat -o data/ns-1e-3.h5\n"
@@ -293,7 +294,8 @@ def _info(args: argparse.Namespace) -> int:
         return 0
     lines = _head_lines(info) + [
         f"x, y shape:  {info['x_shape']}, {info['y_shape']}",
-        f"grid:        {info['grid']}, native resolution {info['native_resolution']}",
+        f"grid:        {info['grid']}, " + (f"native resolution {info['native_resolution']}" if len(
+            set(info.get("native_shape", [0]))) == 1 else f"native grid {' x '.join(map(str, info['native_shape']))}"),
         f"resolutions: {', '.join(map(str, info['resolutions']))}",
         "attributes:",
     ]

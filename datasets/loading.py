@@ -370,6 +370,7 @@ def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
             "x_shape": shape + src.channel_shape("x"),
             "y_shape": shape + src.channel_shape("y"),
             "native_resolution": src.native_resolution,
+            "native_shape": list(src.grid_shape),
             "grid": kinds[0] if len(set(kinds)) == 1 else "mixed (" + ", ".join(kinds) + ")",
             "resolutions": resolutions,
             "attrs": dict(src.attrs),

@@ -49,6 +49,19 @@ def test_one_array_per_field_and_import_arrays_with_a_time_axis(tmp_path):
     assert json.loads(stored(again)[2]["fields"]) == ["Vx"]
 
 
+def test_a_single_field_window_is_the_window_of_the_other_trajectory_kinds(tmp_path):
+    from petrov.datasets.windows import Window
+
+    u = RNG.standard_normal((N, NX, T)).astype(np.float32)
+    out = import_time_series(tmp_path / "one.h5", u, axes="NXT", grid="periodic")
+    window = Window(history=2, first=1, states=3)
+    ds = open_dataset(out, window=window)
+    x, y = window.apply(u)  # (N, X, S) as burgers-trajectory stores it
+    np.testing.assert_array_equal(ds.y.numpy(), y)
+    np.testing.assert_array_equal(ds.x.numpy(), x)
+    assert ds.fields == ["u"] and ds.axis_periodic == (True,)
+
+
 def test_one_sample_per_group_through_the_cli_in_chunks(tmp_path, capsys):
     data = RNG.standard_normal((N, T, NX, NY, 2)).astype(np.float32)
     with h5py.File(tmp_path / "g.h5", "w") as h5:

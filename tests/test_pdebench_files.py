@@ -109,4 +109,5 @@ def test_cli_from_pdebench_with_renamed_fields(tmp_path, capsys):
     assert np.array_equal(y[..., 0], np.moveaxis(data[..., 0], 1, -1).astype(np.float32))
     assert json.loads(attrs["fields"]) == ["h"] and attrs["grid"] == "mixed"
     assert cli_main(["info", str(out)]) == 0
-    assert "time-series" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "time-series" in shown and f"native grid {NX} x {NY}" in shown
