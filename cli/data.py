@@ -5,8 +5,8 @@ own ``generate`` sub-command whose equation options are made from its parameter 
 ``--t``, ``--averaging``, ``--coarse-resolution``, ``--h``, ...), so a new recipe needs no CLI code; mesh
 kinds have no ``--resolution``. ``--shard K/N`` (or ``--indices A:B``) writes one shard of the samples
 and ``petrov merge SHARDS... -o FILE`` the whole file from the shards (``petrov.datasets.shards``).
-``petrov import`` takes arrays on a grid (``--x/--y/--grid``) or meshes (``--mesh FILE ...
---x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
+``petrov import`` takes arrays on a grid (``--x/--y/--grid``), time series (``--series SPEC... --axes
+NTXYC``, or ``--from pdebench|the-well FILE``) or meshes (``--mesh FILE ... --x-field/--y-field``). Errors are raised (ValueError, FileExistsError, ...) and
 reported by ``petrov.cli.main``.
 """
 from __future__ import annotations
@@ -111,18 +111,21 @@ def _import(args: argparse.Namespace) -> int:
         return _import_meshes(args, UsageError)
     if args.fno:
         return _import_fno(args)
+    if args.series or args.from_format:
+        return _import_series(args)
+    clash = [flag for flag, value in (("--axes", args.axes), ("--fields", args.fields), ("--dt", args.dt))
+             if value is not None]
+    if clash:
+        raise UsageError(f"{', '.join(clash)} {'applies' if len(clash) == 1 else 'apply'} to time series "
+                         f"(--series or --from), not to --x/--y arrays")
+    if args.grid is not None and len(args.grid) > 1:
+        raise UsageError(f"--grid takes one grid for --x/--y arrays (square grids), got {' '.join(args.grid)}")
     missing = [opt for opt, value in (("--x", args.x), ("--y", args.y), ("--grid", args.grid)) if value is None]
     if missing:
         raise UsageError(f"grid arrays need {', '.join(missing)} (or import meshes with --mesh FILE ... "
                          f"--x-field NAME --y-field NAME)")
-    domain = None
-    if args.domain is not None:
-        if len(args.domain) % 2:
-            raise UsageError(f"--domain takes LO HI pairs (one pair, or one per grid axis), got {args.domain}")
-        domain = [args.domain[i : i + 2] for i in range(0, len(args.domain), 2)]
-        domain = domain[0] if len(domain) == 1 else domain
     path = import_arrays(
-        args.output, args.x, args.y, grid=args.grid, x_axes=args.x_axes, y_axes=args.y_axes, domain=domain,
+        args.output, args.x, args.y, grid=args.grid[0], x_axes=args.x_axes, y_axes=args.y_axes, domain=_domain(args),
         coords=args.coords, overwrite=args.overwrite, chunk_size=args.chunk_size, description=args.description,
         progress=not args.no_progress,
     )
@@ -130,7 +133,49 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-_GRID_ONLY = ("x", "y", "grid", "x_axes", "y_axes", "domain", "coords")
+def _domain(args: argparse.Namespace):
+    """``--domain LO HI [LO HI]`` as one pair or a pair per axis (None when absent)."""
+    if args.domain is None:
+        return None
+    if len(args.domain) % 2:
+        raise UsageError(f"--domain takes LO HI pairs (one pair, or one per grid axis), got {args.domain}")
+    domain = [args.domain[i : i + 2] for i in range(0, len(args.domain), 2)]
+    return domain[0] if len(domain) == 1 else domain
+
+
+def _import_series(args: argparse.Namespace) -> int:
+    """A time series: the user's arrays (``--series``) or a known format's file (``--from NAME FILE``)."""
+    from ..datasets.series_formats import import_series_file
+    from ..datasets.time_series import import_time_series
+
+    if args.dt is not None and not args.dt > 0:
+        raise UsageError(f"--dt (the time between stored states) must be > 0, got {args.dt}")
+    options = dict(overwrite=args.overwrite, chunk_size=args.chunk_size, description=args.description,
+                   progress=not args.no_progress)
+    if args.from_format:
+        clash = [f"--{name.replace('_', '-')}" for name in ("series", "axes", "x", "y", "x_axes", "y_axes", "domain",
+                                                             "coords", "dt") if getattr(args, name) is not None]
+        if clash:
+            raise UsageError(f"{', '.join(clash)} {'applies' if len(clash) == 1 else 'apply'} to arrays; --from reads "
+                             f"the layout, coordinates and times from the file")
+        name, file = args.from_format
+        path = import_series_file(args.output, file, format=name, grid=args.grid, fields=args.fields, **options)
+    else:
+        clash = [f"--{name.replace('_', '-')}" for name in ("x", "y", "x_axes", "y_axes") if getattr(args, name)]
+        if clash:
+            raise UsageError(f"{', '.join(clash)} {'applies' if len(clash) == 1 else 'apply'} to input/output pairs, "
+                             f"not to --series (a time series' first state is its input)")
+        missing = [flag for flag, value in (("--axes", args.axes), ("--grid", args.grid)) if value is None]
+        if missing:
+            raise UsageError(f"--series needs {' and '.join(missing)} (e.g. --axes NTXYC --grid periodic)")
+        path = import_time_series(args.output, args.series, axes=args.axes, grid=args.grid, fields=args.fields,
+                                  domain=_domain(args), coords=args.coords, dt=args.dt, **options)
+    print(f"wrote {path}")
+    return 0
+
+
+_GRID_ONLY = ("x", "y", "grid", "x_axes", "y_axes", "domain", "coords", "series", "axes", "fields", "dt",
+              "from_format")
 
 
 def _import_fno(args: argparse.Namespace) -> int:
@@ -174,17 +219,23 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
         "a .npz key, an HDF5 dataset path, a .mat variable); or, with --mesh, triangle meshes with nodal "
         "fields (one sample per file: anything meshio reads, or a .npz of points, triangles and fields) into "
         "a mesh dataset read by petrov.datasets.mesh.open_mesh_dataset; or, with --fno, an FNO benchmark .mat file "
-        "(Burgers, Darcy, Navier-Stokes) into a petrov file of its kind.",
+        "(Burgers, Darcy, Navier-Stokes) into a petrov file of its kind; or, with --series or --from pdebench|the-well, "
+        "a time series of one or more fields on a 1-D or 2-D (rectangular) grid, kind time-series.",
         epilog="examples: petrov import --x burgers.npz:a --y burgers.npz:u --grid periodic -o data/mine.h5\n"
         "          petrov import --mesh runs/*.vtu --x-field a --y-field u -o data/meshes.h5\n"
-        "          petrov import --fno ns_V1e-3_N5000_T50.mat -o data/ns-1e-3.h5",
+        "          petrov import --fno ns_V1e-3_N5000_T50.mat -o data/ns-1e-3.h5\n"
+        "          petrov import --series cfd.h5:Vx cfd.h5:Vy --axes NTXY --grid periodic -o data/flow.h5\n"
+        "          petrov import --series rd.h5:'*/data' --axes TXYC --fields u v --grid cells -o data/rd.h5\n"
+        "          petrov import --from pdebench 2D_CFD_Rand_M0.1_Eta0.1_Zeta0.1_periodic_128_Train.hdf5 -o data/cfd.h5\n"
+        "          petrov import --from the-well shear_flow_Reynolds_1e4_Schmidt_1e0.hdf5 -o data/shear.h5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--x", metavar="SPEC", help="the input array, e.g. data.npz:a or in.npy")
     p.add_argument("--y", metavar="SPEC", help="the output (target) array")
-    p.add_argument("--grid", choices=["periodic", "nodes", "cells"],
+    p.add_argument("--grid", choices=["periodic", "nodes", "cells"], nargs="+", metavar="GRID",
                    help="periodic: points i/n (right end excluded); nodes: i/(n-1) with both boundaries; "
-                   "cells: cell centres (i+1/2)/n (finite-volume data, e.g. PDEBench's Darcy files)")
+                   "cells: cell centres (i+1/2)/n (finite-volume data, e.g. PDEBench's Darcy files); time series: "
+                   "one per grid axis allowed (e.g. periodic nodes)")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. data/mine.h5")
     p.add_argument("--x-axes", metavar="AXES", help="axis order of x: N samples, X/Y grid, C channels "
                    "(e.g. NX, XN, NXY, NCXY, NXYC; default: samples first, no channels); .mat: MATLAB's order")
@@ -196,6 +247,17 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fno", metavar="FILE.mat", help="an FNO benchmark file (burgers_data_R10, piececonst_r421_*, "
                    "NavierStokes_V1e-5_N1200_T20, ns_V1e-3_N5000_T50, ...): written as a petrov file of its kind "
                    "(instead of --x/--y/--grid)")
+    series = p.add_argument_group("time series (instead of --x/--y): kind time-series, y = the states of the fields")
+    series.add_argument("--series", nargs="+", metavar="SPEC", help="one array holding every field (a C axis), or "
+                        "one array per field; FILE.h5:'*/KEY' reads KEY of every group, one sample per group")
+    series.add_argument("--axes", metavar="AXES", help="the arrays' axis order: N samples (none for '*/KEY'), T time, "
+                        "X/Y grid, C fields, e.g. NTXYC, NTXY, NXYT, TXYC")
+    series.add_argument("--fields", nargs="+", metavar="NAME", help="one name per field, e.g. Vx Vy density pressure "
+                        "(default: the arrays' keys, or the file's names with --from)")
+    series.add_argument("--dt", type=float, metavar="DT", help="the time between stored states (recorded)")
+    series.add_argument("--from", dest="from_format", nargs=2, metavar=("FORMAT", "FILE"),
+                        help="a file of a known layout: pdebench or the-well (fields, grid, times and boundary "
+                        "conditions read from it; --grid where it does not record them)")
     meshes = p.add_argument_group("meshes (instead of --x/--y/--grid)")
     meshes.add_argument("--mesh", nargs="+", metavar="FILE", help="mesh files, one sample each (.msh, .vtu, "
                         ".xdmf, ... read by meshio; or .npz with points, triangles and the fields)")
@@ -232,7 +294,8 @@ def _info(args: argparse.Namespace) -> int:
         return 0
     lines = _head_lines(info) + [
         f"x, y shape:  {info['x_shape']}, {info['y_shape']}",
-        f"grid:        {info['grid']}, native resolution {info['native_resolution']}",
+        f"grid:        {info['grid']}, " + (f"native resolution {info['native_resolution']}" if len(
+            set(info.get("native_shape", [0]))) == 1 else f"native grid {' x '.join(map(str, info['native_shape']))}"),
         f"resolutions: {', '.join(map(str, info['resolutions']))}",
         "attributes:",
     ]

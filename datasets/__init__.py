@@ -2,7 +2,7 @@
 
 Generate (``generate_dataset`` / ``petrov generate``) Burgers, Darcy, inverse-Darcy and 2-D Navier-Stokes
 datasets into HDF5 files, resumably, whole or in shards merged afterwards (``shard=(K, N)``,
-``merge_shards`` / ``petrov merge``: one dataset spread over a cluster's job array), or import your own arrays into the same format (``import_arrays`` / ``petrov import``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
+``merge_shards`` / ``petrov merge``: one dataset spread over a cluster's job array), or import your own arrays into the same format (``import_arrays`` / ``petrov import``), time series of several fields included (``import_time_series``; PDEBench's and The Well's files: ``import_series_file``); load them, or the FNO benchmark ``.mat`` files, at any strided resolution
 (``open_dataset``); fit point-wise Gaussian normalizers on the training split (``fit_normalizer``).
 Data on triangle meshes (``petrov.datasets.mesh``): Darcy flow on irregular domains (``generate_dataset(
 "darcy-mesh", ...)``) or your own meshes (``import_meshes``), read lazily (``open_mesh_dataset``) and
@@ -15,6 +15,8 @@ from .fno_files import open_mat, read_mat
 from .generation import generate_dataset
 from .grf import darcy_coefficient, neumann_grf_2d, periodic_grf_1d, periodic_grf_2d
 from .importing import import_arrays
+from .series_formats import import_series_file
+from .time_series import import_time_series
 from .loading import GridDataset, LazyGridDataset, dataset_info, open_dataset
 from .merging import merge_shards
 from .navier_stokes import solve_navier_stokes
@@ -51,6 +53,8 @@ __all__ = [
     "get_recipe",
     "import_arrays",
     "import_meshes",
+    "import_series_file",
+    "import_time_series",
     "list_kinds",
     "merge_shards",
     "neumann_grf_2d",

@@ -106,8 +106,7 @@ def _need_key(path: Path, key: str | None, keys: Sequence[str], what: str) -> No
 
 
 def _check_npy_header(path: Path) -> None:
-    """ValueError unless ``path`` starts as a .npy file does (numpy's magic string): an empty file, or one
-    of another format named .npy, is said to be so (numpy itself would talk of pickles or of no data)."""
+    """ValueError unless ``path`` starts with numpy's magic string (numpy would talk of pickles or of no data)."""
     with open(path, "rb") as f:
         head = f.read(len(np.lib.format.MAGIC_PREFIX))
     if not head:
@@ -259,34 +258,37 @@ def _looks_cell_centred(first: float, last: float, h: float) -> bool:
     return not (round_(first) and round_(last)) and round_(first - h / 2) and round_(last + h / 2)
 
 
-def domain_from_coords(coords: Sequence[Any], n: int, periodic: bool, cells: bool = False) -> list[list[float]]:
-    """The domain of uniform per-axis coordinates ``coords[d] (n,)``; ValueError if they are not uniform.
-    Periodic grids end one step after the last point, cell-centred ones half a step before the first
-    and after the last point, node grids at their first and last points."""
+def domain_from_coords(coords: Sequence[Any], n: int | Sequence[int], periodic: bool | Sequence[bool],
+                       cells: bool | Sequence[bool] = False) -> list[list[float]]:
+    """The domain of uniform per-axis coordinates ``coords[d] (n[d],)``; ValueError if they are not uniform.
+    ``n``, ``periodic`` and ``cells`` are one value for every axis or one per axis. Periodic grids end one
+    step after the last point, cell-centred ones half a step before the first and after the last point,
+    node grids at their first and last points."""
+    per_axis = [list(v) if isinstance(v, (list, tuple)) else [v] * len(coords) for v in (n, periodic, cells)]
     domain = []
-    for d, spec in enumerate(coords):
+    for d, (spec, n_d, periodic_d, cells_d) in enumerate(zip(coords, *per_axis)):
         src = open_array(spec, what=f"coordinates of axis {GRID_LETTERS[d]}")
         try:
             c = np.asarray(src.array, dtype=float).reshape(-1)
         finally:
             src.close()
-        if c.shape != (n,):
-            raise ValueError(f"{src.label}: expected {n} values (one per grid point), got shape {c.shape}")
+        if c.shape != (n_d,):
+            raise ValueError(f"{src.label}: expected {n_d} values (one per grid point), got shape {c.shape}")
         step = np.diff(c)
         if not np.isfinite(c).all() or not (step > 0).all():
             raise ValueError(f"{src.label} must be finite and increasing")
-        h = (c[-1] - c[0]) / (n - 1)
+        h = (c[-1] - c[0]) / (n_d - 1)
         if not np.allclose(step, h, rtol=1e-4, atol=0):
             raise ValueError(f"{src.label} are not uniformly spaced (steps from {step.min():.6g} to {step.max():.6g}); "
                              f"petrov stores uniform grids only: interpolate the data to one first")
-        if not cells and _looks_cell_centred(c[0], c[-1], h):
+        if not cells_d and not periodic_d and _looks_cell_centred(c[0], c[-1], h):  # a periodic grid has no ends
             warnings.warn(f"{src.label} run from {c[0]:.6g} to {c[-1]:.6g}, half a step inside [{c[0] - h / 2:g}, "
                           f"{c[-1] + h / 2:g}]: they look like cell centres; if they are, import with grid='cells' "
                           f"(--grid cells)", stacklevel=3)
-        if cells:
+        if cells_d:
             domain.append([float(c[0] - h / 2), float(c[-1] + h / 2)])
         else:
-            domain.append([float(c[0]), float(c[0] + n * h) if periodic else float(c[-1])])
+            domain.append([float(c[0]), float(c[0] + n_d * h) if periodic_d else float(c[-1])])
     return domain
 
 
@@ -316,7 +318,7 @@ def _check_pair(x: ArraySource, y: ArraySource) -> tuple[int, int, int, int, int
 def import_arrays(
     output: str | os.PathLike,
     x: Any,
-    y: Any,
+    y: Any = None,
     *,
     grid: str,
     x_axes: str | None = None,
@@ -327,6 +329,7 @@ def import_arrays(
     chunk_size: int | None = None,
     description: str | None = None,
     progress: bool = False,
+    **series: Any,
 ) -> Path:
     """Write input ``x`` and target ``y`` into the petrov dataset file ``output`` (kind ``imported``).
 
@@ -336,8 +339,13 @@ def import_arrays(
     ``domain``: ``(lo, hi)`` or one per axis (default ``[0, 1]``); ``coords``: optional per-axis 1-D
     coordinate arrays/specs, checked to be uniform and used for (or checked against) the domain.
     The model sees unit-box coordinates as for generated data; the domain is recorded (attribute
-    ``domain``). An existing ``output`` is a FileExistsError unless ``overwrite``. Returns ``Path(output)``.
-    """
+    ``domain``). An existing ``output`` is a FileExistsError unless ``overwrite``. Returns ``Path(output)``. No
+    ``y`` (a ``T`` in ``x_axes``; ``fields``, ``dt`` allowed): a time series, ``time_series.import_time_series``."""
+    if y is None or series:  # a time series (its own module imports this one)
+        from .time_series import import_time_series
+
+        return import_time_series(output, x, axes=x_axes, grid=grid, domain=domain, coords=coords, overwrite=overwrite,
+                                  chunk_size=chunk_size, description=description, progress=progress, **series)
     if grid not in GRID_KINDS:
         raise ValueError(f"grid must be one of {GRID_KINDS} (periodic: x_i = i/n; nodes: x_i = i/(n-1)), got {grid!r}")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):

@@ -33,7 +33,7 @@ from ..grids.layout import grid_coordinates
 from .fno_files import open_mat
 from .grid_files import FORMAT_VERSION
 from .recipes import get_recipe
-from .sampling import allowed_resolutions, average_pool, pool_kernel, stride_for
+from .sampling import allowed_resolutions, average_pool, grid_strides, pool_kernel
 from .storage import StoredData, open_stored
 from .windows import Window
 
@@ -129,6 +129,8 @@ class GridDataset(Dataset):
         attrs: dict[str, Any] | None = None,
         coarse_resolution: int | None = None,
         cells: bool = False,
+        axis_grids: tuple[str, ...] = (),
+        fields: list[str] | None = None,
     ):
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"x and y hold different numbers of samples: {x.shape[0]} vs {y.shape[0]}")
@@ -143,11 +145,17 @@ class GridDataset(Dataset):
         self.grid = tuple(x.shape[1:-1])
         self.grid_out = tuple(y.shape[1:-1])
         self.resolution = self.grid[0]
-        self.coords = grid_coordinates(self.grid, periodic, dtype=x.dtype, cells=cells)
+        self.axis_grids, self.fields = tuple(axis_grids), list(fields or [])
+        self.coords = _coordinates(self.grid, periodic, cells, self.axis_grids, x.dtype)
         self.coords_out = (
             self.coords if self.grid_out == self.grid
             else grid_coordinates(self.grid_out, periodic, dtype=x.dtype, cells=cells)
         )
+
+    @property
+    def axis_periodic(self) -> tuple[bool, ...]:
+        """Whether each grid axis is periodic."""
+        return _axis_periodic(self)
 
     @property
     def noise(self) -> float:
@@ -179,16 +187,22 @@ class LazyGridDataset(Dataset):
         self.kind, self.periodic, self.native_resolution = meta["kind"], meta["periodic"], meta["native_resolution"]
         self.indices, self.attrs = np.asarray(meta["indices"]), dict(meta["attrs"])
         self.coarse_resolution, self.cells = meta["coarse_resolution"], meta["cells"]
+        self.axis_grids, self.fields = tuple(meta["axis_grids"]), list(meta["fields"])
         x, y = self[0]
         self.grid, self.grid_out = tuple(x.shape[:-1]), tuple(y.shape[:-1])
         self.resolution = self.grid[0]
-        self.coords = grid_coordinates(self.grid, self.periodic, dtype=dtype, cells=self.cells)
+        self.coords = _coordinates(self.grid, self.periodic, self.cells, self.axis_grids, dtype)
         self.coords_out = self.coords if self.grid_out == self.grid else grid_coordinates(
             self.grid_out, self.periodic, dtype=dtype, cells=self.cells)
 
     @property
     def noise(self) -> float:
         return float(self.attrs.get("noise", 0.0))
+
+    @property
+    def axis_periodic(self) -> tuple[bool, ...]:
+        """Whether each grid axis is periodic."""
+        return _axis_periodic(self)
 
     def _source(self) -> StoredData:
         if self._src is None or self._pid != os.getpid():
@@ -211,15 +225,34 @@ class LazyGridDataset(Dataset):
         return f"LazyGridDataset({str(self.path)!r}, kind={self.kind!r}, n={len(self)}, grid={self.grid})"
 
 
-def _read_fields(src: StoredData, idx: Any, inverse: bool, stride: int, coarse: int | None,
+def _coordinates(grid: tuple[int, ...], periodic: bool, cells: bool, axis_grids: tuple[str, ...],
+                 dtype: torch.dtype) -> torch.Tensor:
+    """Unit-box coordinates ``(*grid, d)``: of the one grid kind, or of each axis's own (``axis_grids``)."""
+    if not axis_grids or len(set(axis_grids)) == 1 and axis_grids[0] == ("cells" if cells else
+                                                                        "periodic" if periodic else "nodes"):
+        return grid_coordinates(grid, periodic, dtype=dtype, cells=cells)
+    axes = [grid_coordinates((n,), kind == "periodic", dtype=dtype, cells=kind == "cells")[..., 0]
+            for n, kind in zip(grid, axis_grids)]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
+
+
+def _axis_periodic(dataset: Any) -> tuple[bool, ...]:
+    if dataset.axis_grids:
+        return tuple(kind == "periodic" for kind in dataset.axis_grids)
+    return (bool(dataset.periodic),) * len(dataset.grid)
+
+
+def _read_fields(src: StoredData, idx: Any, inverse: bool, stride: int | tuple[int, ...], coarse: int | None,
                  window: Window | None = None) -> tuple[Any, Any]:
     """The model's input and target of samples ``idx``: ``(x, y)`` float32 arrays with a channel axis
     (the inverse problem: x = the stored u, y = the stored a pooled to ``coarse``; trajectories: the
-    ``window``'s given states and the whole window)."""
+    ``window``'s given states and the whole window; a time series: flattened state-major, channel
+    ``s * F + f`` field f of state s, by default the first state and the whole series)."""
     if inverse:
         return src.read_channels("y", idx, stride), read_pooled(src, idx, stride, coarse)[..., None]
-    if window is not None:
-        x, y = window.apply(src.read_channels("y", idx, stride), str(src.path))
+    if window is not None or src.time_series:
+        window = window or Window()
+        x, y = window.apply(src.read_channels("y", idx, stride), str(src.path), field_axis=src.time_series)
         return np.ascontiguousarray(x), np.ascontiguousarray(y)
     return src.read_channels("x", idx, stride), src.read_channels("y", idx, stride)
 
@@ -227,7 +260,7 @@ def _read_fields(src: StoredData, idx: Any, inverse: bool, stride: int, coarse: 
 def open_dataset(
     path: str | os.PathLike,
     *,
-    resolution: int | None = None,
+    resolution: int | tuple[int, ...] | None = None,
     indices: Any = None,
     coarse_resolution: int | None = None,
     kind: str | None = None,
@@ -236,15 +269,17 @@ def open_dataset(
     window: Window | None = None,
 ) -> GridDataset | LazyGridDataset:
     """Load samples ``indices`` (default: all complete ones) of a dataset file at ``resolution`` points per
-    axis (default native), strided from the native grid (averaged over blocks of cells on a cell-centred
-    grid); ValueError listing the allowed resolutions if it
-    is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
+    axis (default native; one number per axis for a rectangular grid, an int there meaning that many points
+    along the first axis with the others strided alike where that is a sub-grid), strided from the native
+    grid (averaged over blocks of cells on a cell-centred grid); ValueError listing the allowed resolutions
+    if it is not reachable. ``kind`` reads a file as another kind of its family (e.g. a Darcy file or FNO
     ``piececonst`` file as ``"darcy-inverse"``); ``coarse_resolution`` sets the inverse problem's target grid
     (default: the file's attribute, else 36).  ``dtype``: the floating dtype of ``x``, ``y`` and the
     coordinates.  ``lazy=True``: nothing is read now; a [`LazyGridDataset`][] reads each sample when
     asked for.  Selecting no samples is a ValueError.  ``window``: trajectory files only, which states are
     the input and the target ([`Window`][petrov.datasets.windows.Window]; default: the stored input and the
-    whole trajectory).
+    whole trajectory; a time-series file's window comes flattened state-major, ``(N, *grid, W * F)``, channel
+    ``s * F + f`` field f of state s, and by default its first state and the whole series).
     """
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a floating torch.dtype such as torch.float32, got {type(dtype).__name__} "
@@ -255,8 +290,9 @@ def open_dataset(
         kind = resolve_kind(src, kind)
         recipe = get_recipe(kind)
         native = src.native_resolution
+        stride = grid_strides(src.grid_shape, src.grid_kinds, resolution)
+        stride = stride[0] if len(set(stride)) == 1 else stride  # one stride for every axis, as before
         resolution = native if resolution is None else resolution
-        stride = stride_for(native, resolution, src.periodic, src.cells)
         if recipe.inverse and src.cells:
             raise ValueError(f"{src.path}: the inverse problem pools node grids; a cell-centred file cannot be "
                              f"read as {kind!r}")
@@ -286,10 +322,11 @@ def open_dataset(
             if recipe.snapshots is None:
                 raise ValueError(f"{src.path} holds {kind!r} samples, not trajectories: a window of states "
                                  f"(data.history, data.first_state, data.states) applies to trajectory files only")
-            window.bounds((src.channel_shape("y") or (1,))[-1], str(src.path))  # fail before reading anything
+            window.bounds(src.n_states, str(src.path))  # fail before reading anything
         read = {"inverse": recipe.inverse, "stride": stride, "coarse": coarse_resolution, "window": window}
         meta = {"kind": kind, "periodic": src.periodic, "native_resolution": native, "indices": idx, "attrs": attrs,
-                "coarse_resolution": coarse_resolution if recipe.inverse else None, "cells": src.cells}
+                "coarse_resolution": coarse_resolution if recipe.inverse else None, "cells": src.cells,
+                "axis_grids": src.axis_grids, "fields": src.fields}
         if lazy:
             return LazyGridDataset(Path(path), read, meta, dtype)
         x, y = _read_fields(src, idx, **read)
@@ -318,7 +355,11 @@ def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
     if is_mesh_file(path):
         return mesh_info(path)
     with open_source(path) as src:
-        shape = (src.n_samples,) + (src.native_resolution,) * src.dim
+        shape = (src.n_samples,) + src.grid_shape
+        kinds = src.grid_kinds
+        resolutions = (allowed_resolutions(src.native_resolution, src.periodic, src.cells) if not src.native_shape
+                       else [[r for r in allowed_resolutions(n, k == "periodic", k == "cells")]
+                             for n, k in zip(src.grid_shape, kinds)])
         return {
             "path": str(src.path),
             "source": src.source,
@@ -329,7 +370,8 @@ def dataset_info(path: str | os.PathLike) -> dict[str, Any]:
             "x_shape": shape + src.channel_shape("x"),
             "y_shape": shape + src.channel_shape("y"),
             "native_resolution": src.native_resolution,
-            "grid": "cells" if src.cells else "periodic" if src.periodic else "nodes",
-            "resolutions": allowed_resolutions(src.native_resolution, src.periodic, src.cells),
+            "native_shape": list(src.grid_shape),
+            "grid": kinds[0] if len(set(kinds)) == 1 else "mixed (" + ", ".join(kinds) + ")",
+            "resolutions": resolutions,
             "attrs": dict(src.attrs),
         }

@@ -391,3 +391,16 @@ add_imported_kind(
     params_cls=ImportedParams, produce=None, periodic=False,
     native_resolution=0, dim=0,  # per file: the native_resolution, dim and grid attributes
 )
+
+
+def _states_per_file(_params: Any) -> int:
+    raise ValueError("a time-series file's number of states is per file (its time_steps attribute)")
+
+
+add_imported_kind(
+    RECIPES, Recipe, "time-series", "`petrov import --series` or `petrov import --from pdebench|the-well`",
+    description="a time series of one or more fields on a grid (petrov import); y = the states (N, *grid, S, F), "
+    "x = the first state",
+    params_cls=ImportedParams, produce=None, periodic=False, snapshots=_states_per_file,
+    native_resolution=0, dim=0,  # per file: native_shape, axis_grids, fields, time_steps
+)

@@ -58,6 +58,39 @@ def stride_for(native: int, resolution: int, periodic: bool, cells: bool = False
     )
 
 
+def _reaches(n: int, stride: int, kind: str) -> bool:
+    """Whether ``stride`` is a sub-grid step of an ``n``-point axis of grid ``kind``."""
+    return (n - (kind == "nodes")) % stride == 0 and len(range(0, n, stride)) >= 2
+
+
+def grid_strides(shape: tuple[int, ...], kinds: tuple[str, ...], resolution) -> tuple[int, ...]:
+    """One stride per axis of a grid of ``shape`` points (grid ``kinds`` per axis: "periodic", "nodes",
+    "cells") for ``resolution``: None (native), one number of points per axis (a pair for 2-D), or an int.
+    An int is the points of every axis of a square grid; on a rectangular one, the points along the first
+    axis, the others strided alike, allowed only where that is a sub-grid of every axis (else a ValueError
+    asking for one number per axis)."""
+    if resolution is None:
+        return (1,) * len(shape)
+    if isinstance(resolution, (tuple, list)):
+        if len(resolution) != len(shape):
+            raise ValueError(f"resolution {tuple(resolution)} gives {len(resolution)} numbers for a grid of "
+                             f"{len(shape)} axes ({' x '.join(map(str, shape))}); give one per axis")
+        return tuple(stride_for(n, r, kind == "periodic", kind == "cells") for n, r, kind in zip(shape, resolution, kinds))
+    if len(set(shape)) == 1:
+        return tuple(stride_for(n, resolution, kind == "periodic", kind == "cells") for n, kind in zip(shape, kinds))
+    stride = stride_for(shape[0], resolution, kinds[0] == "periodic", kinds[0] == "cells")
+    if not all(_reaches(n, stride, kind) for n, kind in zip(shape[1:], kinds[1:])):
+        raise ValueError(f"resolution {resolution} on the {' x '.join(map(str, shape))} grid: a stride of {stride} "
+                         f"along the first axis gives no sub-grid of the other axes; give one number of points per axis, "
+                         f"e.g. ({resolution}, N)")
+    return (stride,) * len(shape)
+
+
+def strided_shape(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+    """The points per axis of ``shape`` strided by ``strides`` (or cell-averaged in blocks of them)."""
+    return tuple(len(range(0, n, s)) for n, s in zip(shape, strides))
+
+
 def cell_average(a: np.ndarray, k: int, first_axis: int, ndim: int) -> np.ndarray:
     """Average ``a`` over blocks of ``k`` cells along the ``ndim`` grid axes starting at ``first_axis``:
     a cell-centred grid of ``n`` cells per axis becomes one of ``n/k`` cells (see the module docstring)."""

@@ -10,6 +10,8 @@ with the same parameters resumes from ``n_complete``, and because sample ``i`` d
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,28 +45,70 @@ class StoredData:
     transposed: bool = False
     source: str = FORMAT
     cells: bool = False  # a cell-centred grid: coarsened by averaging blocks of cells (see sampling)
+    native_shape: tuple[int, ...] = ()  # points per grid axis (empty: native_resolution on every axis)
+    axis_grids: tuple[str, ...] = ()  # "periodic" / "nodes" / "cells" per axis (empty: the file's one grid)
     _handle: Any = field(default=None, repr=False)
 
-    def read(self, name: str, indices: np.ndarray, stride: int, block_bytes: int = 2**26) -> np.ndarray:
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        """Points per grid axis of the stored grid (``(n,) * dim`` for square files)."""
+        return tuple(self.native_shape) or (self.native_resolution,) * self.dim
+
+    @property
+    def grid_kinds(self) -> tuple[str, ...]:
+        """The grid kind of each axis: "periodic", "nodes" or "cells"."""
+        one = "cells" if self.cells else "periodic" if self.periodic else "nodes"
+        return tuple(self.axis_grids) or (one,) * self.dim
+
+    @property
+    def axis_periodic(self) -> tuple[bool, ...]:
+        """Whether each grid axis is periodic."""
+        return tuple(kind == "periodic" for kind in self.grid_kinds)
+
+    @property
+    def fields(self) -> list[str]:
+        """The names of the stored fields: a time-series file's ``fields`` attribute; ``[]`` for other
+        files (one unnamed field per channel)."""
+        return list(json.loads(self.attrs["fields"])) if "fields" in self.attrs else []
+
+    @property
+    def time_series(self) -> bool:
+        """Whether ``y`` is ``(n, *grid, S, F)``: states, then fields (kind ``time-series``)."""
+        return self.kind == "time-series"
+
+    @property
+    def n_states(self) -> int:
+        """The states of a trajectory stored in ``y`` (its ``S`` axis, or its channels for older trajectory kinds)."""
+        shape = self.channel_shape("y") or (1,)
+        return shape[0] if self.time_series else shape[-1]
+
+    def strides(self, stride: int | tuple[int, ...]) -> tuple[int, ...]:
+        """One stride per grid axis (an int applies to every axis)."""
+        return tuple(stride) if isinstance(stride, (tuple, list)) else (stride,) * self.dim
+
+    def read(self, name: str, indices: np.ndarray, stride: int | tuple[int, ...], block_bytes: int = 2**26) -> np.ndarray:
         """Samples ``indices`` (any order, repeats allowed) of field ``"x"``/``"y"``, strided by ``stride``
-        along every grid axis: float32 ``(len(indices), *grid)``. Only the samples asked for are read, in
-        increasing order (as HDF5 wants), a block of at most ``block_bytes`` of full-resolution samples
-        at a time, strided in memory (faster than an HDF5 strided selection). NaN or inf is a ValueError
-        naming the file, the field and the first bad sample."""
+        along every grid axis (or one stride per axis): float32 ``(len(indices), *grid)``. Only the samples
+        asked for are read, in increasing order (as HDF5 wants), a block of at most ``block_bytes`` of
+        full-resolution samples at a time, strided in memory (faster than an HDF5 strided selection); on
+        cell-centred axes blocks of ``stride`` cells are averaged. NaN or inf is a ValueError naming the
+        file, the field and the first bad sample."""
         ds = self.x if name == "x" else self.y
         indices = np.asarray(indices, dtype=np.int64)
         unique, inverse = np.unique(indices, return_inverse=True)
         channels = self.channel_shape(name)
-        block = max(1, block_bytes // (4 * self.native_resolution**self.dim * int(np.prod(channels))))
-        grid_sel = (slice(None, None, 1 if self.cells else stride),) * self.dim
+        strides, kinds = self.strides(stride), self.grid_kinds
+        block = max(1, block_bytes // (4 * math.prod(self.grid_shape) * int(np.prod(channels))))
+        grid_sel = tuple(slice(None, None, 1 if kind == "cells" else s) for s, kind in zip(strides, kinds))
         parts = []
         for lo in range(0, len(unique), block):
             rows = unique[lo : lo + block]
             # consecutive runs as slices: h5py's list selection is very slow
             runs = np.split(rows, np.flatnonzero(np.diff(rows) != 1) + 1)
             part = np.concatenate([self._rows(ds, int(r[0]), int(r[-1]) + 1, grid_sel) for r in runs])
-            if self.cells:
-                part = cell_average(part, stride, 1, self.dim)
+            for d, (s, kind) in enumerate(zip(strides, kinds)):
+                if kind == "cells":
+                    part = cell_average(part, s, 1 + d, 1)
             bad = ~np.isfinite(part).reshape(len(rows), -1).all(axis=1)
             if bad.any():
                 raise ValueError(
@@ -72,7 +116,7 @@ class StoredData:
                     f"(an unfinished or corrupt file, or bad values in imported data); regenerate or fix it"
                 )
             parts.append(part)
-        shape = (0,) + (len(range(0, self.native_resolution, stride)),) * self.dim + channels
+        shape = (0,) + tuple(len(range(0, n, s)) for n, s in zip(self.grid_shape, strides)) + channels
         data = np.concatenate(parts) if parts else np.zeros(shape, np.float32)
         return data[inverse]
 
@@ -81,7 +125,7 @@ class StoredData:
         ds = self.x if name == "x" else self.y
         return () if self.transposed or ds.ndim == 1 + self.dim else tuple(ds.shape[1 + self.dim:])
 
-    def read_channels(self, name: str, indices: np.ndarray, stride: int) -> np.ndarray:
+    def read_channels(self, name: str, indices: np.ndarray, stride: int | tuple[int, ...]) -> np.ndarray:
         """[`read`][] with a channel axis always: float32 ``(len(indices), *grid, c)``."""
         data = self.read(name, indices, stride)
         return data if self.channel_shape(name) else data[..., None]
@@ -130,22 +174,60 @@ def stored_layout(path: Path, attrs: dict[str, Any], x_shape: tuple, y_shape: tu
     if attrs["kind"] not in RECIPES:
         raise attribute_error(path, "kind", attrs["kind"], f"is not a dataset kind ({', '.join(RECIPES.names())})")
     recipe = get_recipe(attrs["kind"])
-    if attrs["grid"] not in ("periodic", "nodes", "cells"):
+    kinds = _axis_grids(path, attrs)
+    if attrs["grid"] not in ("periodic", "nodes", "cells") and not (kinds and attrs["grid"] == "mixed"):
         raise attribute_error(path, "grid", attrs["grid"], "is not 'periodic', 'nodes' or 'cells'")
     numbers = {}
     for name in ("native_resolution", "n_samples", "n_complete", "dim"):
         numbers[name] = whole_number(path, name, attrs.get(name, recipe.dim))  # imported: the dimension is per file
     dim, res, n = numbers["dim"], numbers["native_resolution"], numbers["n_samples"]
+    grid = _native_shape(path, attrs, dim, res)
+    if kinds and len(kinds) != dim:
+        raise attribute_error(path, "axis_grids", attrs["axis_grids"], f"does not name one grid per axis ({dim})")
     for field_name, shape in (("x", tuple(x_shape)), ("y", tuple(y_shape))):
         if shape[:1] != (n,):
             raise attribute_error(path, "n_samples", n, f"does not match the stored {field_name} of shape {shape}")
-        if dim not in (1, 2) or shape[1 : 1 + dim] != (res,) * dim:
-            name, value = ("dim", dim) if dim not in (1, 2) or len(shape) < 1 + dim else ("native_resolution", res)
+        if dim not in (1, 2) or shape[1 : 1 + dim] != grid:
+            name, value = (("dim", dim) if dim not in (1, 2) or len(shape) < 1 + dim
+                           else ("native_shape", attrs["native_shape"]) if "native_shape" in attrs
+                           else ("native_resolution", res))
             raise attribute_error(path, name, value, f"does not match the stored {field_name} of shape {shape}")
     if numbers["n_complete"] > n:
         raise attribute_error(path, "n_complete", numbers["n_complete"], f"is more than n_samples = {n}")
     return {"kind": attrs["kind"], "native_resolution": res, "periodic": attrs["grid"] == "periodic",
-            "cells": attrs["grid"] == "cells", "dim": dim, "n_samples": n, "n_complete": numbers["n_complete"]}
+            "cells": attrs["grid"] == "cells", "dim": dim, "n_samples": n, "n_complete": numbers["n_complete"],
+            "native_shape": grid if "native_shape" in attrs else (), "axis_grids": kinds}
+
+
+def _json_list(path: Path, attrs: dict[str, Any], name: str) -> list | None:
+    """The JSON list attribute ``name`` (None when absent); ``attribute_error`` if it is not one."""
+    if name not in attrs:
+        return None
+    try:
+        value = json.loads(attrs[name])
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, list):
+        raise attribute_error(path, name, attrs[name], "is not a JSON list")
+    return value
+
+
+def _native_shape(path: Path, attrs: dict[str, Any], dim: int, res: int) -> tuple[int, ...]:
+    """Points per grid axis: the ``native_shape`` attribute (rectangular grids), else ``res`` on every axis."""
+    shape = _json_list(path, attrs, "native_shape")
+    if shape is None:
+        return (res,) * dim
+    if len(shape) != dim or any(isinstance(v, bool) or not isinstance(v, int) or v < 2 for v in shape):
+        raise attribute_error(path, "native_shape", attrs["native_shape"], f"is not {dim} whole numbers >= 2")
+    return tuple(shape)
+
+
+def _axis_grids(path: Path, attrs: dict[str, Any]) -> tuple[str, ...]:
+    """The per-axis grid kinds of the ``axis_grids`` attribute (empty when absent)."""
+    kinds = _json_list(path, attrs, "axis_grids") or []
+    if any(kind not in ("periodic", "nodes", "cells") for kind in kinds):
+        raise attribute_error(path, "axis_grids", attrs["axis_grids"], "names a grid other than periodic, nodes, cells")
+    return tuple(kinds)
 
 
 def open_stored(path: str | os.PathLike) -> StoredData:

@@ -12,6 +12,11 @@ so that ``x`` is the first ``history`` channels of ``y`` (a marching model retur
 ``petrov.operators.trajectory``).  FNO's Navier–Stokes benchmark at ν = 1e-5 (``w_0`` and 20 states stored,
 the 10 states after ``w_0`` in, the next 10 out) is ``Window(history=10, first=1)``; the 1-D default,
 ``Window()``, is ``x = u_0`` and ``y`` the whole trajectory.
+
+A time-series file (kind ``time-series``) stores ``F`` fields per state, ``y (N, *grid, S, F)``; its window
+is returned flattened, state-major: ``(N, *grid, W * F)`` with channel ``s * F + f`` field ``f`` of window
+state ``s``, and ``x`` its first ``history * F`` channels (``apply(..., field_axis=True)``). For ``F = 1``
+this is the window of the other trajectory kinds.
 """
 from __future__ import annotations
 
@@ -47,11 +52,19 @@ class Window:
                              f"data.first_state, data.history or data.states")
         return self.first, end
 
-    def apply(self, y: np.ndarray, where: str = "the trajectories") -> tuple[np.ndarray, np.ndarray]:
-        """``(x, y)`` of stored trajectories ``y (..., S)``: the window's given states and the whole window."""
-        first, end = self.bounds(y.shape[-1], where)
-        window = y[..., first:end]
-        return window[..., :self.history], window
+    def apply(self, y: np.ndarray, where: str = "the trajectories",
+              field_axis: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(x, y)`` of stored trajectories ``y (..., S)``: the window's given states and the whole window.
+        ``field_axis``: ``y`` is ``(..., S, F)``, and both are flattened state-major, ``(..., W * F)`` and
+        ``(..., history * F)``."""
+        if not field_axis:
+            first, end = self.bounds(y.shape[-1], where)
+            window = y[..., first:end]
+            return window[..., :self.history], window
+        first, end = self.bounds(y.shape[-2], where)
+        fields = y.shape[-1]
+        window = y[..., first:end, :].reshape(*y.shape[:-2], (end - first) * fields)
+        return window[..., :self.history * fields], window
 
 
 __all__ = ["Window"]

@@ -318,6 +318,7 @@ def fill(tmp: Path, layout: Layout, blocks: Blocks, n_samples: int, chunk: int, 
                 h5.attrs.modify("hash_chain", np.bytes_(digest.state))
                 h5.attrs.modify("n_complete", np.int64(hi))
                 h5.flush()
+            del data, arrays  # freed (a sample's views hold its block) before the next block is made
             done = hi
             bar.update(hi - lo)
             if callback is not None:
