@@ -19,6 +19,7 @@ unfinished or damaged file, and training on it would silently produce NaN losses
 """
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -146,7 +147,8 @@ class GridDataset(Dataset):
         self.grid_out = tuple(y.shape[1:-1])
         self.resolution = self.grid[0]
         self.axis_grids, self.fields = tuple(axis_grids), list(fields or [])
-        self.coords = _coordinates(self.grid, periodic, cells, self.axis_grids, x.dtype)
+        self.domain = series_domain(kind, self.attrs)
+        self.coords = _coordinates(self.grid, periodic, cells, self.axis_grids, x.dtype, self.domain)
         self.coords_out = (
             self.coords if self.grid_out == self.grid
             else grid_coordinates(self.grid_out, periodic, dtype=x.dtype, cells=cells)
@@ -191,7 +193,8 @@ class LazyGridDataset(Dataset):
         x, y = self[0]
         self.grid, self.grid_out = tuple(x.shape[:-1]), tuple(y.shape[:-1])
         self.resolution = self.grid[0]
-        self.coords = _coordinates(self.grid, self.periodic, self.cells, self.axis_grids, dtype)
+        self.domain = series_domain(self.kind, self.attrs)
+        self.coords = _coordinates(self.grid, self.periodic, self.cells, self.axis_grids, dtype, self.domain)
         self.coords_out = self.coords if self.grid_out == self.grid else grid_coordinates(
             self.grid_out, self.periodic, dtype=dtype, cells=self.cells)
 
@@ -225,14 +228,33 @@ class LazyGridDataset(Dataset):
         return f"LazyGridDataset({str(self.path)!r}, kind={self.kind!r}, n={len(self)}, grid={self.grid})"
 
 
+def fields_per_state(dataset: Any) -> int:
+    """F, the fields of one state of a dataset's trajectories: the length of its ``fields`` (a time-series
+    file names them), 1 for every other file (one field per state, or no trajectory)."""
+    return max(1, len(getattr(dataset, "fields", None) or []))
+
+
+def series_domain(kind: str, attrs: dict[str, Any]) -> tuple[tuple[float, float], ...] | None:
+    """The box a time-series file's grid covers (its ``domain`` attribute: ``((lo, hi), ...)`` per axis), where
+    it is not the unit box; None for every other kind, whose coordinates are on the unit box whatever domain an
+    imported file records.  A time series' models see its physical coordinates: a periodic axis of length L
+    enters them as (cos, sin)(2 pi x / L), and the model's ``domain`` must be this one."""
+    if kind != "time-series" or "domain" not in attrs:
+        return None
+    box = tuple((float(lo), float(hi)) for lo, hi in json.loads(attrs["domain"]))
+    return None if all(pair == (0.0, 1.0) for pair in box) else box
+
+
 def _coordinates(grid: tuple[int, ...], periodic: bool, cells: bool, axis_grids: tuple[str, ...],
-                 dtype: torch.dtype) -> torch.Tensor:
-    """Unit-box coordinates ``(*grid, d)``: of the one grid kind, or of each axis's own (``axis_grids``)."""
+                 dtype: torch.dtype, domain: tuple[tuple[float, float], ...] | None = None) -> torch.Tensor:
+    """Coordinates ``(*grid, d)`` on the unit box (or ``domain``): of the one grid kind, or of each axis's own
+    (``axis_grids``)."""
     if not axis_grids or len(set(axis_grids)) == 1 and axis_grids[0] == ("cells" if cells else
                                                                         "periodic" if periodic else "nodes"):
-        return grid_coordinates(grid, periodic, dtype=dtype, cells=cells)
-    axes = [grid_coordinates((n,), kind == "periodic", dtype=dtype, cells=kind == "cells")[..., 0]
-            for n, kind in zip(grid, axis_grids)]
+        return grid_coordinates(grid, periodic, dtype=dtype, cells=cells, domain=domain)
+    axes = [grid_coordinates((n,), kind == "periodic", dtype=dtype, cells=kind == "cells",
+                             domain=None if domain is None else (domain[axis],))[..., 0]
+            for axis, (n, kind) in enumerate(zip(grid, axis_grids))]
     return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
 
 

@@ -35,7 +35,7 @@ from ..grids.transfer import interpolate_field, prolong, restrict_points
 from .windows import Window
 from .loading import as_indices, open_source, read_pooled, resolve_kind, target_grid
 from .recipes import get_recipe
-from .sampling import allowed_resolutions, cell_average, stride_for
+from .sampling import allowed_resolutions, cell_average, grid_strides, stride_for
 
 
 def _interpolate_nodes(field: torch.Tensor, resolution: int) -> torch.Tensor:
@@ -290,9 +290,14 @@ def fit_normalizer(
             raise ValueError("fitting a normalizer needs at least 2 training samples")
         stored = {"x": "y", "y": "x"}[field] if recipe.inverse else field
         pooled = recipe.inverse and field == "y"
-        res = src.native_resolution if resolution is None else resolution
+        if len(set(src.grid_shape)) > 1 and pointwise:
+            raise ValueError(f"{path}: point-wise statistics on the rectangular {' x '.join(map(str, src.grid_shape))} "
+                             f"grid cannot follow it to other resolutions yet; use data.normalizer = \"global\" (one "
+                             f"mean and std per field)")
         # checked even where unused (point values are fitted at the native grid): never silently ignored
-        stride = stride_for(src.native_resolution, res, src.periodic, src.cells)
+        stride = grid_strides(src.grid_shape, src.grid_kinds, resolution)[0]
+        if src.time_series and window is None:  # the series' first state in, all of it out
+            window = Window()
         if pooled:
             coarse = target_grid(recipe, src.attrs, coarse_resolution)
         moments = _RunningMoments()
@@ -301,7 +306,8 @@ def fit_normalizer(
             if pooled:
                 data = read_pooled(src, part, stride, coarse)[..., None]
             elif window is not None:
-                data = window.apply(src.read_channels("y", part, 1), str(src.path))[field == "y"]
+                data = window.apply(src.read_channels("y", part, 1), str(src.path),
+                                    field_axis=src.time_series)[field == "y"]
             else:
                 data = src.read_channels(stored, part, 1)
             check_channels(data.shape[-1], fields, f"{path}: field {field!r}")

@@ -30,7 +30,8 @@ from ..datasets.recipes import is_trajectory
 from ..operators.models import sample_transform
 from ..operators.trajectory import state_fields
 from ..train import distributed as dist_
-from ..train.data import batch_pos, check_model_fits_data, data_loader, is_point_data, sample_ids, to_batch
+from ..train.data import batch_pos, data_loader, is_point_data, sample_ids, to_batch
+from ..train.model_fit import check_model_fits_data
 from ..train.datapass import window_of
 from ..train.losses import check_targets, relative_l2_per_sample
 from ..train.memory import evaluation_advice, out_of_memory_advice
@@ -349,7 +350,7 @@ def _mesh_plots(setup: EvalSetup, rows: list[dict[str, Any]], out: Path, data_pa
                 level: str | None, dev: torch.device) -> list[Path]:
     """``error_vs_level.png`` and ``predictions.png`` (the first, median and worst test samples on the
     mesh ``level``, default the last evaluated one) of a mesh run, and its training curves."""
-    from . import mesh_plots, plots as figures
+    from . import mesh_plots
 
     info = dataset_info(data_path)
     nodes = {name: float(v["nodes"]["mean"]) for name, v in info["levels"].items() if v["nodes"]}

@@ -6,6 +6,7 @@ inverse operator only those from which its coarse target grid can be pooled.
 """
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -14,7 +15,7 @@ from ..datasets.mesh.recipes import MESH_RECIPES, get_mesh_recipe
 from ..datasets.recipes import is_inverse
 from ..datasets.sampling import poolable
 from ..operators.checks import first_weight
-from ..train.data import forward_error, without_advice
+from ..train.model_fit import forward_error, without_advice
 from ..train.metrics import resolution_label
 from .runs import EvalSetup
 
@@ -65,12 +66,15 @@ def parse_resolutions(text: str | Sequence[Any] | None) -> list[int | tuple[int,
     return out
 
 
-def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int]:
+def allowed_resolutions(setup: EvalSetup, info: dict[str, Any]) -> list[int | tuple[int, ...]]:
     """Resolutions of the data file that the operator's normalisers (and, for the inverse problem,
     the pooled target grid) can be taken to."""
     if is_mesh_info(info):
         return list(info["levels"])
     allowed = list(info["resolutions"])
+    if allowed and isinstance(allowed[0], (list, tuple)):  # per axis: a square grid's numbers, else every pair
+        square = all(list(axis) == list(allowed[0]) for axis in allowed)
+        allowed = list(allowed[0]) if square else list(itertools.product(*allowed))
     xn = setup.operator.x_normalizer
     if xn is not None:
         allowed = [r for r in allowed if xn.reaches(r)]

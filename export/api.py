@@ -22,6 +22,7 @@ import torch
 
 from ..common.files import atomic_write
 from ..common.path_checks import check_writable
+from ..grids.domain import all_periodic
 from ..train.operator import NormalizedOperator
 from .formats import ExportFormat, export_format
 from .graph import InferenceGraph
@@ -139,7 +140,7 @@ def export_operator(source: str | os.PathLike, path: str | os.PathLike, format: 
     differences: dict[int, float] = {}
     if check:
         run = fmt.runner(data, threads or torch.get_num_threads())
-        sizes = [n] + (check_sizes(op, n, traced.sizes, bool(getattr(model.config, "periodic", False)))
+        sizes = [n] + (check_sizes(op, n, traced.sizes, all_periodic(getattr(model.config, "periodic", False)))
                        if traced.sizes else [])
         differences = compare(run, op, sizes, ndim, channels, generator)
         worst = max(differences, key=differences.get)

@@ -294,7 +294,7 @@ def test_the_direct_mode_is_refused_for_a_marching_model(tmp_path, trajectory_fi
 
 def test_another_number_of_time_steps_is_named_in_training_and_in_evaluation(tmp_path, trajectory_file):
     from petrov.datasets import open_dataset
-    from petrov.train.data import check_model_fits_data
+    from petrov.train.model_fit import check_model_fits_data
 
     with pytest.raises(ValueError, match=rf"model Marching1d predicts T={T + 2} time steps but the trajectories in "
                                          rf"\S+ have T={T}; set model.options.time_steps = {T}"):

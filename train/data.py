@@ -16,7 +16,6 @@ by point, point-set data per channel with quadrature-weighted statistics.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -355,78 +354,3 @@ def check_model_layout(model_name: str, options: dict, cfg: DataConfig) -> None:
     if model_dim is not None and data_dim is not None and model_dim != data_dim:
         raise ValueError(f"model {name} takes {model_dim}-D grids but {cfg.path} holds {data_dim}-D grids; choose a "
                          f"{data_dim}-D grid model (petrov models lists them) or a {model_dim}-D data file")
-
-
-def check_model_fits_data(model: torch.nn.Module, data: Any, device: torch.device, source: str, *,
-                          evaluating: bool = False) -> None:
-    """One forward pass on a sample: a clear ValueError if shapes/channels do not fit the data (for a
-    marching model, trajectories of another number of time steps named as such; ``evaluating``: a trained
-    model, which another file fits, not other model options)."""
-    point_model, point_data = bool(getattr(model, "point_set", False)), is_point_data(data)
-    if point_model != point_data:
-        raise layout_mismatch(type(model).__name__, point_model, point_data, source)
-    batch = to_batch(next(iter(data_loader(data, 1))), data, device)
-    x, y = batch.x, batch.y
-    name = type(model).__name__
-    try:
-        out = _forward_one(model, batch)
-    except (RuntimeError, ValueError) as err:
-        raise ValueError(
-            f"model {name} cannot take inputs of shape {tuple(x.shape)} from {source} "
-            f"(check model.options, e.g. channels or grid sizes): {err}"
-        ) from None
-    if tuple(out.shape) != tuple(y.shape):
-        marching = "teacher" in inspect.signature(model.forward).parameters
-        if marching and out.dim() == y.dim() and out.shape[:-1] == y.shape[:-1]:
-            given = x.shape[-1]  # the states given: the rest of the output is predicted
-            raise ValueError(time_steps_mismatch(name, out.shape[-1] - given, y.shape[-1] - given, source,
-                                                 evaluating))
-        raise ValueError(
-            f"model {name} outputs shape {tuple(out.shape)} but the targets in {source} have shape "
-            f"{tuple(y.shape)}; check model.options"
-        )
-
-
-def time_steps_mismatch(name: str, model_steps: int, file_steps: int, source: str, evaluating: bool) -> str:
-    """The message for a marching model of ``model_steps`` time steps on trajectories of ``file_steps``."""
-    if evaluating:
-        return (f"the run's model {name} was trained for T={model_steps} time steps but the trajectories in "
-                f"{source} have T={file_steps}; evaluate it on a trajectory file with {model_steps} steps "
-                f"(e.g. petrov generate burgers-trajectory --time-steps {model_steps})")
-    return (f"model {name} predicts T={model_steps} time steps but the trajectories in {source} have "
-            f"T={file_steps}; set model.options.time_steps = {file_steps}, or use a trajectory file with "
-            f"{model_steps} steps")
-
-
-def _forward_one(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """``model``'s output on ``batch`` in eval mode, without gradients (its mode is restored)."""
-    was_training = model.training
-    try:
-        with torch.no_grad():
-            return model.eval()(batch.x, **batch.inputs)
-    finally:
-        model.train(was_training)
-
-
-OUTPUT_NOT_TARGET = "the model outputs shape"
-
-
-def forward_error(model: torch.nn.Module, data: Any, device: torch.device) -> str | None:
-    """The model's own error (ValueError or RuntimeError) on the first sample of ``data``, or an output
-    whose shape is not the target's (which cannot be scored: the message starts with ``OUTPUT_NOT_TARGET``);
-    None if it takes it."""
-    try:
-        batch = to_batch(next(iter(data_loader(data, 1))), data, device)
-        out = _forward_one(model, batch)
-    except (RuntimeError, ValueError) as err:
-        return str(err)
-    if tuple(out.shape) != tuple(batch.y.shape):
-        return f"{OUTPUT_NOT_TARGET} {tuple(out.shape)} where the targets have shape {tuple(batch.y.shape)}"
-    return None
-
-
-def without_advice(message: str, marker: str = "; use ") -> str:
-    """``message`` up to its closing advice (``"...; use modes <= 2 or a finer grid"`` -> ``"..."``): advice
-    for building a model, which a caller that has another remedy (another resolution) leaves out."""
-    head, found, _ = message.rpartition(marker)
-    return head if found else message

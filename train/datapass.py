@@ -26,7 +26,7 @@ import torch
 
 from ..datasets import (PointwiseGaussianNormalizer, fit_normalizer, fit_point_normalizer, open_mesh_dataset,
                         statistics_grid_size)
-from ..datasets.loading import open_source
+from ..datasets.loading import fields_per_state, open_source
 from ..datasets.mesh.storage import is_mesh_file
 from ..datasets.recipes import is_trajectory
 from ..datasets.windows import Window
@@ -90,7 +90,8 @@ def _merged(parts: list[tuple[int, Any]]) -> PointwiseGaussianNormalizer:
     mean = sum(k * norm.mean.double() for k, norm in parts) / n
     m2 = sum((k - 1) * norm.std.double() ** 2 + k * (norm.mean.double() - mean) ** 2 for k, norm in parts)
     return PointwiseGaussianNormalizer(mean.float(), (m2 / (n - 1)).sqrt().float(), first.eps,
-                                       periodic=first.periodic, strideable=first.strideable, cells=first.cells)
+                                       periodic=first.periodic, strideable=first.strideable, cells=first.cells,
+                                       fields=first.fields)
 
 
 def window_of(cfg: DataConfig) -> Window | None:
@@ -101,13 +102,14 @@ def window_of(cfg: DataConfig) -> Window | None:
     return Window(cfg.history, cfg.first_state, cfg.states)
 
 
-def _fit_grid(cfg: DataConfig, field: str, indices: np.ndarray, ctx: dist_.Context) -> PointwiseGaussianNormalizer:
+def _fit_grid(cfg: DataConfig, field: str, indices: np.ndarray, ctx: dist_.Context,
+              fields: int = 1) -> PointwiseGaussianNormalizer:
     def fit(idx: np.ndarray) -> PointwiseGaussianNormalizer:
         # x: point values at the native grid (restricted later); y of the inverse problem is pooled
         # from the training grid, so its statistics are fitted there
         return fit_normalizer(cfg.path, field, idx, kind=cfg.kind, coarse_resolution=cfg.coarse_resolution,
                               resolution=cfg.train_resolution if field == "y" else None,
-                              pointwise=cfg.normalizer == "pointwise", window=window_of(cfg))
+                              pointwise=cfg.normalizer == "pointwise", window=window_of(cfg), fields=fields)
 
     if not ctx.distributed or len(indices) < 2 * ctx.world_size:  # shares of fewer than 2 samples: no std
         return fit(indices)
@@ -120,13 +122,15 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
                     ctx: dist_.Context | None = None) -> tuple[Any, Any]:
     """The x and y normalisers (None where ``data.normalize_x`` / ``normalize_y`` is off) fitted on the
     training split (``train``: the opened split, which tells grids from point sets).  Trajectories: the
-    input's normaliser is the target's for its first ``data.history`` states (one fit, the same units)."""
+    input's normaliser is the target's for its first ``data.history`` states (one fit, the same units); a
+    time series of F fields per state is normalised per field."""
     ctx = ctx or dist_.Context()
     point_data = train is not None and hasattr(train, "node_counts")
+    fields = fields_per_state(train)
 
     def fit(field: str, size: int | None) -> Any:
         if not point_data:
-            return _fit_grid(cfg, field, train_indices, ctx)
+            return _fit_grid(cfg, field, train_indices, ctx, fields)
         return fit_point_normalizer(train, field, size=size)
 
     wanted = [field for field in ("x", "y") if getattr(cfg, f"normalize_{field}")]
@@ -138,7 +142,7 @@ def fit_normalizers(cfg: DataConfig, train_indices: np.ndarray, train: Any = Non
         trajectory = is_trajectory(getattr(train, "kind", None)) and wanted == ["x", "y"]
         fitted = {field: fit(field, size) for field in (["y"] if trajectory else wanted)}
         if trajectory:
-            fitted["x"] = fitted["y"].first_channels(cfg.history)
+            fitted["x"] = fitted["y"].first_channels(cfg.history * fields)
     except ValueError as err:  # NaN or inf: the normalisers read the training split first
         raise ValueError(f"training split (checked before training): {err}") from None
     return fitted.get("x"), fitted.get("y")

@@ -14,10 +14,10 @@ from ..datasets.recipes import is_inverse, is_trajectory
 from ..datasets.sampling import allowed_resolutions
 from . import checkpoint as ckpt
 from . import distributed as dist_
-from .data import OUTPUT_NOT_TARGET, forward_error, is_point_data, open_split, without_advice
+from .data import is_point_data, open_split
+from .model_fit import OUTPUT_NOT_TARGET, forward_error, without_advice
 from .memory import evaluation_advice
-from .metrics import evaluate_relative_l2, per_time_row, resolution_row, write_metrics
-from .rollout import trajectory_scores
+from .metrics import evaluate_relative_l2, field_trajectory_scores, per_time_row, resolution_row, write_metrics
 
 
 def test_discretizations(cfg: Any, train: Any) -> list:
@@ -79,6 +79,7 @@ def run_test(trainer: Any) -> list[dict[str, Any]]:
     best = ckpt.load_run_checkpoint(run_dir / "best.pt", map_location=ctx.device) if ctx.is_main else None
     trainer.model.load_state_dict(dist_.broadcast_object(None if best is None else best["state_dict"], ctx))
     trajectory = is_trajectory_data(trainer.data.train)
+    names = list(getattr(trainer.data.train, "fields", None) or [])  # a time series' fields per state
     rows = []
     for res in test_discretizations(d, trainer.data.train):
         test = open_split(d, splits.test, res, trainer.transform, lazy=True if ctx.distributed else None)
@@ -87,10 +88,12 @@ def run_test(trainer: Any) -> list[dict[str, Any]]:
                                    evaluation_advice("run.eval_batch_size", trainer.eval_batch)):
             per_sample = evaluate_relative_l2(
                 trainer.operator, test, batch_size=trainer.eval_batch, device=ctx.device, ctx=ctx,
-                metric=functools.partial(trajectory_scores, history=d.history, metric=trainer.cfg.loss.trajectory_metric)
+                metric=functools.partial(field_trajectory_scores, fields=len(names) or 1, history=d.history,
+                                         metric=trainer.cfg.loss.trajectory_metric)
                 if trajectory else trainer.mode.metric,
             )
-        rows.append(per_time_row(res, per_sample, history=d.history) if trajectory else resolution_row(res, per_sample))
+        rows.append(per_time_row(res, per_sample, history=d.history, fields=names) if trajectory
+                    else resolution_row(res, per_sample))
     return rows
 
 

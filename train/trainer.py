@@ -52,22 +52,22 @@ from ..common.outputs import claim_outputs
 from ..common.path_checks import ensure_dir
 from ..common.progress import progress_bar
 from ..datasets.identity import DataChanged, check_data_unchanged
+from ..datasets.loading import fields_per_state
 from ..operators import build_model
 from ..operators.blocks import count_parameters
 from ..operators.models import node_inputs, sample_transform
-from . import checkpoint as ckpt
-from . import distributed as dist_
-from . import failures, planning, run_state, timing
+from . import checkpoint as ckpt, distributed as dist_, failures, planning, run_state, timing
 from .augmentation import augment_batch, symmetry_draws
 from .batches import Batches, resident
 from .compilation import compile_module, compiled_fault, evaluation_compile, resolve_compile, static_shapes
 from .config import TrainConfig, save_config_json, validate_config
-from .data import TrainingData, check_model_fits_data, is_point_data, read_training_data, sample_ids
+from .data import TrainingData, is_point_data, read_training_data, sample_ids
 from .datapass import check_loaded, check_splits, splits_to_check
 from .divergence import TrainingDiverged, divergence_of, diverged, parameters_state
 from .losses import check_targets
 from .memory import DeviceOutOfMemory, evaluation_advice, out_of_memory_advice, training_advice
 from .metrics import evaluate_relative_l2
+from .model_fit import check_model_fits_data
 from .operator import NormalizedOperator
 from .optimization import make_optimizer, make_scheduler, seed_all
 from .planning import EpochEstimate, epochs_for_budget
@@ -113,7 +113,8 @@ class Trainer:
             torch.set_num_threads(cfg.run.threads)
         retain_freed_memory()  # the steps reuse the host memory they free (no page faults per step)
         self.periodic = bool(getattr(data.train, "periodic", False))
-        self.mode = for_window(training_mode(cfg.loss.mode), cfg.data.history, cfg.loss.trajectory_metric)
+        self.given = cfg.data.history * fields_per_state(data.train)  # channels: F per state of F fields
+        self.mode = for_window(training_mode(cfg.loss.mode), self.given, cfg.loss.trajectory_metric)
         self.compile_mode = resolve_compile(cfg.run.compile, ctx.device, is_point_data(data.train), ctx.distributed)
         model = model.to(ctx.device)
         self.transform = sample_transform(model)  # a point-set model's per-sample inputs (mesh_fno's grid)
@@ -261,7 +262,7 @@ class Trainer:
         if hasattr(dataset, "y"):
             check_targets(dataset.y, sample_ids(dataset), f"{self.cfg.data.path} ({split} split)",
                           periodic=self.periodic, h1_weight=h1_weight, snapshots=self.mode.trajectory,
-                          history=self.cfg.data.history)
+                          history=self.given)
 
     # --- epochs ------------------------------------------------------------------------------
     def out_of_memory(self, what: str, batch: int, advice: list[str]):
