@@ -297,6 +297,18 @@ def regions(lines: Sequence[str], where: str) -> list[tuple[str, int, int]]:
     return found
 
 
+ERROR_FIGURE = re.compile(r"(?<![\w.])\d\.\d+e-\d+")  # an error as the tables print one: 3.52e-3, 1.017e-3
+
+
+def prose_figures(text: str, where: str) -> list[tuple[int, str]]:
+    """``(line number, figure)`` of every error figure (``ERROR_FIGURE``) of ``text`` outside its marked
+    tables: figures that no record backs, unless they are not results (a published peer's, a constant)."""
+    lines = text.split("\n")
+    inside = {i for _, start, end in regions(lines, where) for i in range(start, end + 1)}
+    return [(i + 1, m.group()) for i, line in enumerate(lines) if i not in inside
+            for m in ERROR_FIGURE.finditer(line)]
+
+
 def rendered(text: str, where: str, results: Path = records.RESULTS) -> str:
     """``text`` with every marked table rendered from its records."""
     lines = text.split("\n")
