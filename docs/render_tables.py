@@ -192,6 +192,13 @@ def accuracy_burgers_seeds(record: dict[str, Any]) -> list[str]:
     return seeds_table([record], digits=3, per_seed_at=trained_column(record))
 
 
+@table("marching-burgers", "marching-burgers-2026-11-28")
+def marching_burgers(record: dict[str, Any]) -> list[str]:
+    """Time marching on Burgers trajectories at an equal CPU budget: the rollout relative L2 at t = 1 per
+    resolution, one run per model."""
+    return seeds_table([record], digits=4)
+
+
 @table("navier-stokes-1e5", "navier-stokes-1e5")
 def navier_stokes_1e5(record: dict[str, Any]) -> list[str]:
     """Navier–Stokes at nu = 1e-5 (FNO's benchmark) at an equal CPU budget: the relative L2 of the predicted
