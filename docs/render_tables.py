@@ -199,6 +199,21 @@ def marching_burgers(record: dict[str, Any]) -> list[str]:
     return seeds_table([record], digits=4)
 
 
+@table("mesh-operators", "mesh-operators-2026-11-27")
+def mesh_operators(record: dict[str, Any]) -> list[str]:
+    """Darcy on irregular meshes at an equal CPU budget, mean ± std over the seeds on every level, and each
+    level's mean against the trained level's (how far the operator is from one across meshes)."""
+    lines = seeds_table([record], digits=3)
+    trained = trained_column(record)
+    others = [c for c in record["rows"][0]["values"] if c != trained]
+    lines[0] = lines[0][:-1] + "".join(f"| {c} / {trained} " for c in others) + "|"
+    lines[1] += "---|" * len(others)
+    for i, r in enumerate(record["rows"], start=2):
+        at = records.cell_mean(r["values"][trained])
+        lines[i] = lines[i][:-1] + "".join(f"| {records.cell_mean(r['values'][c]) / at:.3f} " for c in others) + "|"
+    return lines
+
+
 @table("navier-stokes-1e5", "navier-stokes-1e5")
 def navier_stokes_1e5(record: dict[str, Any]) -> list[str]:
     """Navier–Stokes at nu = 1e-5 (FNO's benchmark) at an equal CPU budget: the relative L2 of the predicted
