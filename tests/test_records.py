@@ -293,7 +293,7 @@ NOT_RESULTS = {
 # Results still stated in prose or in hand-written tables, waiting for a record and a rendered table (or a
 # link to one): how many per page, and why they have none yet. A count may only fall.
 UNTRACED = {
-    "docs/results.md": (124, "the rows without a record that follow each rendered table (the mesh tables, the Darcy "
+    "docs/results.md": (119, "the rows without a record that follow each rendered table (the mesh tables, the Darcy "
                              "example, the inverse, time marching, one-seed contenders) and the prose about them"),
     "docs/measurements.md": (178, "the log of earlier runs and design measurements, with the machine and date "
                                   "as written down then; no commit, most without a command"),
