@@ -192,6 +192,28 @@ def accuracy_burgers_seeds(record: dict[str, Any]) -> list[str]:
     return seeds_table([record], digits=3, per_seed_at=trained_column(record))
 
 
+@table("marching-burgers", "marching-burgers-2026-11-28")
+def marching_burgers(record: dict[str, Any]) -> list[str]:
+    """Time marching on Burgers trajectories at an equal CPU budget: the rollout relative L2 at t = 1 per
+    resolution, one run per model."""
+    return seeds_table([record], digits=4)
+
+
+@table("mesh-operators", "mesh-operators-2026-11-27")
+def mesh_operators(record: dict[str, Any]) -> list[str]:
+    """Darcy on irregular meshes at an equal CPU budget, mean ± std over the seeds on every level, and each
+    level's mean against the trained level's (how far the operator is from one across meshes)."""
+    lines = seeds_table([record], digits=3)
+    trained = trained_column(record)
+    others = [c for c in record["rows"][0]["values"] if c != trained]
+    lines[0] = lines[0][:-1] + "".join(f"| {c} / {trained} " for c in others) + "|"
+    lines[1] += "---|" * len(others)
+    for i, r in enumerate(record["rows"], start=2):
+        at = records.cell_mean(r["values"][trained])
+        lines[i] = lines[i][:-1] + "".join(f"| {records.cell_mean(r['values'][c]) / at:.3f} " for c in others) + "|"
+    return lines
+
+
 @table("navier-stokes-1e5", "navier-stokes-1e5")
 def navier_stokes_1e5(record: dict[str, Any]) -> list[str]:
     """Navier–Stokes at nu = 1e-5 (FNO's benchmark) at an equal CPU budget: the relative L2 of the predicted
@@ -295,6 +317,18 @@ def regions(lines: Sequence[str], where: str) -> list[tuple[str, int, int]]:
     if open_:
         raise TableError(f"{where}:{open_[1] + 1}: table {open_[0]!r} has no {END} below it")
     return found
+
+
+ERROR_FIGURE = re.compile(r"(?<![\w.])\d\.\d+e-\d+")  # an error as the tables print one: 3.52e-3, 1.017e-3
+
+
+def prose_figures(text: str, where: str) -> list[tuple[int, str]]:
+    """``(line number, figure)`` of every error figure (``ERROR_FIGURE``) of ``text`` outside its marked
+    tables: figures that no record backs, unless they are not results (a published peer's, a constant)."""
+    lines = text.split("\n")
+    inside = {i for _, start, end in regions(lines, where) for i in range(start, end + 1)}
+    return [(i + 1, m.group()) for i, line in enumerate(lines) if i not in inside
+            for m in ERROR_FIGURE.finditer(line)]
 
 
 def rendered(text: str, where: str, results: Path = records.RESULTS) -> str:

@@ -10,6 +10,14 @@ import scipy.io
 import torch
 
 
+def pytest_configure(config):
+    # pytest-xdist's --dist loadscope hands out the test files with the most tests first unless told
+    # --no-loadscope-reorder: the README's file, two tests, went last and its test of several minutes ran
+    # alone at the end of `make test`.  The order below is the one the workers take.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     # The README's test first (a stable sort: the others keep their order): one test of several minutes, a
     # third of the fast suite, which under pytest-xdist (make test) then runs on one worker while the other

@@ -103,6 +103,13 @@ def model_inputs(name: str, model, meshes, device, teacher: bool = False) -> tup
 
 
 MODEL_CASES = [(name, False) for name in list_models()] + [(name, True) for name in MARCHING]
+# Compiling a whole model takes seconds to tens of seconds: the fast suite (make test) compiles one model of
+# each kind -- 1-D attention, 2-D latent attention, spectral, point set, a rollout taught by its states -- and
+# the others run with the slow tests (make test-all, CI).
+FAST_COMPILED = {("galerkin1d", False), ("latent2d", False), ("fno2d", False), ("mesh_latent", False),
+                 ("marching1d", True)}
+COMPILED_CASES = [case if case in FAST_COMPILED else pytest.param(*case, marks=pytest.mark.slow)
+                  for case in MODEL_CASES]
 
 
 def _model(name: str, device="cpu"):
@@ -145,9 +152,10 @@ def assert_same_step(module, args, kwargs, call=None):
 
 def test_every_registered_model_has_a_capture_case():
     assert {name for name, _ in MODEL_CASES} == set(list_models())
+    assert FAST_COMPILED <= set(MODEL_CASES)
 
 
-@pytest.mark.parametrize("name, teacher", MODEL_CASES)
+@pytest.mark.parametrize("name, teacher", COMPILED_CASES)
 def test_every_model_traces_whole_in_forward_and_backward_with_the_eager_numbers(name, teacher, meshes, device):
     # on every device: the GPU machine may run another torch than the CPU's CI (torch 2.11's dynamo returned
     # galerkin1d's gradients 2.4e-2 off the eager ones, pytorch/pytorch#180642; 2.13's did not)
@@ -425,7 +433,7 @@ def test_the_compiler_reads_the_cached_matrix_in_place_and_copies_the_field():
     assert any(t is u for t in copied) and not any(t is u for t in static)
 
 
-@pytest.mark.parametrize("name, teacher", MODEL_CASES)
+@pytest.mark.parametrize("name, teacher", COMPILED_CASES)
 def test_a_compiled_model_copies_only_what_it_was_called_with(name, teacher, meshes):
     """Every input of a model's compiled forward graph other than the call's own tensors -- its parameters
     and buffers, the cached size-only matrices -- is static: a CUDA graph of it copies the batch alone."""

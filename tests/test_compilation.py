@@ -171,6 +171,9 @@ def test_dropout_is_left_out_of_the_comparison_of_a_compiled_model():
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), twin.state_dict().values()))
 
 
+# a compiled training run (minutes on a CPU): with the slow tests (CI); the fast suite keeps the comparison that
+# leaves dropout out and the compiled runs of the tests above
+@pytest.mark.slow
 def test_a_model_with_dropout_trains_compiled(tmp_path, monkeypatch):
     import petrov.train.trainer as trainer_module
 

@@ -188,6 +188,9 @@ collective_timeout_minutes = 0.1
 """
 
 
+# waits out a collective timeout (tens of seconds): with the slow tests (CI); the fast suite keeps the timeout of
+# a world whose other processes never came
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGSTOP")
 def test_a_rank_that_stops_answering_is_given_up_after_the_collective_timeout(tmp_path):
     """run.collective_timeout_minutes bounds the wait for a stuck process (torch's default for gloo: 30 min)."""

@@ -80,7 +80,10 @@ def darcy_data(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("example, resolutions", [("darcy", [11, 21, 41]), ("darcy_inverse", [21, 41])])
+# the inverse example trains the longest: with the slow tests (CI); the fast suite runs the forward one, and the
+# README's test the inverse commands
+@pytest.mark.parametrize("example, resolutions", [("darcy", [11, 21, 41]),
+                                                  pytest.param("darcy_inverse", [21, 41], marks=pytest.mark.slow)])
 def test_darcy_examples_train_and_evaluate_at_every_resolution(example, resolutions, darcy_data, tmp_path):
     torch.set_num_threads(1)
     argv = ["--quick", "--out", str(tmp_path / "out"), "--data", str(darcy_data), "--device", "cpu", *TINY]

@@ -48,6 +48,18 @@ CASES = {
     "arfno1d": ({**_FNO, "time_steps": 2}, 1, 32),
 }
 DYNAMIC = [name for name in CASES if name not in FIXED_RESOLUTION]
+# Exporting a model takes seconds to minutes on a CPU: the fast suite (make test) exports one model of each
+# kind -- 1-D attention, 2-D latent attention, spectral, time marching -- and the others run with the slow
+# tests (make test-all, CI).
+FAST_EXPORTED = ("galerkin1d", "latent2d", "fno2d", "arfno1d")
+
+
+def model_cases(names) -> list:
+    return [name if name in FAST_EXPORTED else pytest.param(name, marks=pytest.mark.slow) for name in names]
+
+
+def test_the_fast_suite_exports_each_kind_at_a_fixed_and_a_dynamic_grid():
+    assert set(FAST_EXPORTED) <= set(DYNAMIC)
 
 
 def write_run(root: Path, name: str) -> Path:
@@ -112,7 +124,7 @@ def no_complex_numbers(path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", model_cases(CASES))
 def test_every_grid_model_exports_at_its_resolution_and_matches(tmp_path, name, fmt):
     run = write_run(tmp_path, name)
     path = tmp_path / f"{name}{SUFFIX[fmt]}"
@@ -131,7 +143,7 @@ def test_every_grid_model_exports_at_its_resolution_and_matches(tmp_path, name, 
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("name", DYNAMIC)
+@pytest.mark.parametrize("name", model_cases(DYNAMIC))
 def test_a_dynamic_grid_size_matches_at_three_resolutions(tmp_path, name, fmt):
     if fmt == "onnx" and name not in ("fno2d", "latent1d", "transolver2d"):
         pytest.skip("ONNX with a dynamic grid: fno2d, latent1d and transolver2d here; all with -m slow")

@@ -202,6 +202,9 @@ def test_each_rank_reads_only_its_own_samples(project):
         assert epoch_reads[epoch] | epoch_reads[3 + epoch] == set(train)
 
 
+# two launchers trained, stopped and resumed (a minute or more): with the slow tests (CI); the fast suite keeps
+# two nodes training as one, a killed rank, and one node's SIGTERM and resume (tests/test_preemption.py)
+@pytest.mark.slow
 @LINUX
 def test_sigterm_to_one_node_stops_both_and_resume_is_bit_identical(project):
     """A scheduler's SIGTERM may reach one node first: both ranks stop after the same step, rank 0 writes
@@ -254,6 +257,9 @@ def test_an_error_on_one_rank_is_named_by_the_other(project):
                      "continue with the same command and --resume (from failed/last.pt)"]
 
 
+# the job script stopped, requeued and continued on two nodes (a minute or more): with the slow tests (CI); one
+# node's job script that stops and continues is in the fast suite (tests/test_preemption.py)
+@pytest.mark.slow
 @LINUX
 def test_the_slurm_job_script_stops_requeues_and_continues(project, tmp_path):
     """examples/slurm/train.sbatch under stand-ins of srun (runs its command) and scontrol (one node;

@@ -264,3 +264,80 @@ def test_the_demo_records_only_what_it_measures(tmp_path):
     with pytest.raises(SystemExit, match="holds a finished run"):
         demo.main(["--record", "--out", str(tmp_path / "run")])
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["eval", "metrics.json", "run"]
+
+
+# --- figures in prose -----------------------------------------------------------------------------
+
+PROSE_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+# Error figures that may stand in prose because they are not petrov's results: (page, figure) -> why.
+NOT_RESULTS = {
+    ("docs/results.md", "1.017e-3"): "published: the reference Galerkin Transformer's hybrid, its notebook",
+    ("docs/results.md", "1.39e-2"): "published: the FNO paper's Burgers range",
+    ("docs/results.md", "1.49e-2"): "published: the FNO paper's Burgers range",
+    ("docs/results.md", "1.123e-3"): "published: the reference repository's Fourier-type hybrid",
+    ("docs/results.md", "4.9e-3"): "published: Transolver++ on Darcy 85",
+    ("docs/results.md", "5.7e-3"): "published: Transolver on Darcy 85",
+    ("docs/results.md", "6.3e-3"): "published: LNO on Darcy 85",
+    ("docs/results.md", "8.4e-3"): "published: the Galerkin Transformer on Darcy 85",
+    ("docs/results.md", "1.08e-2"): "published: the FNO paper on Darcy 85",
+    ("docs/results.md", "2.5e-2"): "published learned inverse at 1% noise; the mesh benchmark's target",
+    ("docs/gpus.md", "4.9e-3"): "a target: darcy-gpu's error at 85",
+    ("docs/gpus.md", "2.5e-2"): "a target: darcy-inverse-gpu's error",
+    ("docs/measurements.md", "2.5e-2"): "a target: the mesh benchmark's and darcy-inverse-gpu's error",
+    ("docs/export.md", "2.1e-08"): "a call's printed output in a code example, not a measurement",
+    ("docs/export.md", "2.0e-08"): "a call's printed output in a code example, not a measurement",
+    ("docs/export.md", "2.8e-08"): "a call's printed output in a code example, not a measurement",
+}
+
+# Results still stated in prose or in hand-written tables, waiting for a record and a rendered table (or a
+# link to one): how many per page, and why they have none yet. A count may only fall.
+UNTRACED = {
+    "docs/results.md": (119, "the rows without a record that follow each rendered table (the mesh tables, the Darcy "
+                             "example, the inverse, time marching, one-seed contenders) and the prose about them"),
+    "docs/measurements.md": (178, "the log of earlier runs and design measurements, with the machine and date "
+                                  "as written down then; no commit, most without a command"),
+    "docs/gpus.md": (29, "the H200 checks and the GPU presets' CPU runs, in hand-written tables"),
+    "docs/problems/navier-stokes.md": (10, "the data recipe's accuracy (benchmarks/navier_stokes_accuracy.py "
+                                           "writes no record)"),
+    "docs/problems/meshes.md": (8, "darcy-mesh-quick's figures on two CPUs"),
+}
+
+
+def prose_results() -> dict[str, list[tuple[int, str]]]:
+    """``{page: [(line, figure)]}``: the error figures outside rendered tables, less ``NOT_RESULTS``."""
+    found = {}
+    for path in PROSE_PAGES:
+        where = render_tables.shown_path(path)
+        figures = render_tables.prose_figures(path.read_text(), where)
+        found[where] = [(n, f) for n, f in figures if (where, f) not in NOT_RESULTS]
+    return found
+
+
+def test_prose_states_no_result_figure_outside_a_rendered_table():
+    problems = []
+    for where, figures in prose_results().items():
+        known = UNTRACED.get(where, (0, ""))[0]
+        listed = ", ".join(f"{f} (line {n})" for n, f in figures)
+        if len(figures) > known:
+            problems.append(f"{where}: {len(figures)} result figures outside a rendered table, {known} known: "
+                            f"{listed}; put a new one in a table rendered from its record (docs/render_tables.py) "
+                            f"or link to the table that has it")
+        elif len(figures) < known:
+            problems.append(f"{where}: {len(figures)} result figures outside a rendered table: lower its "
+                            f"UNTRACED count from {known}")
+    assert problems == []
+
+
+def test_the_allow_list_names_figures_that_are_there():
+    present = {(render_tables.shown_path(p), f) for p in PROSE_PAGES
+               for _, f in render_tables.prose_figures(p.read_text(), render_tables.shown_path(p))}
+    assert set(NOT_RESULTS) <= present, sorted(set(NOT_RESULTS) - present)
+    assert set(UNTRACED) <= {render_tables.shown_path(p) for p in PROSE_PAGES}
+
+
+def test_prose_figures_are_found_outside_tables_only():
+    text = ("A prose error of 3.52e-3, a tolerance of 1e-3 and a version 2.13.0.\n"
+            "<!-- table: demo-burgers -->\n| m | 3.50e-3 |\n<!-- /table -->\n"
+            "```\n# printed 1.7e-05\n```\nand v1.2e-3x is no figure; 4.1e-4 ± 2e-5.\n")
+    assert render_tables.prose_figures(text, "page.md") == [(1, "3.52e-3"), (6, "1.7e-05"), (8, "4.1e-4")]
