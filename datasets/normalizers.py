@@ -10,13 +10,10 @@ at every resolution; ``at_resolution(r)`` strides them exactly as the data are s
 fitting at ``r`` directly. For the inverse problem's pooled target the statistics are fitted on the pooled
 grid itself and cannot be re-strided (refit for another coarse grid).
 
-F fields per state (channels state-major, ``s F + f`` field f of state s): ``fields=F``.  Point-wise
-statistics are per channel, so per field already; global ones are one per field ``(F,)``, over the channels
-``f, f + F, ...`` (all samples, points and states of field f), broadcast back to any ``(..., S F)``.
-``fields=1``: the same statistics and saved state as without the option.
-
-State for checkpoints: ``to_state()`` gives tensors and plain values (``torch.load(weights_only=True)``
-safe); ``from_state`` rebuilds.
+F fields per state (channel ``s F + f`` field f of state s): ``fields=F``.  Point-wise statistics are per
+channel, so per field already; global ones one per field ``(F,)`` over the channels ``f, f + F, ...``,
+broadcast back to any ``(..., S F)``; ``fields=1``: the statistics and saved state as without the option.
+Checkpoints: ``to_state()`` (tensors, plain values: ``weights_only=True`` safe), ``from_state`` rebuilds.
 """
 from __future__ import annotations
 
@@ -290,14 +287,11 @@ def fit_normalizer(
             raise ValueError("fitting a normalizer needs at least 2 training samples")
         stored = {"x": "y", "y": "x"}[field] if recipe.inverse else field
         pooled = recipe.inverse and field == "y"
-        if len(set(src.grid_shape)) > 1 and pointwise:
-            raise ValueError(f"{path}: point-wise statistics on the rectangular {' x '.join(map(str, src.grid_shape))} "
-                             f"grid cannot follow it to other resolutions yet; use data.normalizer = \"global\" (one "
-                             f"mean and std per field)")
-        # checked even where unused (point values are fitted at the native grid): never silently ignored
-        stride = grid_strides(src.grid_shape, src.grid_kinds, resolution)[0]
-        if src.time_series and window is None:  # the series' first state in, all of it out
-            window = Window()
+        if len(set(src.grid_shape)) > 1 and pointwise:  # at_resolution strides by one number of points
+            raise ValueError(f"{path}: point-wise statistics of a rectangular grid {src.grid_shape} do not follow it "
+                             'to other resolutions; use data.normalizer = "global" (one mean and std per field)')
+        stride = grid_strides(src.grid_shape, src.grid_kinds, resolution)[0]  # checked even where unused
+        window = Window() if src.time_series and window is None else window  # a series: its first state in
         if pooled:
             coarse = target_grid(recipe, src.attrs, coarse_resolution)
         moments = _RunningMoments()

@@ -24,7 +24,7 @@ from typing import Sequence
 import h5py
 
 from .hdf5_files import open_h5
-from .importing import GRID_LETTERS, ArraySource
+from .array_sources import GRID_LETTERS, ArraySource
 from .sample_groups import GroupStack
 from .time_series import FieldPart, SeriesSource, grid_domain, parse_axis_grids, time_step
 

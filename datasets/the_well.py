@@ -28,7 +28,7 @@ import h5py
 import numpy as np
 
 from .hdf5_files import file_attrs, open_h5
-from .importing import GRID_LETTERS, ArraySource
+from .array_sources import GRID_LETTERS, ArraySource
 from .time_series import FieldPart, SeriesSource, grid_domain, parse_axis_grids, time_step
 
 FORMAT = "the-well"

@@ -33,7 +33,7 @@ import numpy as np
 from ..common.files import atomic_path
 from ..common.outputs import check_outputs, output_file
 from .grid_files import default_chunk_size, grid_attrs, grid_layout, stored_bytes
-from .importing import (GRID_KINDS, GRID_LETTERS, MIN_POINTS, ArraySource, _check_dtype, _shape, domain_from_coords,
+from .array_sources import (GRID_KINDS, GRID_LETTERS, MIN_POINTS, ArraySource, check_dtype, axis_sizes, domain_from_coords,
                         open_array, parse_domain, parse_spec)
 from .recipes import ImportedParams, get_recipe
 from .sample_groups import is_group_pattern, open_group_stack
@@ -53,7 +53,7 @@ class FieldPart:
 
     @property
     def channels(self) -> int:
-        shape = _shape(self.source)
+        shape = axis_sizes(self.source)
         return shape.get("C", 1) * shape.get("D", 1)
 
 
@@ -153,7 +153,7 @@ def series_shape(series: SeriesSource) -> tuple[int, tuple[int, ...], int]:
         raise ValueError(f"{series.file}: no time-dependent fields to import")
     first = None
     for part in series.parts:
-        shape = _shape(part.source)
+        shape = axis_sizes(part.source)
         dims = (shape["N"], tuple(shape[a] for a in GRID_LETTERS if a in shape), shape["T"])
         if part.channels != len(part.names):
             raise ValueError(f"{part.source.label} holds {part.channels} fields but {len(part.names)} names were "
@@ -245,7 +245,7 @@ def write_time_series(output: str | os.PathLike, series: SeriesSource, *, overwr
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
     output = output_file(output)
     for part in series.parts:
-        _check_dtype(part.source)
+        check_dtype(part.source)
         if part.source.file and output.exists() and os.path.samefile(part.source.file, output):
             raise ValueError(f"the output {output} is the source file of {part.source.label}; choose another name")
     n, grid, states = series_shape(series)
@@ -294,7 +294,7 @@ def _default_names(sources: list[ArraySource]) -> list[list[str]]:
     ``u`` (one field) or ``u0, u1, ...``."""
     if len(sources) > 1:
         return [[(s.key or f"u{i}").rsplit("/", 1)[-1]] for i, s in enumerate(sources)]
-    channels = _shape(sources[0]).get("C")
+    channels = axis_sizes(sources[0]).get("C")
     return [["u"] if channels is None else [f"u{c}" for c in range(channels)]]
 
 
@@ -341,7 +341,7 @@ def import_time_series(
                                  f"array holding every field")
             sources.append(src)
         names = _default_names(sources) if fields is None else _split_names(list(fields), sources)
-        shape = _shape(sources[0])
+        shape = axis_sizes(sources[0])
         dim = sum(a in shape for a in GRID_LETTERS)
         kinds = parse_axis_grids(grid, dim, "the time series")
         box = parse_domain(domain, dim)
@@ -363,7 +363,7 @@ def import_time_series(
 
 def _split_names(names: list[str], sources: list[ArraySource]) -> list[list[str]]:
     """The given field names, split among the arrays (one per field, in order)."""
-    counts = [_shape(s).get("C", 1) for s in sources]
+    counts = [axis_sizes(s).get("C", 1) for s in sources]
     if len(names) != sum(counts):
         raise ValueError(f"fields: {len(names)} names ({', '.join(names)}) for {sum(counts)} fields in the arrays "
                          f"({', '.join(s.label for s in sources)}); give one name per field")
