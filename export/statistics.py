@@ -84,7 +84,7 @@ class ExportedNormalizer(nn.Module):
         if self.identity:
             return
         self.eps, self.periodic, self.cells = normalizer.eps, normalizer.periodic, normalizer.cells
-        self.pointwise = normalizer.pointwise
+        self.pointwise, self.fields = normalizer.pointwise, getattr(normalizer, "fields", 1)
         here = normalizer.at_resolution(int(grid[0])) if self.pointwise and grid else normalizer
         self.register_buffer("mean", here.mean.detach().clone())
         self.register_buffer("scale", (here.std + here.eps).detach().clone())
@@ -104,7 +104,10 @@ class ExportedNormalizer(nn.Module):
             mean = resample(self.native_mean, grid, self.periodic, self.cells)
             std = resample(self.native_std, grid, self.periodic, self.cells)
             return mean.to(z.dtype), (std.to(self.native_std.dtype) + self.eps).to(z.dtype)
-        return self.mean.to(z.dtype), self.scale.to(z.dtype)
+        mean, scale = self.mean.to(z.dtype), self.scale.to(z.dtype)
+        if self.fields > 1 and not self.pointwise:  # one per field, repeated over the states (channel s F + f)
+            mean, scale = (t.repeat(z.shape[-1] // self.fields) for t in (mean, scale))
+        return mean, scale
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """``(x − μ) / (σ + ε)``."""

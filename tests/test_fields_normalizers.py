@@ -128,3 +128,13 @@ def test_fit_normalizer_streams_per_field_statistics(trajectory_file):
     assert torch.equal(single.mean, again.mean) and torch.equal(single.std, again.std)
     with pytest.raises(ValueError, match="whole number of states of 4 fields"):
         fit_normalizer(trajectory_file, "y", range(5), pointwise=False, window=window, fields=4)
+
+
+def test_an_exported_graph_normalises_each_field_as_the_normaliser_does():
+    from petrov.export.statistics import ExportedNormalizer
+
+    data = series(states=4).double()
+    norm = PointwiseGaussianNormalizer(*plain_field_stats(data, F), 1e-5, fields=F)  # global: (F,)
+    exported = ExportedNormalizer(norm, tuple(data.shape[1:-1]), dynamic=False)
+    torch.testing.assert_close(exported.encode(data), norm.encode(data))
+    torch.testing.assert_close(exported.decode(data), norm.decode(data))
