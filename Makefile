@@ -34,7 +34,8 @@ $(VENV)/.installed-reference: $(VENV)/.installed
 # makes pytest import it under the checkout folder's name, which fails for a name such as tmp.Ab3x.
 # Two worker processes of one thread each (pytest-xdist), a test file to a worker (--dist loadscope: a
 # file's module fixtures, such as its trained runs, are built once); the README's test, the longest, starts
-# first (tests/conftest.py).  PYTEST_WORKERS=0 runs the suite in this process.
+# first (tests/conftest.py, which also turns off xdist's reordering of the files by their number of tests).
+# PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider --rootdir=tests -n $(PYTEST_WORKERS) --dist loadscope
 
