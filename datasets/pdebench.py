@@ -23,10 +23,9 @@ from typing import Sequence
 
 import h5py
 
-from .hdf5_files import open_h5
 from .array_sources import GRID_LETTERS, ArraySource
 from .sample_groups import GroupStack
-from .time_series import FieldPart, SeriesSource, grid_domain, parse_axis_grids, time_step
+from .time_series import FieldPart, SeriesSource, grid_domain, parse_axis_grids, series_of_file, time_step
 
 FORMAT = "pdebench"
 FLOW_FIELDS = ("Vx", "Vy", "density", "pressure")
@@ -101,33 +100,28 @@ def pdebench_series(path: str | os.PathLike, grid: str | Sequence[str] | None = 
     """The time series of the PDEBench file ``path`` (module docstring), to be written by
     ``write_time_series``; ``grid``: the grid kind of every axis or of each (default: read from the file's
     name where it says so). Close it (``.close()``) when done."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"--from pdebench: no such file: {path}")
-    if not h5py.is_hdf5(path):
-        raise ValueError(f"{path}: not an HDF5 file; PDEBench's time-dependent files are HDF5 (.hdf5, .h5)")
-    h5 = open_h5(path)
-    try:
-        keys = set(h5.keys())
-        groups = [k for k in keys if isinstance(h5[k], h5py.Group)]
-        if groups and all(isinstance(h5[k], h5py.Group) for k in keys):
-            series = _groups(h5, path, grid)
-        elif "density" in keys:
-            dim = 2 if "Vy" in keys else 1
-            if "Vz" in keys:
-                raise ValueError(f"{path}: a 3-D PDEBench file (it has 'Vz'); petrov stores 1-D and 2-D grids")
-            series = _arrays(h5, path, grid, [n for n in FLOW_FIELDS if n != "Vy" or dim == 2], "compressible-flow")
-        elif "tensor" in keys:
-            series = _arrays(h5, path, grid, ["tensor"], "single-field")
-            series.parts[0].names = ["u"]
-        else:
-            raise KeyError(f"{path}: not a PDEBench time series: expected groups of one sample each (holding data and "
-                           f"grid/t, grid/x), the flow fields Vx, density, pressure, or 'tensor'; the file holds: "
-                           f"{', '.join(sorted(keys)) or 'nothing'}")
-    except BaseException:
-        h5.close()
-        raise
-    series.handles.append(h5)
+    return series_of_file(path, "--from pdebench", "PDEBench's time-dependent files",
+                          lambda h5, path: _series(h5, path, grid))
+
+
+def _series(h5: h5py.File, path: Path, grid: str | Sequence[str] | None) -> SeriesSource:
+    """The series of the open PDEBench file ``h5``, by its layout."""
+    keys = set(h5.keys())
+    groups = [k for k in keys if isinstance(h5[k], h5py.Group)]
+    if groups and all(isinstance(h5[k], h5py.Group) for k in keys):
+        series = _groups(h5, path, grid)
+    elif "density" in keys:
+        dim = 2 if "Vy" in keys else 1
+        if "Vz" in keys:
+            raise ValueError(f"{path}: a 3-D PDEBench file (it has 'Vz'); petrov stores 1-D and 2-D grids")
+        series = _arrays(h5, path, grid, [n for n in FLOW_FIELDS if n != "Vy" or dim == 2], "compressible-flow")
+    elif "tensor" in keys:
+        series = _arrays(h5, path, grid, ["tensor"], "single-field")
+        series.parts[0].names = ["u"]
+    else:
+        raise KeyError(f"{path}: not a PDEBench time series: expected groups of one sample each (holding data and "
+                       f"grid/t, grid/x), the flow fields Vx, density, pressure, or 'tensor'; the file holds: "
+                       f"{', '.join(sorted(keys)) or 'nothing'}")
     return series
 
 

@@ -27,9 +27,9 @@ from typing import Any, Sequence
 import h5py
 import numpy as np
 
-from .hdf5_files import file_attrs, open_h5
+from .hdf5_files import file_attrs
 from .array_sources import GRID_LETTERS, ArraySource
-from .time_series import FieldPart, SeriesSource, grid_domain, parse_axis_grids, time_step
+from .time_series import FieldPart, SeriesSource, grid_domain, parse_axis_grids, series_of_file, time_step
 
 FORMAT = "the-well"
 BOUNDARY_GRIDS = {"PERIODIC": "periodic", "WALL": "nodes", "OPEN": "nodes"}
@@ -143,28 +143,21 @@ def well_series(path: str | os.PathLike, grid: str | Sequence[str] | None = None
     """The time series of The Well's file ``path`` (module docstring), to be written by ``write_time_series``;
     ``grid``: the grid kind of every axis or of each (default: from ``boundary_conditions``). Close it
     (``.close()``) when done."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"--from the-well: no such file: {path}")
-    if not h5py.is_hdf5(path):
-        raise ValueError(f"{path}: not an HDF5 file; The Well's files are HDF5 (.hdf5, .h5)")
-    h5 = open_h5(path)
-    try:
-        dim, n, names = _spatial(h5, path)
-        coords = _coordinates(h5, path, names)
-        parts, skipped = _fields(h5, path, dim, n, names)
-        shape = parts[0].source.array.shape
-        kinds = _grid_kinds(h5, path, names, grid)
-        series = SeriesSource(
-            file=str(path), parts=parts, axis_grids=kinds, domain=grid_domain(coords, shape[2:2 + dim], kinds),
-            dt=_dt(h5, path, shape[1]),
-            sources={"format": FORMAT, "file": str(path), "dataset_name": file_attrs(h5).get("dataset_name"),
-                     "keys": [p.source.key for p in parts], "skipped": skipped, "spatial_dims": names})
-    except BaseException:
-        h5.close()
-        raise
-    series.handles.append(h5)
-    return series
+    return series_of_file(path, "--from the-well", "The Well's files", lambda h5, path: _series(h5, path, grid))
+
+
+def _series(h5: h5py.File, path: Path, grid: str | Sequence[str] | None) -> SeriesSource:
+    """The series of the open file ``h5`` of The Well."""
+    dim, n, names = _spatial(h5, path)
+    coords = _coordinates(h5, path, names)
+    parts, skipped = _fields(h5, path, dim, n, names)
+    shape = parts[0].source.array.shape
+    kinds = _grid_kinds(h5, path, names, grid)
+    return SeriesSource(
+        file=str(path), parts=parts, axis_grids=kinds, domain=grid_domain(coords, shape[2:2 + dim], kinds),
+        dt=_dt(h5, path, shape[1]),
+        sources={"format": FORMAT, "file": str(path), "dataset_name": file_attrs(h5).get("dataset_name"),
+                 "keys": [p.source.key for p in parts], "skipped": skipped, "spatial_dims": names})
 
 
 __all__ = ["BOUNDARY_GRIDS", "FORMAT", "well_series"]

@@ -26,12 +26,14 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+import h5py
 import numpy as np
 
 from ..common.files import atomic_path
 from ..common.outputs import check_outputs, output_file
+from .hdf5_files import open_h5
 from .grid_files import default_chunk_size, grid_attrs, grid_layout, stored_bytes
 from .array_sources import (GRID_KINDS, GRID_LETTERS, MIN_POINTS, ArraySource, check_dtype, axis_sizes, domain_from_coords,
                         open_array, parse_domain, parse_spec)
@@ -371,6 +373,26 @@ def _split_names(names: list[str], sources: list[ArraySource]) -> list[list[str]
     return [names[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-__all__ = ["FieldPart", "KIND", "SeriesSource", "first_bad", "grid_domain", "import_time_series",
+def series_of_file(path: str | os.PathLike, option: str, files: str,
+                   read: Callable[[h5py.File, Path], SeriesSource]) -> SeriesSource:
+    """``read(h5, path)`` on the HDF5 file ``path`` (a format's reader, ``--from NAME``): the series it returns
+    holds the file open (its arrays are read lazily) and closes it with itself; a failing ``read`` closes it at
+    once.  A missing file, or one that is not HDF5, is one line naming ``option`` or what ``files`` are."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{option}: no such file: {path}")
+    if not h5py.is_hdf5(path):
+        raise ValueError(f"{path}: not an HDF5 file; {files} are HDF5 (.hdf5, .h5)")
+    h5 = open_h5(path)
+    try:
+        series = read(h5, path)
+    except BaseException:
+        h5.close()
+        raise
+    series.handles.append(h5)
+    return series
+
+
+__all__ = ["series_of_file", "FieldPart", "KIND", "SeriesSource", "first_bad", "grid_domain", "import_time_series",
            "open_series_array", "parse_axis_grids", "parse_series_axes", "read_part", "series_shape", "time_step",
            "write_time_series"]
